@@ -1,0 +1,1 @@
+"""Shared code of the SkyRL-on-HyperPod project: configuration, stack outputs, helpers."""

@@ -1,0 +1,73 @@
+"""Instance catalog: the one place that knows what each HyperPod instance type offers.
+
+Everything that depends on an instance type (pod requests, GPU counts, EFA devices, SkyRL
+placement, cost) reads it from here. Sources: ../shared/FACTS.md for ml.g7e.12xlarge and
+ml.r5d.16xlarge; the other sizes follow the sagemaker-hyperpod-cli instance constants
+(`INSTANCE_RESOURCES`). EFA counts for ml.g7e.24xlarge/48xlarge are unconfirmed.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class InstanceSpec(BaseModel):
+    """What one instance offers, before Kubernetes and HyperPod take their share."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    vcpus: int = Field(gt=0)
+    memory_gib: int = Field(gt=0)
+    gpus: int = Field(ge=0)
+    gpu_memory_gib: int = Field(default=0, ge=0)
+    gpu_model: str | None = None
+    efa_interfaces: int = Field(default=0, ge=0)
+    local_nvme: str | None = None
+
+    @property
+    def allocatable_vcpus(self) -> int:
+        """vCPUs a pod may request: leaves room for kubelet, HyperPod agents and daemon sets."""
+        return self.vcpus - max(2, self.vcpus // 12)
+
+    @property
+    def allocatable_memory_gib(self) -> int:
+        """Memory a pod may request after system reservations (kubelet, agents, page cache)."""
+        return self.memory_gib - max(8, self.memory_gib // 10)
+
+
+_RTX_PRO_6000 = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+
+INSTANCE_CATALOG: dict[str, InstanceSpec] = {
+    # GPU workers: RTX PRO 6000 Blackwell, 96 GB each, PCIe (no NVLink).
+    "ml.g7e.2xlarge": InstanceSpec(vcpus=8, memory_gib=64, gpus=1, gpu_memory_gib=96, gpu_model=_RTX_PRO_6000),
+    "ml.g7e.4xlarge": InstanceSpec(vcpus=16, memory_gib=128, gpus=1, gpu_memory_gib=96, gpu_model=_RTX_PRO_6000),
+    "ml.g7e.8xlarge": InstanceSpec(
+        vcpus=32, memory_gib=256, gpus=1, gpu_memory_gib=96, gpu_model=_RTX_PRO_6000, efa_interfaces=1
+    ),
+    "ml.g7e.12xlarge": InstanceSpec(
+        vcpus=48,
+        memory_gib=512,
+        gpus=2,
+        gpu_memory_gib=96,
+        gpu_model=_RTX_PRO_6000,
+        efa_interfaces=1,
+        local_nvme="1 x 3.8 TB",
+    ),
+    "ml.g7e.24xlarge": InstanceSpec(
+        vcpus=96, memory_gib=1024, gpus=4, gpu_memory_gib=96, gpu_model=_RTX_PRO_6000, efa_interfaces=2
+    ),
+    "ml.g7e.48xlarge": InstanceSpec(
+        vcpus=192, memory_gib=2048, gpus=8, gpu_memory_gib=96, gpu_model=_RTX_PRO_6000, efa_interfaces=4
+    ),
+    # CPU heads.
+    "ml.r5d.4xlarge": InstanceSpec(vcpus=16, memory_gib=128, gpus=0, local_nvme="2 x 300 GB"),
+    "ml.r5d.8xlarge": InstanceSpec(vcpus=32, memory_gib=256, gpus=0, local_nvme="2 x 600 GB"),
+    "ml.r5d.16xlarge": InstanceSpec(vcpus=64, memory_gib=512, gpus=0, local_nvme="4 x 600 GB"),
+    "ml.m5.4xlarge": InstanceSpec(vcpus=16, memory_gib=64, gpus=0),
+    "ml.m5.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=0),
+}
+
+
+def instance_spec(instance_type: str) -> InstanceSpec:
+    """The catalog entry; configuration validation guarantees the key exists."""
+    return INSTANCE_CATALOG[instance_type]

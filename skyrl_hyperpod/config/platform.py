@@ -1,0 +1,283 @@
+"""Configuration of the AWS platform: network, EKS, HyperPod, FSx, observability, versions.
+
+Defaults reproduce the reference deployment in ../shared/FACTS.md. Every model is frozen and
+rejects unknown keys, so a misspelt key in a user's YAML is an error, not a silent default.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .catalog import INSTANCE_CATALOG, InstanceSpec
+
+_HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_AZ_ID = re.compile(r"^[a-z]{2,4}[0-9]-az[0-9]{1,2}$")
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+
+# HyperPod's EKS orchestrator supports 1.30-1.35 (FACTS.md); this project ships kubectl layers
+# (aws-cdk.lambda-layer-kubectl-vNN) for the versions below, so those are the ones it deploys.
+SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
+
+# FSx for Lustre per-unit storage throughput (MB/s/TiB) allowed for each SSD deployment type.
+FSX_THROUGHPUT_TIERS: dict[str, tuple[int, ...]] = {
+    "PERSISTENT_1": (50, 100, 200),
+    "PERSISTENT_2": (125, 250, 500, 1000),
+}
+
+DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+
+
+class StrictModel(BaseModel):
+    """Base for every configuration model: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+def _commit_id(value: str) -> str:
+    if not _COMMIT.fullmatch(value):
+        raise ValueError("must be a full 40-character lowercase git commit id (never a branch or tag)")
+    return value
+
+
+CommitId = Annotated[str, AfterValidator(_commit_id)]
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Network(value))
+    except ValueError as exc:
+        raise ValueError(f"must be an IPv4 CIDR such as 10.0.0.0/16 ({exc})") from None
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+
+
+class EnvironmentConfig(StrictModel):
+    """Target account and region. Both optional: synth stays environment-agnostic without them."""
+
+    account: str | None = Field(default=None, pattern=r"^[0-9]{12}$")
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$")
+
+
+class NetworkConfig(StrictModel):
+    vpc_cidr: Cidr = "10.192.0.0/16"
+    max_azs: int = Field(default=2, ge=2, le=6)
+    nat_gateways: int = Field(default=1, ge=1, le=6)
+    # HyperPod nodes live in one private subnet pinned by AZ *id* (ids are stable across
+    # accounts, names are not). Pick an AZ id that offers the GPU instance type.
+    hyperpod_az_id: str = "usw2-az2"
+    hyperpod_subnet_cidr: Cidr = "10.192.128.0/18"
+
+    @field_validator("hyperpod_az_id")
+    @classmethod
+    def _az_id(cls, value: str) -> str:
+        if not _AZ_ID.fullmatch(value):
+            raise ValueError("must be an availability zone id such as usw2-az2 (not a zone name like us-west-2b)")
+        return value
+
+    @model_validator(mode="after")
+    def _subnet_inside_vpc(self) -> NetworkConfig:
+        vpc = ipaddress.IPv4Network(self.vpc_cidr)
+        subnet = ipaddress.IPv4Network(self.hyperpod_subnet_cidr)
+        if not subnet.subnet_of(vpc):
+            raise ValueError(f"hyperpod_subnet_cidr {subnet} must lie inside vpc_cidr {vpc}")
+        if vpc.prefixlen > 20:
+            raise ValueError(f"vpc_cidr {vpc} is too small: use /20 or larger")
+        if self.nat_gateways > self.max_azs:
+            raise ValueError(f"nat_gateways ({self.nat_gateways}) cannot exceed max_azs ({self.max_azs})")
+        return self
+
+
+class EksConfig(StrictModel):
+    kubernetes_version: str = "1.33"
+    # Private by default. List your own CIDRs to reach the API from outside the VPC.
+    public_access_cidrs: list[Cidr] = Field(default_factory=list)
+    # IAM roles/users that get cluster-admin through an EKS access entry.
+    admin_principal_arns: list[str] = Field(default_factory=list)
+    control_plane_log_types: list[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]] = (
+        Field(default_factory=lambda: ["api", "audit", "authenticator"])
+    )
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if value not in SUPPORTED_KUBERNETES_VERSIONS:
+            raise ValueError(f"must be one of {', '.join(SUPPORTED_KUBERNETES_VERSIONS)} (HyperPod EKS support)")
+        return value
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _no_open_internet(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            if ipaddress.IPv4Network(cidr).prefixlen == 0:
+                raise ValueError(f"{cidr} opens the API server to the whole internet: list your own CIDRs")
+        return value
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _principals(cls, value: list[str]) -> list[str]:
+        for arn in value:
+            if not _PRINCIPAL_ARN.fullmatch(arn):
+                raise ValueError(f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::111111111111:role/Name)")
+        return value
+
+    @property
+    def endpoint_public(self) -> bool:
+        return bool(self.public_access_cidrs)
+
+
+class InstanceGroupConfig(StrictModel):
+    name: str
+    instance_type: str
+    instance_count: int = Field(ge=0, le=256)
+    ebs_volume_gb: int = Field(default=500, ge=1, le=16384)
+    threads_per_core: Literal[1, 2] = 1
+    deep_health_checks: list[DeepHealthCheck] = Field(default_factory=list)
+    training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _HYPERPOD_NAME.fullmatch(value):
+            raise ValueError("must be 1-63 letters, digits or hyphens, starting and ending with a letter or digit")
+        return value
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value not in INSTANCE_CATALOG:
+            raise ValueError(f"unknown instance type; the catalog has {', '.join(sorted(INSTANCE_CATALOG))}")
+        return value
+
+    @model_validator(mode="after")
+    def _health_checks_need_gpus(self) -> InstanceGroupConfig:
+        if self.deep_health_checks and self.spec.gpus == 0:
+            raise ValueError(
+                f"deep_health_checks {self.deep_health_checks} need a GPU instance type; {self.instance_type} has none"
+            )
+        return self
+
+    @property
+    def spec(self) -> InstanceSpec:
+        return INSTANCE_CATALOG[self.instance_type]
+
+
+class HyperPodConfig(StrictModel):
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    head_group: InstanceGroupConfig = InstanceGroupConfig(
+        name="head", instance_type="ml.r5d.16xlarge", instance_count=1, threads_per_core=2
+    )
+    worker_group: InstanceGroupConfig = InstanceGroupConfig(
+        name="gpu-workers",
+        instance_type="ml.g7e.12xlarge",
+        instance_count=3,
+        deep_health_checks=["InstanceStress", "InstanceConnectivity"],
+    )
+    # Defaults to a name derived from name_prefix; the instance role policy only reads
+    # lifecycle scripts from buckets whose name starts with "sagemaker-".
+    lifecycle_bucket_name: str | None = None
+
+    @field_validator("lifecycle_bucket_name")
+    @classmethod
+    def _lifecycle_bucket(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith("sagemaker-"):
+            raise ValueError("must start with 'sagemaker-' (AmazonSageMakerClusterInstanceRolePolicy reads only those)")
+        if not _BUCKET.fullmatch(value) or ".." in value:
+            raise ValueError("must be a valid S3 bucket name: 3-63 lowercase letters, digits, dots or hyphens")
+        return value
+
+    @model_validator(mode="after")
+    def _groups(self) -> HyperPodConfig:
+        if self.head_group.instance_count < 1:
+            raise ValueError("head_group.instance_count must be at least 1: the Ray head needs a node")
+        if self.worker_group.spec.gpus == 0:
+            raise ValueError(f"worker_group.instance_type {self.worker_group.instance_type} has no GPUs")
+        if self.worker_group.instance_count < 1:
+            raise ValueError("worker_group.instance_count must be at least 1")
+        if self.head_group.name == self.worker_group.name:
+            raise ValueError(f"head_group.name and worker_group.name are both {self.head_group.name!r}")
+        return self
+
+
+class FsxConfig(StrictModel):
+    deployment_type: Literal["PERSISTENT_1", "PERSISTENT_2"] = "PERSISTENT_2"
+    storage_capacity_gib: int = 1200
+    per_unit_storage_throughput: int = 250
+    data_compression: Literal["NONE", "LZ4"] = "LZ4"
+    lustre_version: Literal["2.15"] = "2.15"
+
+    @field_validator("storage_capacity_gib")
+    @classmethod
+    def _capacity(cls, value: int) -> int:
+        if value not in (1200, 2400) and (value <= 0 or value % 2400):
+            raise ValueError("must be 1200, 2400 or a multiple of 2400 GiB")
+        return value
+
+    @model_validator(mode="after")
+    def _throughput_for_type(self) -> FsxConfig:
+        tiers = FSX_THROUGHPUT_TIERS[self.deployment_type]
+        if self.per_unit_storage_throughput not in tiers:
+            raise ValueError(
+                f"per_unit_storage_throughput {self.per_unit_storage_throughput} is not allowed for "
+                f"{self.deployment_type}: use one of {', '.join(map(str, tiers))} MB/s/TiB"
+            )
+        return self
+
+
+class ObservabilityConfig(StrictModel):
+    enabled: bool = True
+    # Amazon Managed Grafana needs IAM Identity Center in the account: off unless asked for.
+    grafana: bool = False
+    metrics_level: Literal["Basic", "Advanced"] = "Basic"
+    scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
+    logging_enabled: bool = True
+    log_retention_days: int = Field(default=30, ge=1)
+
+
+class StudioConfig(StrictModel):
+    enabled: bool = False
+
+
+class RayEndpointOperatorConfig(StrictModel):
+    """HyperPod Ray endpoint operator: needs a Route 53 domain the user owns, so off by default."""
+
+    enabled: bool = False
+    domain: str | None = None
+    enable_endpoints_by_default: bool = False
+
+    @model_validator(mode="after")
+    def _domain_required(self) -> RayEndpointOperatorConfig:
+        if self.enabled and not self.domain:
+            raise ValueError("enabled is true but domain is empty: set domain to a Route 53 domain you own")
+        return self
+
+
+class VersionsConfig(StrictModel):
+    """Versions of every chart and add-on. `None` for an EKS add-on = the default for the cluster version."""
+
+    kuberay_operator_chart: str = "1.7.0"
+    kuberay_helm_repository: str = "https://ray-project.github.io/kuberay-helm/"
+    hyperpod_cli_repository: str = "https://github.com/aws/sagemaker-hyperpod-cli"
+    # Commit AWS's own console templates pin (aws/sagemaker-hyperpod-cluster-setup).
+    hyperpod_cli_commit: CommitId = "f57185916d4f7d2fa85caf6a03c04fd17172d330"
+    vpc_cni_addon: str | None = None
+    kube_proxy_addon: str | None = None
+    coredns_addon: str | None = None
+    pod_identity_agent_addon: str | None = None
+    fsx_csi_driver_addon: str | None = None
+    hyperpod_observability_addon: str | None = None
+
+    @field_validator("kuberay_operator_chart")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", value):
+            raise ValueError("must be an exact chart version such as 1.7.0 (no ranges, no 'latest')")
+        return value

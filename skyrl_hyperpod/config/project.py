@@ -1,0 +1,69 @@
+"""The root of the typed configuration: what every part of the project reads."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pydantic import Field
+
+from .images import ServingImageConfig, TrainingImageConfig
+from .platform import (
+    EksConfig,
+    EnvironmentConfig,
+    FsxConfig,
+    HyperPodConfig,
+    NetworkConfig,
+    ObservabilityConfig,
+    RayEndpointOperatorConfig,
+    StrictModel,
+    StudioConfig,
+    VersionsConfig,
+)
+from .workloads import WorkloadsConfig
+
+# Longest derived name is the lifecycle bucket "sagemaker-<prefix>-lifecycle-<account>-<region>",
+# which must fit S3's 63 characters with a 12-digit account and the longest region names.
+NAME_PREFIX_MAX = 18
+
+
+class DerivedNames(StrictModel):
+    """Physical names computed once from name_prefix; stacks, charts and tooling read these."""
+
+    prefix: str
+
+    @property
+    def eks_cluster(self) -> str:
+        return f"{self.prefix}-eks"
+
+    @property
+    def hyperpod_cluster(self) -> str:
+        return f"{self.prefix}-hyperpod"
+
+    @property
+    def ecr_repository(self) -> str:
+        return f"{self.prefix}/skyrl-train"
+
+    def stack(self, component: str) -> str:
+        return f"{self.prefix}-{component}"
+
+
+class ProjectConfig(StrictModel):
+    name_prefix: str = Field(
+        default="skyrl-hp", min_length=3, max_length=NAME_PREFIX_MAX, pattern=r"^[a-z][a-z0-9-]*[a-z0-9]$"
+    )
+    env: EnvironmentConfig = EnvironmentConfig()
+    network: NetworkConfig = NetworkConfig()
+    eks: EksConfig = EksConfig()
+    hyperpod: HyperPodConfig = HyperPodConfig()
+    fsx: FsxConfig = FsxConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
+    studio: StudioConfig = StudioConfig()
+    ray_endpoint_operator: RayEndpointOperatorConfig = RayEndpointOperatorConfig()
+    versions: VersionsConfig = VersionsConfig()
+    training_image: TrainingImageConfig = TrainingImageConfig()
+    serving_image: ServingImageConfig = ServingImageConfig()
+    workloads: WorkloadsConfig = WorkloadsConfig()
+
+    @cached_property
+    def names(self) -> DerivedNames:
+        return DerivedNames(prefix=self.name_prefix)

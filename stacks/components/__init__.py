@@ -1,0 +1,1 @@
+"""Reusable constructs that the stacks compose."""

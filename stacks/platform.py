@@ -1,0 +1,107 @@
+"""Compose every stack of the platform from the typed configuration.
+
+Deploy order follows the references: network -> (storage, registry, eks) -> hyperpod ->
+observability. Stacks that do not reference each other deploy in parallel (`cdk deploy --all
+--concurrency 4`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+from constructs import Construct
+
+from skyrl_hyperpod.config import ProjectConfig
+
+from .eks_stack import EksStack
+from .hyperpod_stack import HyperPodStack
+from .image_build_stack import ImageBuildStack
+from .network_stack import NetworkStack
+from .observability_stack import ObservabilityStack
+from .registry_stack import RegistryStack
+from .storage_stack import StorageStack
+from .studio_stack import StudioStack
+
+
+@dataclass(frozen=True)
+class PlatformStacks:
+    network: NetworkStack
+    storage: StorageStack
+    registry: RegistryStack
+    image_build: ImageBuildStack
+    eks: EksStack
+    hyperpod: HyperPodStack
+    observability: ObservabilityStack | None
+    studio: StudioStack | None
+
+
+def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
+    env = cdk.Environment(account=config.env.account, region=config.env.region)
+    names = config.names
+
+    network = NetworkStack(scope, names.stack("network"), env=env, config=config)
+    storage = StorageStack(
+        scope,
+        names.stack("storage"),
+        env=env,
+        config=config,
+        vpc=network.vpc,
+        hyperpod_subnet=network.hyperpod_subnet,
+        hyperpod_security_group=network.hyperpod_security_group,
+    )
+    registry = RegistryStack(scope, names.stack("registry"), env=env, config=config)
+    image_build = ImageBuildStack(scope, names.stack("image-build"), env=env, config=config, repository=registry.repository)
+    eks = EksStack(
+        scope,
+        names.stack("eks"),
+        env=env,
+        config=config,
+        vpc=network.vpc,
+        hyperpod_security_group=network.hyperpod_security_group,
+        artifacts_bucket=storage.artifacts_bucket,
+    )
+    hyperpod = HyperPodStack(
+        scope,
+        names.stack("hyperpod"),
+        env=env,
+        config=config,
+        eks_cluster=eks.cluster,
+        hyperpod_subnet=network.hyperpod_subnet,
+        hyperpod_security_group=network.hyperpod_security_group,
+        lifecycle_bucket=storage.lifecycle_bucket,
+    )
+    # HyperPod's dependencies chart must be installed before the HyperPod cluster exists.
+    hyperpod.add_stack_dependency(eks, "HyperPod dependencies Helm chart must precede the HyperPod cluster")
+
+    observability = None
+    if config.observability.enabled:
+        observability = ObservabilityStack(
+            scope,
+            names.stack("observability"),
+            env=env,
+            config=config,
+            eks_cluster=eks.cluster,
+        )
+        # The add-on schedules collectors on HyperPod nodes: install it once they exist.
+        observability.add_stack_dependency(hyperpod, "the observability add-on needs HyperPod nodes")
+
+    studio = None
+    if config.studio.enabled:
+        studio = StudioStack(
+            scope,
+            names.stack("studio"),
+            env=env,
+            config=config,
+            vpc=network.vpc,
+            hyperpod_subnet=network.hyperpod_subnet,
+            hyperpod_security_group=network.hyperpod_security_group,
+        )
+
+    # cdk-nag v3 is a policy-validation plugin: any unacknowledged finding fails the synth.
+    cdk.Validations.of(scope).add_plugins(AwsSolutionsChecks(scope, verbose=True))
+    for stack in (network, storage, registry, image_build, eks, hyperpod, observability, studio):
+        if stack is not None:
+            cdk.Tags.of(stack).add("project", config.name_prefix)
+    return PlatformStacks(network, storage, registry, image_build, eks, hyperpod, observability, studio)
