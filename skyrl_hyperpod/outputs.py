@@ -75,7 +75,7 @@ class StackOutputs(BaseModel):
         )
 
 
-_FIELD_BY_KEY = {
+FIELD_BY_OUTPUT_KEY = {
     OutputKey.REGION.value: "region",
     OutputKey.FSX_FILE_SYSTEM_ID.value: "fsx_file_system_id",
     OutputKey.FSX_DNS_NAME.value: "fsx_dns_name",
@@ -105,13 +105,13 @@ def load_stack_outputs(path: str | Path, config: ProjectConfig) -> StackOutputs:
         if not stack_name.startswith(f"{config.name_prefix}-") or not isinstance(outputs, dict):
             continue
         for key, value in outputs.items():
-            if key in _FIELD_BY_KEY:
-                values[_FIELD_BY_KEY[key]] = value
+            if key in FIELD_BY_OUTPUT_KEY:
+                values[FIELD_BY_OUTPUT_KEY[key]] = value
     try:
         return StackOutputs.model_validate(values)
     except ValidationError as exc:
         missing = sorted(
-            next(k for k, f in _FIELD_BY_KEY.items() if f == err["loc"][0])
+            next(k for k, f in FIELD_BY_OUTPUT_KEY.items() if f == err["loc"][0])
             for err in exc.errors()
             if err["type"] == "missing"
         )

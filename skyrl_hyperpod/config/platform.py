@@ -66,13 +66,15 @@ class EnvironmentConfig(StrictModel):
 
 
 class NetworkConfig(StrictModel):
-    vpc_cidr: Cidr = "10.192.0.0/16"
-    max_azs: int = Field(default=2, ge=2, le=6)
-    nat_gateways: int = Field(default=1, ge=1, le=6)
-    # HyperPod nodes live in one private subnet pinned by AZ *id* (ids are stable across
-    # accounts, names are not). Pick an AZ id that offers the GPU instance type.
-    hyperpod_az_id: str = "usw2-az2"
-    hyperpod_subnet_cidr: Cidr = "10.192.128.0/18"
+    vpc_cidr: Cidr = Field(default="10.192.0.0/16", description="VPC CIDR, /20 or larger.")
+    max_azs: int = Field(default=2, ge=2, le=6, description="AZs for the public/private subnets (EKS needs 2+).")
+    nat_gateways: int = Field(default=1, ge=1, le=6, description="NAT gateways; one per AZ for zone resilience.")
+    # AZ *ids* are stable across accounts, names are not.
+    hyperpod_az_id: str = Field(
+        default="usw2-az2",
+        description="AZ id of HyperPod's private subnet; must offer the GPU instance type (check with `preflight`).",
+    )
+    hyperpod_subnet_cidr: Cidr = Field(default="10.192.128.0/18", description="CIDR of HyperPod's private subnet.")
 
     @field_validator("hyperpod_az_id")
     @classmethod
@@ -95,11 +97,14 @@ class NetworkConfig(StrictModel):
 
 
 class EksConfig(StrictModel):
-    kubernetes_version: str = "1.33"
-    # Private by default. List your own CIDRs to reach the API from outside the VPC.
-    public_access_cidrs: list[Cidr] = Field(default_factory=list)
-    # IAM roles/users that get cluster-admin through an EKS access entry.
-    admin_principal_arns: list[str] = Field(default_factory=list)
+    kubernetes_version: str = Field(default="1.33", description="EKS version: 1.33, 1.34 or 1.35.")
+    public_access_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description="Empty = private API endpoint. List your own CIDRs to reach the API from outside the VPC.",
+    )
+    admin_principal_arns: list[str] = Field(
+        default_factory=list, description="IAM role/user ARNs granted cluster-admin through EKS access entries."
+    )
     control_plane_log_types: list[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]] = (
         Field(default_factory=lambda: ["api", "audit", "authenticator"])
     )
@@ -134,11 +139,11 @@ class EksConfig(StrictModel):
 
 class InstanceGroupConfig(StrictModel):
     name: str
-    instance_type: str
-    instance_count: int = Field(ge=0, le=256)
-    ebs_volume_gb: int = Field(default=500, ge=1, le=16384)
+    instance_type: str = Field(description="An instance type from the catalog (skyrl_hyperpod/config/catalog.py).")
+    instance_count: int = Field(ge=0, le=256, description="Nodes in the group.")
+    ebs_volume_gb: int = Field(default=500, ge=1, le=16384, description="Secondary EBS volume mounted at /opt/sagemaker.")
     threads_per_core: Literal[1, 2] = 1
-    deep_health_checks: list[DeepHealthCheck] = Field(default_factory=list)
+    deep_health_checks: list[DeepHealthCheck] = Field(default_factory=list, description="GPU groups only.")
     training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$")
 
     @field_validator("name")
@@ -179,9 +184,10 @@ class HyperPodConfig(StrictModel):
         instance_count=3,
         deep_health_checks=["InstanceStress", "InstanceConnectivity"],
     )
-    # Defaults to a name derived from name_prefix; the instance role policy only reads
-    # lifecycle scripts from buckets whose name starts with "sagemaker-".
-    lifecycle_bucket_name: str | None = None
+    lifecycle_bucket_name: str | None = Field(
+        default=None,
+        description="Default: derived from name_prefix. Must start with 'sagemaker-' (the instance role policy reads only those).",
+    )
 
     @field_validator("lifecycle_bucket_name")
     @classmethod
@@ -209,8 +215,10 @@ class HyperPodConfig(StrictModel):
 
 class FsxConfig(StrictModel):
     deployment_type: Literal["PERSISTENT_1", "PERSISTENT_2"] = "PERSISTENT_2"
-    storage_capacity_gib: int = 1200
-    per_unit_storage_throughput: int = 250
+    storage_capacity_gib: int = Field(default=1200, description="1200, 2400 or a multiple of 2400.")
+    per_unit_storage_throughput: int = Field(
+        default=250, description="MB/s/TiB: PERSISTENT_2 125/250/500/1000, PERSISTENT_1 50/100/200."
+    )
     data_compression: Literal["NONE", "LZ4"] = "LZ4"
     lustre_version: Literal["2.15"] = "2.15"
 
@@ -234,8 +242,7 @@ class FsxConfig(StrictModel):
 
 class ObservabilityConfig(StrictModel):
     enabled: bool = True
-    # Amazon Managed Grafana needs IAM Identity Center in the account: off unless asked for.
-    grafana: bool = False
+    grafana: bool = Field(default=False, description="Amazon Managed Grafana; needs IAM Identity Center in the account.")
     metrics_level: Literal["Basic", "Advanced"] = "Basic"
     scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
     logging_enabled: bool = True

@@ -49,7 +49,11 @@ class DerivedNames(StrictModel):
 
 class ProjectConfig(StrictModel):
     name_prefix: str = Field(
-        default="skyrl-hp", min_length=3, max_length=NAME_PREFIX_MAX, pattern=r"^[a-z][a-z0-9-]*[a-z0-9]$"
+        default="skyrl-hp",
+        min_length=3,
+        max_length=NAME_PREFIX_MAX,
+        pattern=r"^[a-z][a-z0-9-]*[a-z0-9]$",
+        description="Prefix of every stack and physical name (lowercase, digits, hyphens).",
     )
     env: EnvironmentConfig = EnvironmentConfig()
     network: NetworkConfig = NetworkConfig()

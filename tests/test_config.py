@@ -1,0 +1,153 @@
+"""The typed configuration: defaults reproduce the reference deployment; bad input fails early and clearly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, load_config, validate_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def problems_for(data: dict) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        validate_config(data)
+    return caught.value.problems
+
+
+def test_defaults_reproduce_the_reference_deployment(default_config):
+    hyperpod = default_config.hyperpod
+    assert (hyperpod.head_group.instance_type, hyperpod.head_group.instance_count) == ("ml.r5d.16xlarge", 1)
+    assert (hyperpod.worker_group.instance_type, hyperpod.worker_group.instance_count) == ("ml.g7e.12xlarge", 3)
+    assert hyperpod.worker_group.spec.gpus == 2
+    assert hyperpod.head_group.spec.gpus == 0
+    assert hyperpod.node_recovery == "Automatic"
+    assert default_config.fsx.deployment_type == "PERSISTENT_2"
+    assert default_config.fsx.storage_capacity_gib == 1200
+    assert default_config.versions.kuberay_operator_chart == "1.7.0"
+    assert default_config.eks.public_access_cidrs == []  # private API endpoint by default
+    assert not default_config.eks.endpoint_public
+
+
+def test_catalog_allocatable_leaves_room_for_system_daemons():
+    for instance_type, spec in INSTANCE_CATALOG.items():
+        assert 0 < spec.allocatable_vcpus < spec.vcpus, instance_type
+        assert 0 < spec.allocatable_memory_gib < spec.memory_gib, instance_type
+
+
+def test_yaml_file_overrides_only_what_it_names(tmp_path):
+    file = tmp_path / "config.yaml"
+    file.write_text("hyperpod:\n  worker_group:\n    name: gpu\n    instance_type: ml.g7e.48xlarge\n    instance_count: 8\n")
+    config = load_config(file)
+    assert config.hyperpod.worker_group.instance_count == 8
+    assert config.hyperpod.worker_group.spec.gpus == 8
+    assert config.hyperpod.head_group.instance_type == "ml.r5d.16xlarge"  # untouched default
+
+
+def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
+    file = tmp_path / "c.yaml"
+    file.write_text("name_prefix: team-a\n")
+    monkeypatch.setenv("SKYRL_HP_CONFIG", str(file))
+    assert load_config(None).names.eks_cluster == "team-a-eks"
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "hint"),
+    [
+        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.p9.huge", "instance_count": 1}}},
+         "hyperpod.worker_group.instance_type = 'ml.p9.huge'", "unknown instance type"),
+        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.g7e.12xlarge", "instance_count": -1}}},
+         "hyperpod.worker_group.instance_count = -1", "greater than or equal to 0"),
+        ({"fsx": {"storage_capacity_gib": 3000}}, "fsx.storage_capacity_gib = 3000", "multiple of 2400"),
+        ({"fsx": {"deployment_type": "PERSISTENT_2", "per_unit_storage_throughput": 200}},
+         "fsx", "200 is not allowed for PERSISTENT_2"),
+        ({"fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 250}},
+         "fsx", "250 is not allowed for PERSISTENT_1"),
+        ({"fsx": {"data_compression": "GZIP"}}, "fsx.data_compression = 'GZIP'", "'NONE' or 'LZ4'"),
+        ({"eks": {"kubernetes_version": "1.29"}}, "eks.kubernetes_version = '1.29'", "must be one of 1.33"),
+        ({"eks": {"public_access_cidrs": ["0.0.0.0/0"]}}, "eks.public_access_cidrs", "whole internet"),
+        ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs.0", "IPv4 CIDR"),
+        ({"eks": {"admin_principal_arns": ["alice"]}}, "eks.admin_principal_arns", "not an IAM role or user ARN"),
+        ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", "at most 18 characters"),
+        ({"name_prefix": "Bad_Prefix"}, "name_prefix = 'Bad_Prefix'", "should match pattern"),
+        ({"hyperpod": {"lifecycle_bucket_name": "my-lifecycle-bucket"}},
+         "hyperpod.lifecycle_bucket_name = 'my-lifecycle-bucket'", "must start with 'sagemaker-'"),
+        ({"hyperpod": {"lifecycle_bucket_name": "sagemaker-" + "x" * 60}}, "hyperpod.lifecycle_bucket_name",
+         "valid S3 bucket name"),
+        ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,
+                                      "deep_health_checks": ["InstanceStress"]}}},
+         "hyperpod.head_group", "need a GPU instance type"),
+        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.r5d.16xlarge", "instance_count": 3}}},
+         "hyperpod", "has no GPUs"),
+        ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 0}}},
+         "hyperpod", "head_group.instance_count must be at least 1"),
+        ({"hyperpod": {"worker_group": {"name": "-bad", "instance_type": "ml.g7e.12xlarge", "instance_count": 1}}},
+         "hyperpod.worker_group.name = '-bad'", "1-63 letters"),
+        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.g7e.12xlarge", "instance_count": 1,
+                                        "threads_per_core": 4}}},
+         "hyperpod.worker_group.threads_per_core = 4", "1 or 2"),
+        ({"network": {"hyperpod_az_id": "us-west-2b"}}, "network.hyperpod_az_id = 'us-west-2b'", "availability zone id"),
+        ({"network": {"vpc_cidr": "10.0.0.0/16", "hyperpod_subnet_cidr": "10.1.0.0/18"}}, "network",
+         "must lie inside vpc_cidr"),
+        ({"network": {"max_azs": 1}}, "network.max_azs = 1", "greater than or equal to 2"),
+        ({"env": {"account": "12345"}}, "env.account = '12345'", "should match pattern"),
+        ({"env": {"region": "mars-1"}}, "env.region = 'mars-1'", "should match pattern"),
+        ({"versions": {"hyperpod_cli_commit": "main"}}, "versions.hyperpod_cli_commit = 'main'", "40-character"),
+        ({"versions": {"kuberay_operator_chart": "latest"}}, "versions.kuberay_operator_chart = 'latest'",
+         "exact chart version"),
+        ({"ray_endpoint_operator": {"enabled": True}}, "ray_endpoint_operator", "set domain"),
+        ({"hyperpd": {}}, "hyperpd", "unknown field"),
+        ({"fsx": {"capacity": 1200}}, "fsx.capacity", "unknown field"),
+    ],
+)
+def test_bad_input_is_one_clear_line_naming_field_value_and_rule(data, field, hint):
+    problems = problems_for(data)
+    assert len(problems) == 1, problems
+    line = problems[0]
+    assert line.startswith("config error: ")
+    assert field in line, line
+    assert hint in line, line
+    assert "\n" not in line
+
+
+def test_every_problem_is_reported_at_once():
+    problems = problems_for({"fsx": {"storage_capacity_gib": 1}, "eks": {"kubernetes_version": "1.2"}, "bogus": 1})
+    assert len(problems) == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("hyperpod: [unclosed", "is not valid YAML at line 1"), ("- a\n- b\n", "must hold a mapping")],
+)
+def test_unreadable_files_are_reported_not_raised(tmp_path, content, message):
+    file = tmp_path / "bad.yaml"
+    file.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_config(file)
+
+
+def test_missing_file_is_reported(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_cdk_app_prints_one_line_per_problem_and_no_traceback(tmp_path):
+    file = tmp_path / "bad.yaml"
+    file.write_text("fsx:\n  storage_capacity_gib: 1000\n")
+    out = tmp_path / "cdk.out"
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        env={"PATH": str(Path(sys.executable).parent), "SKYRL_HP_CONFIG": str(file), "CDK_OUTDIR": str(out)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "config error: fsx.storage_capacity_gib = 1000: must be 1200, 2400 or a multiple of 2400 GiB"
+    assert "Traceback" not in result.stderr
+    assert not out.exists() or not any(out.iterdir())  # nothing half-written

@@ -1,0 +1,62 @@
+"""The stack-outputs file the charts read (written by `cdk deploy --outputs-file`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, StackOutputs, load_stack_outputs
+
+
+def deployed_file(tmp_path, config, drop: str | None = None):
+    values = {key: f"value-of-{key}" for key in FIELD_BY_OUTPUT_KEY if key != drop}
+    # Outputs are spread over several stacks; other apps' stacks in the same file are ignored.
+    half = len(values) // 2
+    keys = sorted(values)
+    content = {
+        config.names.stack("storage"): {k: values[k] for k in keys[:half]},
+        config.names.stack("eks"): {k: values[k] for k in keys[half:]},
+        "someone-elses-stack": {OutputKey.REGION.value: "eu-north-1"},
+    }
+    file = tmp_path / "outputs.json"
+    file.write_text(json.dumps(content))
+    return file
+
+
+def test_reads_values_from_this_projects_stacks_only(tmp_path, default_config):
+    outputs = load_stack_outputs(deployed_file(tmp_path, default_config), default_config)
+    assert outputs.region == f"value-of-{OutputKey.REGION.value}"
+    assert outputs.fsx_file_system_id == f"value-of-{OutputKey.FSX_FILE_SYSTEM_ID.value}"
+    assert not outputs.is_placeholder
+
+
+def test_a_missing_output_is_named(tmp_path, default_config):
+    file = deployed_file(tmp_path, default_config, drop=OutputKey.FSX_MOUNT_NAME.value)
+    with pytest.raises(ConfigError) as caught:
+        load_stack_outputs(file, default_config)
+    assert caught.value.problems == [
+        f"outputs error: {file} lacks output FsxMountName of a {default_config.name_prefix}-* stack"
+    ]
+
+
+@pytest.mark.parametrize(("content", "message"), [("{not json", "is not valid JSON"), ("[1, 2]", "must map stack")])
+def test_malformed_files_are_one_line_errors(tmp_path, default_config, content, message):
+    file = tmp_path / "outputs.json"
+    file.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_stack_outputs(file, default_config)
+
+
+def test_missing_file_tells_how_to_create_it(tmp_path, default_config):
+    with pytest.raises(ConfigError, match="--outputs-file"):
+        load_stack_outputs(tmp_path / "outputs.json", default_config)
+
+
+def test_placeholders_are_marked_and_obviously_fake(default_config):
+    outputs = StackOutputs.placeholder(default_config)
+    assert outputs.is_placeholder
+    assert "placeholder" in outputs.fsx_file_system_id
+    assert "111111111111" in outputs.ecr_repository_uri
+    assert outputs.eks_cluster_name == default_config.names.eks_cluster
