@@ -1,20 +1,68 @@
-"""STUB: StorageStack (being written)."""
+"""Storage stack: FSx for Lustre, the lifecycle-scripts bucket and the artifacts bucket (all retained)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.outputs import OutputKey
+
+from .components.storage import FsxLustre, PlatformBuckets, lifecycle_bucket_name
 
 
 class StorageStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: ProjectConfig, **kwargs: Any) -> None:
-        refs = {k: kwargs.pop(k) for k in list(kwargs) if k != "env"}
-        super().__init__(scope, construct_id, **kwargs)
-        self.refs = refs
-        self.file_system: Any = None
-        self.lifecycle_bucket: Any = None
-        self.artifacts_bucket: Any = None
+    """Exposes `file_system` (CfnFileSystem), `lifecycle_bucket` and `artifacts_bucket`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ProjectConfig,
+        vpc: ec2.IVpc,
+        hyperpod_subnet: ec2.ISubnet,
+        hyperpod_security_group: ec2.ISecurityGroup,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            scope, construct_id, description=f"{config.name_prefix}: FSx for Lustre and S3 buckets", **kwargs
+        )
+        # The file system only needs the subnet and group; `vpc` is part of the contract for callers.
+        self.vpc = vpc
+        lustre = FsxLustre(
+            self,
+            "SharedFileSystem",
+            fsx_config=config.fsx,
+            subnet=hyperpod_subnet,
+            security_group=hyperpod_security_group,
+        )
+        buckets = PlatformBuckets(
+            self,
+            "Buckets",
+            # Stack account/region: concrete when config.env sets them, AWS::AccountId/Region otherwise.
+            lifecycle_bucket_name=lifecycle_bucket_name(
+                config.hyperpod.lifecycle_bucket_name,
+                name_prefix=config.name_prefix,
+                account=self.account,
+                region=self.region,
+            ),
+        )
+        self.file_system = lustre.file_system
+        self.lifecycle_bucket: s3.IBucket = buckets.lifecycle_bucket
+        self.artifacts_bucket: s3.IBucket = buckets.artifacts_bucket
+
+        # The cdk8s charts read these (static PV of the FSx CSI driver, adapter location).
+        outputs = {
+            OutputKey.FSX_FILE_SYSTEM_ID: (lustre.file_system_id, "FSx for Lustre file system id (PV volumeHandle)"),
+            OutputKey.FSX_DNS_NAME: (lustre.dns_name, "FSx for Lustre DNS name (PV volumeAttributes.dnsname)"),
+            OutputKey.FSX_MOUNT_NAME: (lustre.mount_name, "FSx for Lustre mount name (volumeAttributes.mountname)"),
+            OutputKey.ARTIFACTS_BUCKET_NAME: (self.artifacts_bucket.bucket_name, "LoRA adapters and exports"),
+            OutputKey.REGION: (self.region, "Region the platform is deployed in"),
+        }
+        for key, (value, description) in outputs.items():
+            cdk.CfnOutput(self, key.value, value=value, description=description)

@@ -1,0 +1,219 @@
+"""The platform's network: VPC, HyperPod's AZ-pinned private subnet and the HyperPod/FSx security group.
+
+Address plan. `ec2.Vpc` carves its subnets sequentially from the *start* of `vpc_cidr`, each block
+aligned to its mask. The masks are derived from the VPC size (private = 1/16 of the VPC, public =
+1/256), so the public and private subnets of up to 6 AZs fit in the lower 7/16 of the VPC; the
+upper half stays free for `hyperpod_subnet_cidr` (the default puts it at the third quarter).
+`vpc_subnet_plan` computes the plan without building anything, so the configuration can validate
+it; the construct checks the plan against what the Vpc construct really allocated and raises a
+ConfigError naming `network.hyperpod_subnet_cidr` on any overlap.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.config.platform import NetworkConfig
+
+# Lustre: LNET on 988, and 1018-1023 for the client/server connections of Lustre 2.x.
+LUSTRE_PORT = 988
+LUSTRE_PORT_RANGE = (1018, 1023)
+# Flow logs answer "who talked to what" during an incident: three months covers most reviews.
+FLOW_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
+
+# Fractions of the VPC given to each subnet (as extra prefix bits): private 1/16, public 1/256.
+_PRIVATE_EXTRA_BITS = 4
+_PUBLIC_EXTRA_BITS = 8
+# ec2.Vpc accepts subnet masks from /16 to /28.
+_MIN_MASK, _MAX_MASK = 16, 28
+
+
+@dataclass(frozen=True)
+class SubnetMasks:
+    public: int
+    private: int
+
+
+def vpc_subnet_masks(vpc_cidr: str) -> SubnetMasks:
+    """Masks of the Vpc construct's public and private subnets, scaled to the VPC size."""
+    prefix = ipaddress.IPv4Network(vpc_cidr).prefixlen
+
+    def clamp(mask: int) -> int:
+        return max(_MIN_MASK, min(_MAX_MASK, mask))
+
+    return SubnetMasks(public=clamp(prefix + _PUBLIC_EXTRA_BITS), private=clamp(prefix + _PRIVATE_EXTRA_BITS))
+
+
+def vpc_subnet_plan(network: NetworkConfig) -> list[ipaddress.IPv4Network]:
+    """CIDRs ec2.Vpc allocates for `max_azs` public then `max_azs` private subnets (same algorithm:
+    sequential from the VPC start, each block aligned to its own size)."""
+    vpc = ipaddress.IPv4Network(network.vpc_cidr)
+    masks = vpc_subnet_masks(network.vpc_cidr)
+    next_free = int(vpc.network_address)
+    plan = []
+    for mask in [masks.public] * network.max_azs + [masks.private] * network.max_azs:
+        size = 2 ** (32 - mask)
+        start = -(-next_free // size) * size  # round up to the block boundary
+        plan.append(ipaddress.IPv4Network((start, mask)))
+        next_free = start + size
+    return plan
+
+
+def hyperpod_subnet_overlaps(network: NetworkConfig, allocated: list[str] | None = None) -> list[str]:
+    """One line per VPC subnet that collides with the HyperPod subnet (empty list = no collision)."""
+    hyperpod = ipaddress.IPv4Network(network.hyperpod_subnet_cidr)
+    vpc = ipaddress.IPv4Network(network.vpc_cidr)
+    cidrs = [ipaddress.IPv4Network(c) for c in allocated] if allocated is not None else vpc_subnet_plan(network)
+    upper_half = list(vpc.subnets(prefixlen_diff=1))[1]
+    return [
+        f"config error: network.hyperpod_subnet_cidr = {str(hyperpod)!r}: overlaps the VPC's public/private "
+        f"subnet {cidr} (they fill vpc_cidr from its start); choose a CIDR inside {upper_half}"
+        for cidr in cidrs
+        if cidr.overlaps(hyperpod)
+    ]
+
+
+class HyperPodSubnet(Construct):
+    """A private subnet pinned by AZ *id* (stable across accounts), routed to a NAT gateway.
+
+    ec2.Subnet only accepts an AZ name, hence the L1 resources; `subnet` is a typed ISubnet view.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        cidr_block: str,
+        availability_zone_id: str,
+        nat_gateway_id: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.cfn_subnet = ec2.CfnSubnet(
+            self,
+            "Subnet",
+            vpc_id=vpc.vpc_id,
+            cidr_block=cidr_block,
+            availability_zone_id=availability_zone_id,
+            map_public_ip_on_launch=False,
+        )
+        self.route_table = ec2.CfnRouteTable(self, "RouteTable", vpc_id=vpc.vpc_id)
+        ec2.CfnSubnetRouteTableAssociation(
+            self, "RouteTableAssociation", subnet_id=self.cfn_subnet.ref, route_table_id=self.route_table.ref
+        )
+        # Nodes pull images and reach the SageMaker/EKS APIs through NAT. With fewer NAT gateways than
+        # AZs the gateway may sit in another AZ (cross-AZ data charges); its AZ name is unknown at synth.
+        ec2.CfnRoute(
+            self,
+            "DefaultRoute",
+            route_table_id=self.route_table.ref,
+            destination_cidr_block="0.0.0.0/0",
+            nat_gateway_id=nat_gateway_id,
+        )
+        cdk.Tags.of(self).add("Name", f"{cdk.Stack.of(self).stack_name}-hyperpod-{availability_zone_id}")
+        self.subnet: ec2.ISubnet = ec2.Subnet.from_subnet_attributes(
+            self,
+            "Ref",
+            subnet_id=self.cfn_subnet.ref,
+            availability_zone=self.cfn_subnet.attr_availability_zone,
+            ipv4_cidr_block=cidr_block,
+            route_table_id=self.route_table.ref,
+        )
+
+
+class HyperPodSecurityGroup(Construct):
+    """Shared by HyperPod nodes, FSx for Lustre (and the EKS control plane, which the EKS stack adds).
+
+    EFA only works when every member may send all traffic to every other member, so the group
+    references itself for all traffic. The Lustre rules are explicit as well, so FSx keeps working
+    if the EFA rule is ever narrowed.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc) -> None:
+        super().__init__(scope, construct_id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="HyperPod nodes and FSx for Lustre: EFA and Lustre traffic between members",
+            allow_all_outbound=True,
+        )
+        group = self.security_group
+        group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic between members of this group")
+        group.add_ingress_rule(group, ec2.Port.tcp(LUSTRE_PORT), "FSx for Lustre LNET")
+        group.add_ingress_rule(group, ec2.Port.tcp_range(*LUSTRE_PORT_RANGE), "FSx for Lustre client connections")
+
+
+class PlatformNetwork(Construct):
+    """VPC (public + private subnets, NAT, S3 gateway endpoint, flow logs) plus HyperPod's subnet and group."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, network: NetworkConfig) -> None:
+        super().__init__(scope, construct_id)
+        masks = vpc_subnet_masks(network.vpc_cidr)
+        nat_provider = ec2.NatProvider.gateway()
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(network.vpc_cidr),
+            # Fn::GetAZs keeps synth offline and honours max_azs without an account lookup
+            # (an environment-agnostic stack would otherwise get only two AZs).
+            availability_zones=[cdk.Fn.select(index, cdk.Fn.get_azs()) for index in range(network.max_azs)],
+            nat_gateways=network.nat_gateways,
+            nat_gateway_provider=nat_provider,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=masks.public),
+                ec2.SubnetConfiguration(
+                    name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=masks.private
+                ),
+            ],
+            restrict_default_security_group=True,
+        )
+        allocated = [s.ipv4_cidr_block for s in (*self.vpc.public_subnets, *self.vpc.private_subnets)]
+        overlaps = hyperpod_subnet_overlaps(network, allocated)
+        if overlaps:
+            raise ConfigError(overlaps)
+
+        self.flow_log_group = logs.LogGroup(self, "FlowLogGroup", retention=FLOW_LOG_RETENTION)
+        self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+            traffic_type=ec2.FlowLogTrafficType.ALL,
+        )
+
+        # Load balancers for in-cluster services go to the private subnets, internet-facing ones to public.
+        subnets_only = ["AWS::EC2::Subnet"]
+        for subnet in self.vpc.private_subnets:
+            cdk.Tags.of(subnet).add("kubernetes.io/role/internal-elb", "1", include_resource_types=subnets_only)
+        for subnet in self.vpc.public_subnets:
+            cdk.Tags.of(subnet).add("kubernetes.io/role/elb", "1", include_resource_types=subnets_only)
+
+        hyperpod = HyperPodSubnet(
+            self,
+            "HyperPodSubnet",
+            vpc=self.vpc,
+            cidr_block=network.hyperpod_subnet_cidr,
+            availability_zone_id=network.hyperpod_az_id,
+            nat_gateway_id=nat_provider.configured_gateways[0].gateway_id,
+        )
+        self.hyperpod_subnet: ec2.ISubnet = hyperpod.subnet
+
+        # Checkpoints, lifecycle scripts and adapters move through S3: keep that traffic off NAT.
+        self.s3_endpoint = self.vpc.add_gateway_endpoint(
+            "S3Endpoint",
+            service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[
+                ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+                ec2.SubnetSelection(subnets=[self.hyperpod_subnet]),
+            ],
+        )
+        self.hyperpod_security_group: ec2.ISecurityGroup = HyperPodSecurityGroup(
+            self, "HyperPodSecurityGroup", vpc=self.vpc
+        ).security_group

@@ -1,0 +1,49 @@
+"""The ECR repository of the training image.
+
+- IMMUTABLE tags: a tag names exactly one image, so a RayJob that pins a tag always runs the image
+  it was tested with (rebuilds must use a new tag, e.g. the git commit).
+- Lifecycle: untagged images (superseded pushes, failed multi-step builds) expire after
+  UNTAGGED_IMAGE_RETENTION; the repository keeps the newest MAX_IMAGES images. Training images are
+  tens of GB (CUDA, vLLM, PyTorch), so an unbounded history is a real storage bill; 20 images keeps
+  several weeks of daily builds to roll back to.
+- Encryption: AES256 (SSE with S3-managed keys). HyperPod nodes pull with the managed instance
+  role policy, which grants no `kms:Decrypt` on a customer-managed key; the image is built from
+  public sources and holds no secrets, so a KMS key would add a key policy to maintain for no gain.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecr as ecr
+from constructs import Construct
+
+UNTAGGED_IMAGE_RETENTION = cdk.Duration.days(7)
+MAX_IMAGES = 20
+
+
+class TrainingImageRepository(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, repository_name: str) -> None:
+        super().__init__(scope, construct_id)
+        self.repository = ecr.Repository(
+            self,
+            "Repository",
+            repository_name=repository_name,
+            image_scan_on_push=True,
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            encryption=ecr.RepositoryEncryption.AES_256,
+            lifecycle_rules=[
+                ecr.LifecycleRule(
+                    description="Expire untagged images",
+                    tag_status=ecr.TagStatus.UNTAGGED,
+                    max_image_age=UNTAGGED_IMAGE_RETENTION,
+                ),
+                ecr.LifecycleRule(
+                    description=f"Keep the newest {MAX_IMAGES} images",
+                    tag_status=ecr.TagStatus.ANY,
+                    max_image_count=MAX_IMAGES,
+                ),
+            ],
+            # The image is the tested artefact of a training run: keep it after `cdk destroy`.
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            empty_on_delete=False,
+        )

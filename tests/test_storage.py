@@ -1,0 +1,217 @@
+"""Storage stack: FSx for Lustre, the lifecycle/artifacts/access-log buckets and the outputs the charts read."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from skyrl_hyperpod.config import ProjectConfig, validate_config
+from skyrl_hyperpod.outputs import OutputKey
+from stacks.components.storage import (
+    LIFECYCLE_BUCKET_PREFIX,
+    derived_lifecycle_bucket_name,
+    lifecycle_bucket_name,
+)
+
+# Same overrides as test_network.py: the cached synth is shared.
+VARIANT_ENV_PERSISTENT_1 = {
+    "env": {"account": "111111111111", "region": "us-west-2"},
+    "network": {"max_azs": 3, "nat_gateways": 2},
+    "fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100, "storage_capacity_gib": 4800},
+}
+VARIANT_NAMED_BUCKET = {"name_prefix": "team-a", "hyperpod": {"lifecycle_bucket_name": "sagemaker-team-a-scripts"}}
+
+
+def storage_template(templates: dict, config: ProjectConfig) -> Template:
+    return Template.from_json(templates[config.names.stack("storage")])
+
+
+@pytest.fixture(scope="module")
+def storage(templates, default_config) -> Template:
+    return storage_template(templates, default_config)
+
+
+def resolve_cross_stack(value, templates: dict):
+    """Follow a cross-stack reference (export/import or weak Fn::GetStackOutput) to the producer's value."""
+    if isinstance(value, dict) and "Fn::GetStackOutput" in value:
+        ref = value["Fn::GetStackOutput"]
+        return templates[ref["StackName"]]["Outputs"][ref["OutputName"]]["Value"]
+    if isinstance(value, dict) and "Fn::ImportValue" in value:
+        name = value["Fn::ImportValue"]
+        for template in templates.values():
+            for output in template.get("Outputs", {}).values():
+                if output.get("Export", {}).get("Name") == name:
+                    return output["Value"]
+    raise AssertionError(f"{value} is not a cross-stack reference")
+
+
+def the_file_system(template: Template) -> tuple[str, dict]:
+    found = template.find_resources("AWS::FSx::FileSystem")
+    assert len(found) == 1
+    return next(iter(found.items()))
+
+
+def buckets(template: Template) -> dict:
+    return template.find_resources("AWS::S3::Bucket")
+
+
+def bucket_id(template: Template, construct_name: str) -> str:
+    ids = [logical_id for logical_id in buckets(template) if construct_name in logical_id]
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+# --- FSx for Lustre --------------------------------------------------------------------------
+
+
+def test_file_system_follows_the_fsx_config(storage, default_config):
+    fsx = default_config.fsx
+    _, file_system = the_file_system(storage)
+    props = file_system["Properties"]
+    assert props["FileSystemType"] == "LUSTRE"
+    assert props["FileSystemTypeVersion"] == fsx.lustre_version == "2.15"
+    assert props["StorageCapacity"] == fsx.storage_capacity_gib
+    lustre = props["LustreConfiguration"]
+    assert lustre["DeploymentType"] == fsx.deployment_type == "PERSISTENT_2"
+    assert lustre["PerUnitStorageThroughput"] == fsx.per_unit_storage_throughput
+    assert lustre["DataCompressionType"] == fsx.data_compression
+    # PERSISTENT_2 on 2.15: FSx provisions metadata IOPS with the capacity.
+    assert lustre["MetadataConfiguration"] == {"Mode": "AUTOMATIC"}
+
+
+def test_file_system_is_retained_on_stack_deletion_and_replacement(storage):
+    _, file_system = the_file_system(storage)
+    assert file_system["DeletionPolicy"] == "Retain"
+    assert file_system["UpdateReplacePolicy"] == "Retain"
+
+
+def test_file_system_sits_in_the_hyperpod_subnet_and_security_group(storage, templates, default_config):
+    _, file_system = the_file_system(storage)
+    props = file_system["Properties"]
+    network = templates[default_config.names.stack("network")]
+    (subnet,) = props["SubnetIds"]
+    subnet_ref = resolve_cross_stack(subnet, templates)
+    assert network["Resources"][subnet_ref["Ref"]]["Properties"]["AvailabilityZoneId"] == (
+        default_config.network.hyperpod_az_id
+    )
+    (group,) = props["SecurityGroupIds"]
+    group_ref = resolve_cross_stack(group, templates)
+    assert network["Resources"][group_ref["Fn::GetAtt"][0]]["Type"] == "AWS::EC2::SecurityGroup"
+
+
+# --- Buckets ---------------------------------------------------------------------------------
+
+
+def test_every_bucket_is_encrypted_private_and_retained(storage):
+    found = buckets(storage)
+    assert len(found) == 3  # lifecycle scripts, artifacts, access logs
+    for logical_id, bucket in found.items():
+        props = bucket["Properties"]
+        assert bucket["DeletionPolicy"] == bucket["UpdateReplacePolicy"] == "Retain", logical_id
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }, logical_id
+        (rule,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256", logical_id
+
+
+def test_every_bucket_policy_denies_requests_without_tls(storage):
+    for logical_id in buckets(storage):
+        storage.has_resource_properties(
+            "AWS::S3::BucketPolicy",
+            {
+                "Bucket": {"Ref": logical_id},
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [
+                            Match.object_like(
+                                {
+                                    "Effect": "Deny",
+                                    "Action": "s3:*",
+                                    "Principal": {"AWS": "*"},
+                                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                                }
+                            )
+                        ]
+                    )
+                },
+            },
+        )
+
+
+@pytest.mark.parametrize("name", ["ArtifactsBucket", "LifecycleBucket"])
+def test_artifacts_and_lifecycle_buckets_are_versioned_and_access_logged(storage, name):
+    bucket = buckets(storage)[bucket_id(storage, name)]["Properties"]
+    assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert bucket["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": bucket_id(storage, "AccessLogsBucket")}
+    rules = bucket["LifecycleConfiguration"]["Rules"]
+    assert any("NoncurrentVersionExpiration" in rule for rule in rules), "old versions must not pile up forever"
+
+
+def test_lifecycle_bucket_name_is_derived_from_the_prefix_account_and_region(storage, default_config):
+    assert default_config.hyperpod.lifecycle_bucket_name is None
+    name = buckets(storage)[bucket_id(storage, "LifecycleBucket")]["Properties"]["BucketName"]
+    # Environment-agnostic synth: account and region are pseudo parameters.
+    assert name == {
+        "Fn::Join": [
+            "",
+            [
+                f"sagemaker-{default_config.name_prefix}-lifecycle-",
+                {"Ref": "AWS::AccountId"},
+                "-",
+                {"Ref": "AWS::Region"},
+            ],
+        ]
+    }
+
+
+def test_derived_lifecycle_bucket_name_is_readable_by_the_hyperpod_instance_policy():
+    name = derived_lifecycle_bucket_name("skyrl-hp", "111111111111", "us-west-2")
+    assert name == "sagemaker-skyrl-hp-lifecycle-111111111111-us-west-2"
+    assert name.startswith(LIFECYCLE_BUCKET_PREFIX) and LIFECYCLE_BUCKET_PREFIX == "sagemaker-"
+    assert len(name) <= 63
+    assert lifecycle_bucket_name(None, name_prefix="p", account="a", region="r") == "sagemaker-p-lifecycle-a-r"
+    assert lifecycle_bucket_name("sagemaker-mine", name_prefix="p", account="a", region="r") == "sagemaker-mine"
+
+
+# --- Outputs ---------------------------------------------------------------------------------
+
+
+def test_outputs_carry_what_the_kubernetes_manifests_need(storage):
+    fs_id, _ = the_file_system(storage)
+    outputs = storage.to_json()["Outputs"]
+    assert outputs[OutputKey.FSX_FILE_SYSTEM_ID.value]["Value"] == {"Ref": fs_id}
+    assert outputs[OutputKey.FSX_DNS_NAME.value]["Value"] == {"Fn::GetAtt": [fs_id, "DNSName"]}
+    assert outputs[OutputKey.FSX_MOUNT_NAME.value]["Value"] == {"Fn::GetAtt": [fs_id, "LustreMountName"]}
+    assert outputs[OutputKey.ARTIFACTS_BUCKET_NAME.value]["Value"] == {"Ref": bucket_id(storage, "ArtifactsBucket")}
+    assert outputs[OutputKey.REGION.value]["Value"] == {"Ref": "AWS::Region"}
+
+
+# --- Variant configurations ------------------------------------------------------------------
+
+
+def test_persistent_1_variant_with_a_concrete_environment(assembly_for):
+    config = validate_config(VARIANT_ENV_PERSISTENT_1)
+    assembly = assembly_for(VARIANT_ENV_PERSISTENT_1)
+    template = Template.from_json(assembly.get_stack_by_name(config.names.stack("storage")).template)
+    _, file_system = the_file_system(template)
+    props = file_system["Properties"]
+    assert props["StorageCapacity"] == config.fsx.storage_capacity_gib
+    lustre = props["LustreConfiguration"]
+    assert lustre["DeploymentType"] == config.fsx.deployment_type
+    assert lustre["PerUnitStorageThroughput"] == config.fsx.per_unit_storage_throughput
+    assert "MetadataConfiguration" not in lustre, "PERSISTENT_1 rejects a metadata configuration"
+    name = buckets(template)[bucket_id(template, "LifecycleBucket")]["Properties"]["BucketName"]
+    assert name == derived_lifecycle_bucket_name(config.name_prefix, config.env.account, config.env.region)
+    assert template.to_json()["Outputs"][OutputKey.REGION.value]["Value"] == config.env.region
+
+
+def test_configured_lifecycle_bucket_name_wins(assembly_for):
+    config = validate_config(VARIANT_NAMED_BUCKET)
+    assembly = assembly_for(VARIANT_NAMED_BUCKET)
+    template = Template.from_json(assembly.get_stack_by_name(config.names.stack("storage")).template)
+    name = buckets(template)[bucket_id(template, "LifecycleBucket")]["Properties"]["BucketName"]
+    assert name == config.hyperpod.lifecycle_bucket_name
