@@ -1,18 +1,174 @@
-"""STUB: EksStack (being written)."""
+"""EKS cluster, add-ons, workload identities and the operators HyperPod and the Ray workloads need.
+
+Everything here deploys before the HyperPod cluster (platform.py makes the HyperPod stack depend on
+this one): the HyperPod dependencies chart must exist before HyperPod creates nodes, and no Helm
+release here waits for pods, because no node exists yet.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.outputs import OutputKey
+
+from .components.eks_addons import EksAddons
+from .components.eks_cluster import EksCluster
+from .components.helm_from_git import HelmChartFromGit
+from .components.workload_identity import WorkloadIdentities
+
+# Chart locations inside aws/sagemaker-hyperpod-cli (FACTS.md); the commit comes from the config.
+HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
+RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-endpoint-operator"
+# Release name and namespace AWS's HyperPod documentation and console templates use, so a later
+# manual `helm upgrade dependencies ...` targets this release instead of creating a second one.
+HYPERPOD_DEPENDENCIES_RELEASE = "dependencies"
+HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
+RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
+RAY_ENDPOINT_OPERATOR_NAMESPACE = "hyperpod-ray"
+KUBERAY_CHART = "kuberay-operator"
+KUBERAY_RELEASE = "kuberay-operator"
+# Not a user-facing knob yet (config.versions holds the chart and repository only).
+KUBERAY_NAMESPACE = "kuberay-system"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def hyperpod_dependencies_values(config: ProjectConfig, region: str) -> dict[str, Any]:
+    """Values for the HyperPod dependencies chart, derived from the configured instance groups.
+
+    The chart pins the NVIDIA and EFA device plugins to hard-coded instance-type lists that may
+    predate the configured types (ml.g7e is newer than most published lists); without a match the
+    GPU nodes never advertise `nvidia.com/gpu` or `vpc.amazonaws.com/efa`. Helm replaces lists, so
+    these values restrict the plugins to exactly the groups that have GPUs / EFA.
+    """
+    groups = (config.hyperpod.head_group, config.hyperpod.worker_group)
+    gpu_types = sorted({group.instance_type for group in groups if group.spec.gpus > 0})
+    efa_types = sorted({group.instance_type for group in groups if group.spec.efa_interfaces > 0})
+    values: dict[str, Any] = {
+        "health-monitoring-agent": {"region": region},
+        # Newer revisions of the chart bundle their own KubeRay operator; this project installs the
+        # pinned KubeRay chart itself, and two operators would fight over the same CRDs.
+        "kuberay": {"enabled": False},
+        "nvidia-device-plugin": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": gpu_types}]}
+                        ]
+                    }
+                }
+            }
+        },
+    }
+    if efa_types:
+        values["aws-efa-k8s-device-plugin"] = {"supportedInstanceLabels": {"values": efa_types}}
+    return values
 
 
 class EksStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: ProjectConfig, **kwargs: Any) -> None:
-        refs = {k: kwargs.pop(k) for k in list(kwargs) if k != "env"}
+    """Exposes `.cluster` (aws_eks_v2.Cluster) and `.hyperpod_dependencies` for the stacks after it."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ProjectConfig,
+        vpc: ec2.IVpc,
+        hyperpod_security_group: ec2.ISecurityGroup,
+        artifacts_bucket: s3.IBucket,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.refs = refs
-        self.cluster: Any = None
+        missing = [name for name, ref in (("vpc", vpc), ("artifacts_bucket", artifacts_bucket)) if ref is None]
+        if missing:
+            raise ValueError(f"EksStack needs {', '.join(missing)} from the network/storage stacks (got None)")
+        region = config.env.region or cdk.Aws.REGION
+        versions = config.versions
+
+        self.eks = EksCluster(
+            self, "Eks", config=config, vpc=vpc, control_plane_security_group=hyperpod_security_group
+        )
+        self.cluster: eks.Cluster = self.eks.cluster
+
+        self.addons = EksAddons(
+            self,
+            "Addons",
+            cluster=self.cluster,
+            versions=versions,
+            sagemaker_spaces=config.ray_endpoint_operator.enabled,
+        )
+
+        self.workload_identities = WorkloadIdentities(
+            self,
+            "WorkloadIdentities",
+            cluster=self.cluster,
+            workloads=config.workloads,
+            artifacts_bucket=artifacts_bucket,
+        )
+
+        self.kuberay_operator = eks.HelmChart(
+            self,
+            "KubeRayOperator",
+            cluster=self.cluster,
+            repository=versions.kuberay_helm_repository,
+            chart=KUBERAY_CHART,
+            version=versions.kuberay_operator_chart,
+            release=KUBERAY_RELEASE,
+            namespace=KUBERAY_NAMESPACE,
+            create_namespace=True,
+            # The operator pod cannot schedule before HyperPod nodes join.
+            wait=False,
+        )
+
+        git_chart_options = dict(
+            cluster=self.cluster,
+            kubectl_layer=self.eks.kubectl_layer,
+            awscli_layer=self.eks.awscli_layer,
+            repository=versions.hyperpod_cli_repository,
+            commit=versions.hyperpod_cli_commit,
+        )
+        self.hyperpod_dependencies = HelmChartFromGit(
+            self,
+            "HyperPodDependencies",
+            **git_chart_options,
+            chart_path=HYPERPOD_CHART_PATH,
+            release=HYPERPOD_DEPENDENCIES_RELEASE,
+            namespace=HYPERPOD_DEPENDENCIES_NAMESPACE,
+            values=hyperpod_dependencies_values(config, region),
+        )
+
+        self.ray_endpoint_operator: HelmChartFromGit | None = None
+        operator = config.ray_endpoint_operator
+        if operator.enabled:
+            self.ray_endpoint_operator = HelmChartFromGit(
+                self,
+                "RayEndpointOperator",
+                **git_chart_options,
+                chart_path=RAY_ENDPOINT_OPERATOR_CHART_PATH,
+                release=RAY_ENDPOINT_OPERATOR_RELEASE,
+                namespace=RAY_ENDPOINT_OPERATOR_NAMESPACE,
+                values={
+                    "region": region,
+                    "domain": operator.domain,
+                    "manager": {"enableEndpointsByDefault": operator.enable_endpoints_by_default},
+                },
+            )
+            self.ray_endpoint_operator.node.add_dependency(self.addons.sagemaker_spaces)
+            # One Helm run at a time against the cluster; the operator comes after the base chart.
+            self.ray_endpoint_operator.node.add_dependency(self.hyperpod_dependencies)
+
+        identities = self.workload_identities
+        for key, value, description in (
+            (OutputKey.EKS_CLUSTER_NAME, self.cluster.cluster_name, "EKS cluster HyperPod orchestrates"),
+            (OutputKey.SERVING_ROLE_ARN, identities.serving_role.role_arn, "Pod Identity role of the serving pods"),
+            (OutputKey.TRAINING_ROLE_ARN, identities.training_role.role_arn, "Pod Identity role of the training pods"),
+        ):
+            cdk.CfnOutput(self, key.value, value=value, description=description)

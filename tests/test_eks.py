@@ -1,0 +1,645 @@
+"""EKS stack: cluster, add-ons, workload identities, KubeRay and the git-pinned HyperPod charts.
+
+The stack is synthesized in a small App next to a fixture VPC, security group and bucket (the real
+ones come from the network/storage stacks): two synths in total, default config and one variant,
+each with cdk-nag attached as in build_platform.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint
+from conftest import cdk_json_context
+
+from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
+from skyrl_hyperpod.config.platform import SUPPORTED_KUBERNETES_VERSIONS
+from skyrl_hyperpod.outputs import OutputKey
+from stacks.components import eks_addons, eks_cluster
+from stacks.components.helm_from_git import RESOURCE_TYPE, HelmChartFromGit, load_handler
+from stacks.components.workload_identity import WorkloadIdentities
+from stacks.eks_stack import (
+    hyperpod_dependencies_values,
+    HYPERPOD_CHART_PATH,
+    HYPERPOD_DEPENDENCIES_NAMESPACE,
+    KUBERAY_CHART,
+    KUBERAY_NAMESPACE,
+    RAY_ENDPOINT_OPERATOR_CHART_PATH,
+    RAY_ENDPOINT_OPERATOR_NAMESPACE,
+    EksStack,
+)
+
+ADMIN_ARN = "arn:aws:iam::111111111111:role/PlatformAdmin"
+VARIANT = {
+    "eks": {
+        "kubernetes_version": "1.35",
+        "public_access_cidrs": ["203.0.113.0/24", "198.51.100.7/32"],
+        "admin_principal_arns": [ADMIN_ARN],
+        "control_plane_log_types": ["api", "audit", "authenticator", "controllerManager", "scheduler"],
+    },
+    "versions": {"vpc_cni_addon": "v1.20.4-eksbuild.1", "coredns_addon": "v1.12.4-eksbuild.1"},
+    "workloads": {"adapters_prefix": "lora/adapters"},
+    "ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com", "enable_endpoints_by_default": True},
+}
+COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
+REGION_PLACEHOLDER = "<region>"
+
+
+def synth_eks(config: ProjectConfig, outdir: Path) -> tuple[dict, Path]:
+    app = cdk.App(outdir=str(outdir), context={**cdk_json_context(), "aws:cdk:disable-asset-staging": True})
+    env = cdk.Environment(account="111111111111", region="us-west-2")
+    fixture = cdk.Stack(app, "fixture-network", env=env)
+    vpc = ec2.Vpc(fixture, "Vpc", max_azs=2, nat_gateways=1)
+    security_group = ec2.SecurityGroup(fixture, "HyperPodSg", vpc=vpc)
+    bucket = s3.Bucket(fixture, "Artifacts", enforce_ssl=True)
+    for rule in ("VPC7", "S1", "EC23"):  # the fixture stands in for the network/storage stacks
+        cdk.Validations.of(fixture).acknowledge(
+            cdk.Acknowledgment(id=f"AwsSolutions::AwsSolutions-{rule}", reason="test fixture")
+        )
+    EksStack(
+        app,
+        config.names.stack("eks"),
+        env=env,
+        config=config,
+        vpc=vpc,
+        hyperpod_security_group=security_group,
+        artifacts_bucket=bucket,
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    assembly = app.synth()  # raises ValidationFailed on any unacknowledged cdk-nag finding
+    return assembly.get_stack_by_name(config.names.stack("eks")).template, Path(assembly.directory)
+
+
+@pytest.fixture(scope="module")
+def default(default_config, tmp_path_factory):
+    template, outdir = synth_eks(default_config, tmp_path_factory.mktemp("eks-default"))
+    return SimpleNamespace(config=default_config, template=template, outdir=outdir)
+
+
+@pytest.fixture(scope="module")
+def variant(tmp_path_factory):
+    config = validate_config(VARIANT)
+    template, outdir = synth_eks(config, tmp_path_factory.mktemp("eks-variant"))
+    return SimpleNamespace(config=config, template=template, outdir=outdir)
+
+
+def resources(template: dict, resource_type: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def one(template: dict, resource_type: str) -> tuple[str, dict]:
+    found = resources(template, resource_type)
+    assert len(found) == 1, f"{resource_type}: {sorted(found)}"
+    return next(iter(found.items()))
+
+
+def cluster_props(template: dict) -> dict:
+    return one(template, "AWS::EKS::Cluster")[1]["Properties"]
+
+
+def addons(template: dict) -> dict[str, dict]:
+    return {r["Properties"]["AddonName"]: r for r in resources(template, "AWS::EKS::Addon").values()}
+
+
+def git_charts(template: dict) -> dict[str, dict]:
+    return {r["Properties"]["ChartPath"]: r for r in resources(template, RESOURCE_TYPE).values()}
+
+
+def rendered_json(value) -> dict:
+    """A JSON document CDK split into Fn::Join parts around the region token."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        delimiter, parts = value["Fn::Join"]
+        value = delimiter.join(part if isinstance(part, str) else REGION_PLACEHOLDER for part in parts)
+    return json.loads(value)
+
+
+def role_statements(template: dict, role_id: str) -> list[dict]:
+    statements = []
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements
+
+
+def actions_of(statements: list[dict]) -> set[str]:
+    found = set()
+    for statement in statements:
+        found.update([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    return found
+
+
+def pod_identity_role(template: dict, namespace: str, service_account: str) -> str:
+    """The role whose trust policy admits exactly that Kubernetes service account."""
+    matches = []
+    for role_id, role in resources(template, "AWS::IAM::Role").items():
+        for statement in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            conditions = statement.get("Condition", {}).get("StringEquals", {})
+            if (
+                statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+                and conditions.get("aws:RequestTag/kubernetes-namespace") == namespace
+                and conditions.get("aws:RequestTag/kubernetes-service-account") == service_account
+            ):
+                assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+                assert conditions["aws:RequestTag/eks-cluster-name"] == {"Ref": one(template, "AWS::EKS::Cluster")[0]}
+                matches.append(role_id)
+    assert len(matches) == 1, f"{namespace}/{service_account}: {matches}"
+    return matches[0]
+
+
+# --- version and kubectl layer -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", SUPPORTED_KUBERNETES_VERSIONS)
+def test_every_supported_version_maps_to_its_kubectl_layer(version):
+    minor = version.split(".")[1]
+    layer = eks_cluster.kubectl_layer_class(version)
+    assert layer.__name__ == f"KubectlV{minor}Layer"
+    assert layer.__module__.endswith(f"lambda_layer_kubectl_v{minor}")
+
+
+def test_unsupported_version_has_no_layer():
+    with pytest.raises(ValueError, match="1.29"):
+        eks_cluster.kubectl_layer_class("1.29")
+
+
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_cluster_version_and_its_layer_follow_the_config(fixture, request):
+    synth = request.getfixturevalue(fixture)
+    version = synth.config.eks.kubernetes_version
+    assert cluster_props(synth.template)["Version"] == version
+    kubectl_layers = [
+        layer for layer in resources(synth.template, "AWS::Lambda::LayerVersion").values()
+        if "/opt/kubectl/kubectl" in layer["Properties"]["Description"]
+    ]  # fmt: skip
+    assert len(kubectl_layers) == 1
+    assert f"/opt/kubectl/kubectl {version}." in kubectl_layers[0]["Properties"]["Description"]
+
+
+def test_one_kubectl_layer_and_one_installer_serve_every_release(variant):
+    # Two git charts (dependencies + Ray endpoint operator) and the KubeRay chart, yet: one kubectl
+    # layer, one AWS CLI layer, three functions (kubectl handler, its framework, the git installer).
+    assert len(git_charts(variant.template)) == 2
+    assert len(resources(variant.template, "AWS::Lambda::LayerVersion")) == 2
+    assert len(resources(variant.template, "AWS::Lambda::Function")) == 3
+    tokens = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(variant.template).values()}
+    assert len(tokens) == 1
+
+
+# --- control plane -----------------------------------------------------------------------------
+
+
+def test_cluster_has_no_managed_capacity_and_uses_access_entries(default):
+    props = cluster_props(default.template)
+    assert props["Name"] == default.config.names.eks_cluster
+    assert props["ComputeConfig"]["Enabled"] is False  # no Auto Mode
+    assert props["AccessConfig"]["AuthenticationMode"] in ("API", "API_AND_CONFIG_MAP")
+    assert props["AccessConfig"]["BootstrapClusterCreatorAdminPermissions"] is False
+    for forbidden in ("AWS::EKS::Nodegroup", "AWS::AutoScaling::AutoScalingGroup", "AWS::EKS::FargateProfile"):
+        assert resources(default.template, forbidden) == {}
+
+
+def test_cluster_runs_in_private_subnets_with_the_hyperpod_security_group(default):
+    vpc_config = cluster_props(default.template)["ResourcesVpcConfig"]
+    outputs = [subnet["Fn::GetStackOutput"]["OutputName"] for subnet in vpc_config["SubnetIds"]]
+    assert len(outputs) == 2 and all("PrivateSubnet" in name for name in outputs)
+    [security_group] = vpc_config["SecurityGroupIds"]
+    assert "HyperPodSg" in security_group["Fn::GetStackOutput"]["OutputName"]
+
+
+def test_endpoint_is_private_by_default(default):
+    assert default.config.eks.public_access_cidrs == []
+    vpc_config = cluster_props(default.template)["ResourcesVpcConfig"]
+    assert vpc_config["EndpointPrivateAccess"] is True
+    assert vpc_config["EndpointPublicAccess"] is False
+    assert "PublicAccessCidrs" not in vpc_config
+
+
+def test_endpoint_is_public_only_for_the_listed_cidrs(variant):
+    vpc_config = cluster_props(variant.template)["ResourcesVpcConfig"]
+    assert vpc_config["EndpointPrivateAccess"] is True
+    assert vpc_config["EndpointPublicAccess"] is True
+    assert sorted(vpc_config["PublicAccessCidrs"]) == sorted(variant.config.eks.public_access_cidrs)
+
+
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_control_plane_logging_follows_the_config(fixture, request):
+    synth = request.getfixturevalue(fixture)
+    enabled = [entry["Type"] for entry in cluster_props(synth.template)["Logging"]["ClusterLogging"]["EnabledTypes"]]
+    assert enabled == synth.config.eks.control_plane_log_types
+
+
+def test_secrets_are_encrypted_with_a_rotating_kms_key(default):
+    [encryption] = cluster_props(default.template)["EncryptionConfig"]
+    assert encryption["Resources"] == ["secrets"]
+    key_id = encryption["Provider"]["KeyArn"]["Fn::GetAtt"][0]
+    key = default.template["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_admin_principals_get_cluster_admin_access_entries(default, variant):
+    def literal_entries(template: dict) -> list[dict]:
+        return [
+            entry["Properties"] for entry in resources(template, "AWS::EKS::AccessEntry").values()
+            if isinstance(entry["Properties"]["PrincipalArn"], str)
+        ]  # fmt: skip
+
+    assert literal_entries(default.template) == []
+    [entry] = literal_entries(variant.template)
+    assert entry["PrincipalArn"] == ADMIN_ARN
+    [policy] = entry["AccessPolicies"]
+    assert policy["AccessScope"] == {"Type": "cluster"}
+    assert "cluster-access-policy/AmazonEKSClusterAdminPolicy" in json.dumps(policy["PolicyArn"])
+
+
+def test_stack_emits_the_cluster_name_and_role_outputs(default):
+    outputs = default.template["Outputs"]
+    cluster_id = one(default.template, "AWS::EKS::Cluster")[0]
+    assert outputs[OutputKey.EKS_CLUSTER_NAME.value]["Value"] == {"Ref": cluster_id}
+    workloads = default.config.workloads
+    serving = pod_identity_role(default.template, workloads.namespace, workloads.serving_service_account)
+    training = pod_identity_role(default.template, workloads.namespace, workloads.training_service_account)
+    assert outputs[OutputKey.SERVING_ROLE_ARN.value]["Value"] == {"Fn::GetAtt": [serving, "Arn"]}
+    assert outputs[OutputKey.TRAINING_ROLE_ARN.value]["Value"] == {"Fn::GetAtt": [training, "Arn"]}
+
+
+# --- add-ons -----------------------------------------------------------------------------------
+
+BASE_ADDONS = {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver"}
+
+
+def test_base_addons_overwrite_and_use_default_versions(default):
+    found = addons(default.template)
+    assert set(found) == BASE_ADDONS
+    for addon in found.values():
+        assert addon["Properties"]["ResolveConflicts"] == "OVERWRITE"
+        assert "AddonVersion" not in addon["Properties"]  # versions.*_addon are None by default
+
+
+def test_pinned_addon_versions_are_passed_through(variant):
+    found = addons(variant.template)
+    assert found["vpc-cni"]["Properties"]["AddonVersion"] == variant.config.versions.vpc_cni_addon
+    assert found["coredns"]["Properties"]["AddonVersion"] == variant.config.versions.coredns_addon
+    assert "AddonVersion" not in found["kube-proxy"]["Properties"]
+
+
+@pytest.mark.parametrize(
+    ("version", "problem"),
+    [
+        ("v1.18.2-eksbuild.1", "v1.18.3 or newer"),
+        ("v1.17.9-eksbuild.3", "v1.18.3 or newer"),
+        ("1.19", "must look like"),
+    ],
+)
+def test_vpc_cni_older_than_hyperpods_minimum_is_rejected(version, problem):
+    with pytest.raises(ConfigError) as error:
+        eks_addons.check_vpc_cni_version(version)
+    [line] = error.value.problems
+    assert "versions.vpc_cni_addon" in line and repr(version) in line and problem in line
+
+
+@pytest.mark.parametrize("version", [None, "v1.18.3-eksbuild.1", "v1.20.4-eksbuild.1"])
+def test_vpc_cni_at_or_above_the_minimum_is_accepted(version):
+    eks_addons.check_vpc_cni_version(version)
+
+
+def test_fsx_csi_controller_gets_a_describe_only_pod_identity_role(default):
+    fsx = addons(default.template)["aws-fsx-csi-driver"]
+    [association] = fsx["Properties"]["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == eks_addons.FSX_CSI_SERVICE_ACCOUNT == "fsx-csi-controller-sa"
+    role_id = pod_identity_role(default.template, "kube-system", "fsx-csi-controller-sa")
+    assert association["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    assert actions_of(role_statements(default.template, role_id)) == {"fsx:DescribeFileSystems"}
+    # Its credentials come from the Pod Identity agent.
+    agent_id = next(k for k, v in resources(default.template, "AWS::EKS::Addon").items()
+                    if v["Properties"]["AddonName"] == "eks-pod-identity-agent")  # fmt: skip
+    assert agent_id in fsx["DependsOn"]
+
+
+# --- workload identities -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_workload_roles_are_scoped_to_the_adapters_prefix(fixture, request):
+    synth = request.getfixturevalue(fixture)
+    workloads = synth.config.workloads
+    prefix = workloads.adapters_prefix
+    for service_account, allowed in (
+        (workloads.serving_service_account, {"s3:ListBucket", "s3:GetObject"}),
+        (
+            workloads.training_service_account,
+            {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"},
+        ),
+    ):
+        role_id = pod_identity_role(synth.template, workloads.namespace, service_account)
+        statements = role_statements(synth.template, role_id)
+        assert actions_of(statements) == allowed
+        for statement in statements:
+            resource = json.dumps(statement["Resource"])
+            assert "Artifacts" in resource  # the artifacts bucket, nothing else
+            if statement["Action"] == "s3:ListBucket":
+                assert statement["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}
+            else:
+                assert statement["Resource"]["Fn::Join"][1][-1] == f"/{prefix}/*"
+
+
+def test_serving_role_cannot_write(default):
+    workloads = default.config.workloads
+    role_id = pod_identity_role(default.template, workloads.namespace, workloads.serving_service_account)
+    assert not {a for a in actions_of(role_statements(default.template, role_id)) if "Put" in a or "Delete" in a}
+
+
+def test_pod_identity_associations_bind_the_chart_service_accounts(default):
+    workloads = default.config.workloads
+    found = {
+        a["Properties"]["ServiceAccount"]: a["Properties"]
+        for a in resources(default.template, "AWS::EKS::PodIdentityAssociation").values()
+    }
+    assert set(found) == {workloads.serving_service_account, workloads.training_service_account}
+    for service_account, association in found.items():
+        assert association["Namespace"] == workloads.namespace
+        role_id = pod_identity_role(default.template, workloads.namespace, service_account)
+        assert association["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+
+
+def test_a_kms_encrypted_bucket_gets_key_grants_matching_each_role(default_config):
+    # Built alone (no synth, no cdk-nag): only the grant logic is under test.
+    stack = cdk.Stack(cdk.App(), "s", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    bucket = s3.Bucket(stack, "Artifacts", encryption=s3.BucketEncryption.KMS)
+    cluster = eks.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c")
+    identities = WorkloadIdentities(
+        stack, "Ids", cluster=cluster, workloads=default_config.workloads, artifacts_bucket=bucket
+    )
+    template = Template.from_stack(stack).to_json()
+
+    def kms_actions(role) -> set[str]:
+        role_id = stack.resolve(role.role_name)["Ref"]
+        return {a for a in actions_of(role_statements(template, role_id)) if a.startswith("kms:")}
+
+    assert kms_actions(identities.serving_role) == {"kms:Decrypt"}
+    assert {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*"} <= kms_actions(identities.training_role)
+
+
+def test_namespace_is_left_to_the_charts(default):
+    # No kubectl manifest: the cdk8s charts own the workload namespace and service accounts.
+    assert resources(default.template, "Custom::AWSCDK-EKS-KubernetesResource") == {}
+
+
+# --- KubeRay -----------------------------------------------------------------------------------
+
+
+def test_kuberay_operator_chart_is_pinned_and_does_not_wait(default):
+    _, chart = one(default.template, "Custom::AWSCDK-EKS-HelmChart")
+    props = chart["Properties"]
+    versions = default.config.versions
+    assert props["Chart"] == KUBERAY_CHART == "kuberay-operator"
+    assert props["Version"] == versions.kuberay_operator_chart
+    assert props["Repository"] == versions.kuberay_helm_repository
+    assert props["Namespace"] == KUBERAY_NAMESPACE and KUBERAY_NAMESPACE not in ("default", "kube-system")
+    assert props["CreateNamespace"] is True
+    assert props.get("Wait", False) is False
+
+
+# --- HyperPod dependencies and the Ray endpoint operator ----------------------------------------
+
+
+def test_hyperpod_dependencies_come_from_the_pinned_commit(default):
+    versions = default.config.versions
+    [chart] = git_charts(default.template).values()
+    props = chart["Properties"]
+    assert COMMIT_ID.fullmatch(props["Commit"]) and props["Commit"] == versions.hyperpod_cli_commit
+    assert props["Repository"] == versions.hyperpod_cli_repository
+    assert props["ChartPath"] == HYPERPOD_CHART_PATH
+    assert props["Namespace"] == HYPERPOD_DEPENDENCIES_NAMESPACE == "kube-system"
+
+
+def test_hyperpod_dependencies_leave_kuberay_to_the_pinned_operator_chart(default):
+    # Two KubeRay operators would reconcile the same CRDs; only the pinned chart may install one.
+    values = hyperpod_dependencies_values(default.config, "us-west-2")
+    assert values["kuberay"] == {"enabled": False}
+    [chart] = git_charts(default.template).values()
+    [joined] = [part for part in chart["Properties"]["Values"]["Fn::Join"][1] if isinstance(part, str) and "kuberay" in part]
+    assert '"kuberay":{"enabled":false}' in joined
+
+
+def test_hyperpod_dependencies_run_under_their_own_cluster_admin_entry(default):
+    [chart] = git_charts(default.template).values()
+    function_id = chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    function = default.template["Resources"][function_id]["Properties"]
+    role_id = function["Role"]["Fn::GetAtt"][0]
+    [entry_id] = [k for k, v in resources(default.template, "AWS::EKS::AccessEntry").items()
+                  if v["Properties"]["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}]  # fmt: skip
+    assert entry_id in chart["DependsOn"]
+    assert function["VpcConfig"]["SecurityGroupIds"] == [
+        {"Fn::GetAtt": [one(default.template, "AWS::EKS::Cluster")[0], "ClusterSecurityGroupId"]}
+    ]
+    assert [s["Action"] for s in role_statements(default.template, role_id)] == ["eks:DescribeCluster"]
+
+
+def test_device_plugins_are_pinned_to_the_configured_instance_types(default):
+    [chart] = git_charts(default.template).values()
+    values = rendered_json(chart["Properties"]["Values"])
+    hyperpod = default.config.hyperpod
+    groups = (hyperpod.head_group, hyperpod.worker_group)
+    gpu_types = sorted({g.instance_type for g in groups if g.spec.gpus})
+    efa_types = sorted({g.instance_type for g in groups if g.spec.efa_interfaces})
+    affinity = values["nvidia-device-plugin"]["affinity"]["nodeAffinity"]
+    [term] = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    instance_type_in = {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": gpu_types}
+    assert term["matchExpressions"] == [instance_type_in]
+    assert values["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"] == efa_types
+    assert values["health-monitoring-agent"]["region"] == REGION_PLACEHOLDER
+
+
+def test_a_branch_name_is_refused_at_synth(default):
+    # The config validator rejects it first; the construct refuses it too, for direct use.
+    with pytest.raises(ConfigError):
+        validate_config({"versions": {"hyperpod_cli_commit": "main"}})
+    app = cdk.App()
+    stack = cdk.Stack(app, "s")
+    with pytest.raises(ValueError, match="commit"):
+        HelmChartFromGit(
+            stack, "Chart", cluster=None, kubectl_layer=None, awscli_layer=None,
+            repository=default.config.versions.hyperpod_cli_repository, commit="main",
+            chart_path=HYPERPOD_CHART_PATH, release="dependencies", namespace="kube-system",
+        )  # fmt: skip
+
+
+def test_ray_endpoint_operator_is_absent_by_default(default):
+    assert default.config.ray_endpoint_operator.enabled is False
+    assert set(git_charts(default.template)) == {HYPERPOD_CHART_PATH}
+    assert "amazon-sagemaker-spaces" not in addons(default.template)
+
+
+def test_ray_endpoint_operator_installs_with_spaces_when_enabled(variant):
+    operator = variant.config.ray_endpoint_operator
+    charts = git_charts(variant.template)
+    chart = charts[RAY_ENDPOINT_OPERATOR_CHART_PATH]
+    props = chart["Properties"]
+    assert props["Namespace"] == RAY_ENDPOINT_OPERATOR_NAMESPACE == "hyperpod-ray"
+    assert props["Commit"] == variant.config.versions.hyperpod_cli_commit
+    assert rendered_json(props["Values"]) == {
+        "region": REGION_PLACEHOLDER,
+        "domain": operator.domain,
+        "manager": {"enableEndpointsByDefault": operator.enable_endpoints_by_default},
+    }
+    spaces_id = next(k for k, v in resources(variant.template, "AWS::EKS::Addon").items()
+                     if v["Properties"]["AddonName"] == "amazon-sagemaker-spaces")  # fmt: skip
+    dependencies_id = next(k for k, v in resources(variant.template, RESOURCE_TYPE).items()
+                           if v["Properties"]["ChartPath"] == HYPERPOD_CHART_PATH)  # fmt: skip
+    assert {spaces_id, dependencies_id} <= set(chart["DependsOn"])
+
+
+# --- checks ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_cdk_nag_passes_and_cfn_lint_reports_no_errors(fixture, request):
+    synth = request.getfixturevalue(fixture)
+    report = json.loads((synth.outdir / "validation-report.json").read_text())
+    [nag] = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
+    assert nag["conclusion"] == "success" and nag["violations"] == []
+    matches = lint(json.dumps(synth.template), config=ManualArgs(regions=["us-west-2"], ignore_checks=["W", "I"]))
+    assert [f"{m.rule.id} {m.message}" for m in matches] == []
+
+
+# --- the git Helm installer's handler (no AWS) --------------------------------------------------
+
+handler = load_handler()
+COMMIT = load_config(None).versions.hyperpod_cli_commit
+
+
+@pytest.mark.parametrize(
+    "repository",
+    ["https://github.com/aws/sagemaker-hyperpod-cli", "https://github.com/aws/sagemaker-hyperpod-cli.git",
+     "https://github.com/aws/sagemaker-hyperpod-cli/"],
+)  # fmt: skip
+def test_archive_url_points_at_one_commit(repository):
+    assert handler.archive_url(repository, COMMIT) == (
+        f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{COMMIT}.tar.gz"
+    )
+
+
+@pytest.mark.parametrize(
+    ("repository", "commit", "problem"),
+    [
+        ("https://github.com/aws/sagemaker-hyperpod-cli", "main", "commit"),
+        ("https://github.com/aws/sagemaker-hyperpod-cli", COMMIT[:12], "commit"),
+        ("https://github.com/aws/sagemaker-hyperpod-cli", COMMIT.upper(), "commit"),
+        ("http://github.com/aws/sagemaker-hyperpod-cli", COMMIT, "repository"),
+        ("https://gitlab.com/aws/sagemaker-hyperpod-cli", COMMIT, "repository"),
+        ("https://github.com/aws", COMMIT, "repository"),
+    ],
+)
+def test_archive_url_refuses_branches_and_other_hosts(repository, commit, problem):
+    with pytest.raises(ValueError, match=problem):
+        handler.archive_url(repository, commit)
+
+
+def test_chart_members_select_only_the_chart_subtree():
+    top = f"sagemaker-hyperpod-cli-{COMMIT}"
+    names = [top, f"{top}/README.md", f"{top}/helm_chart", f"{top}/helm_chart/HyperPodHelmChart",
+             f"{top}/helm_chart/HyperPodHelmChart/Chart.yaml", f"{top}/helm_chart/HyperPodHelmChartOther/x",
+             f"{top}/helm_chart/HyperPodHelmChart/charts/a/Chart.yaml"]  # fmt: skip
+    found_top, members = handler.chart_members(names, "helm_chart/HyperPodHelmChart")
+    assert found_top == top
+    assert members == [f"{top}/helm_chart/HyperPodHelmChart", f"{top}/helm_chart/HyperPodHelmChart/Chart.yaml",
+                       f"{top}/helm_chart/HyperPodHelmChart/charts/a/Chart.yaml"]  # fmt: skip
+    for bad in ("../etc", "/helm_chart", "helm_chart/missing"):
+        with pytest.raises(ValueError):
+            handler.chart_members(names, bad)
+
+
+def test_helm_arguments_install_without_waiting():
+    upgrade = handler.upgrade_args("dependencies", "/tmp/chart", "kube-system", "/tmp/values.json")
+    assert upgrade[:5] == [handler.HELM, "upgrade", "--install", "dependencies", "/tmp/chart"]
+    assert upgrade[upgrade.index("--namespace") + 1] == "kube-system"
+    assert upgrade[upgrade.index("--values") + 1] == "/tmp/values.json"
+    assert "--create-namespace" in upgrade
+    assert not {"--wait", "--atomic", "--wait-for-jobs"} & set(upgrade)
+    assert handler.dependency_update_args("/tmp/chart") == [handler.HELM, "dependency", "update", "/tmp/chart"]
+    assert handler.uninstall_args("dependencies", "kube-system")[:5] == [
+        handler.HELM, "uninstall", "dependencies", "--namespace", "kube-system"
+    ]
+    kubeconfig = handler.kubeconfig_args("skyrl-hp-eks", "us-west-2", "/tmp/k")
+    assert kubeconfig[:3] == [handler.AWS_CLI, "eks", "update-kubeconfig"] and "skyrl-hp-eks" in kubeconfig
+
+
+class FakeContext:
+    log_stream_name = "stream"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 600_000
+
+
+def run_handler(monkeypatch, request_type: str, failing: str | None = None, error: str = "boom") -> tuple[list, dict]:
+    commands, sent = [], {}
+
+    def fake_run(args, env, deadline_s):
+        commands.append(args[1:3])
+        if failing and failing in args:
+            raise RuntimeError(f"{' '.join(args[:3])} failed (1): {error}")
+        return ""
+
+    monkeypatch.setattr(handler, "_run", fake_run)
+    monkeypatch.setattr(handler, "_download_chart", lambda url, path, workdir: f"{workdir}/chart")
+    monkeypatch.setattr(handler, "_send", lambda event, body: sent.update(body))
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    event = {
+        "RequestType": request_type, "ResponseURL": "https://example.invalid", "StackId": "stack",
+        "RequestId": "request", "LogicalResourceId": "HyperPodDependencies",
+        "ResourceProperties": {
+            "ClusterName": "skyrl-hp-eks", "Repository": "https://github.com/aws/sagemaker-hyperpod-cli",
+            "Commit": COMMIT, "ChartPath": HYPERPOD_CHART_PATH, "Release": "dependencies",
+            "Namespace": "kube-system", "Values": "{}",
+        },
+    }  # fmt: skip
+    if request_type == "Delete":
+        event["PhysicalResourceId"] = "kube-system/dependencies"
+    handler.handler(event, FakeContext())
+    return commands, sent
+
+
+def test_handler_create_updates_dependencies_then_installs(monkeypatch):
+    commands, sent = run_handler(monkeypatch, "Create")
+    assert commands == [["eks", "update-kubeconfig"], ["dependency", "update"], ["upgrade", "--install"]]
+    assert sent["Status"] == "SUCCESS" and sent["PhysicalResourceId"] == "kube-system/dependencies"
+
+
+def test_handler_reports_a_failed_install_to_cloudformation(monkeypatch):
+    _, sent = run_handler(monkeypatch, "Create", failing="upgrade", error="no matches for kind")
+    assert sent["Status"] == "FAILED" and "no matches for kind" in sent["Reason"]
+
+
+def test_handler_delete_uninstalls_and_tolerates_a_missing_release(monkeypatch):
+    commands, sent = run_handler(monkeypatch, "Delete", failing="uninstall", error="release: not found")
+    assert commands[-1] == ["uninstall", "dependencies"]
+    assert sent["Status"] == "SUCCESS" and sent["PhysicalResourceId"] == "kube-system/dependencies"
+
+
+def test_download_extracts_only_the_chart(monkeypatch, tmp_path):
+    top = f"sagemaker-hyperpod-cli-{COMMIT}"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in ((f"{top}/README.md", "readme"), (f"{top}/{HYPERPOD_CHART_PATH}/Chart.yaml", "name: x")):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    monkeypatch.setattr(handler.urllib.request, "urlopen", lambda url, timeout: buffer)
+    chart_dir = handler._download_chart("https://github.com/x/y/archive/c.tar.gz", HYPERPOD_CHART_PATH, str(tmp_path))
+    assert Path(chart_dir, "Chart.yaml").read_text() == "name: x"
+    assert not (tmp_path / top / "README.md").exists()
