@@ -1,17 +1,61 @@
-"""STUB: HyperPodStack (being written)."""
+"""HyperPod: lifecycle scripts, the node execution role and the EKS-orchestrated HyperPod cluster."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.outputs import OutputKey
+
+from .components.hyperpod_cluster import HyperPodCluster, HyperPodExecutionRole
+from .components.lifecycle import LifecycleScripts
 
 
 class HyperPodStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: ProjectConfig, **kwargs: Any) -> None:
-        refs = {k: kwargs.pop(k) for k in list(kwargs) if k != "env"}
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ProjectConfig,
+        eks_cluster: eks.ICluster,
+        hyperpod_subnet: ec2.ISubnet,
+        hyperpod_security_group: ec2.ISecurityGroup,
+        lifecycle_bucket: s3.IBucket,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.refs = refs
+        cluster_name = config.names.hyperpod_cluster
+
+        self.lifecycle_scripts = LifecycleScripts(
+            self, "LifecycleScripts", bucket=lifecycle_bucket, key_prefix=f"lifecycle-scripts/{cluster_name}"
+        )
+        self.execution_role = HyperPodExecutionRole(
+            self,
+            "ExecutionRole",
+            eks_cluster=eks_cluster,
+            subnet=hyperpod_subnet,
+            security_group=hyperpod_security_group,
+            lifecycle_bucket=lifecycle_bucket,
+        ).role
+        self.hyperpod_cluster = HyperPodCluster(
+            self,
+            "HyperPod",
+            cluster_name=cluster_name,
+            hyperpod=config.hyperpod,
+            eks_cluster=eks_cluster,
+            subnet=hyperpod_subnet,
+            security_group=hyperpod_security_group,
+            execution_role=self.execution_role,
+            lifecycle_scripts=self.lifecycle_scripts,
+        )
+
+        cdk.CfnOutput(self, OutputKey.HYPERPOD_CLUSTER_NAME.value, value=cluster_name)
+        cdk.CfnOutput(self, OutputKey.HYPERPOD_CLUSTER_ARN.value, value=self.hyperpod_cluster.cluster_arn)
+        cdk.CfnOutput(self, OutputKey.HYPERPOD_EXECUTION_ROLE_ARN.value, value=self.execution_role.role_arn)

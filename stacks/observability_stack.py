@@ -1,17 +1,38 @@
-"""STUB: ObservabilityStack (being written)."""
+"""Observability: Amazon Managed Prometheus and the HyperPod observability add-on (Grafana optional).
+
+Deployed after the HyperPod stack (see platform.py): the add-on schedules its collectors on
+HyperPod nodes.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 
+from .components.observability import HyperPodObservability
+
 
 class ObservabilityStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: ProjectConfig, **kwargs: Any) -> None:
-        refs = {k: kwargs.pop(k) for k in list(kwargs) if k != "env"}
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ProjectConfig,
+        eks_cluster: eks.ICluster,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.refs = refs
+        self.observability = HyperPodObservability(
+            self,
+            "HyperPodObservability",
+            name_prefix=config.name_prefix,
+            observability=config.observability,
+            eks_cluster=eks_cluster,
+            addon_version=config.versions.hyperpod_observability_addon,
+        )

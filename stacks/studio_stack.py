@@ -1,17 +1,41 @@
-"""STUB: StudioStack (being written)."""
+"""SageMaker Studio (optional, config: studio.enabled) in the platform VPC."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 
+from .components.studio import StudioDomain
+
+# build_platform tags every stack with this key; the Studio role finds the HyperPod cluster by it.
+PROJECT_TAG_KEY = "project"
+
 
 class StudioStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: ProjectConfig, **kwargs: Any) -> None:
-        refs = {k: kwargs.pop(k) for k in list(kwargs) if k != "env"}
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ProjectConfig,
+        vpc: ec2.IVpc,
+        hyperpod_subnet: ec2.ISubnet,
+        hyperpod_security_group: ec2.ISecurityGroup,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.refs = refs
+        self.studio = StudioDomain(
+            self,
+            "Studio",
+            domain_name=f"{config.name_prefix}-studio",
+            project_tag=(PROJECT_TAG_KEY, config.name_prefix),
+            eks_cluster_name=config.names.eks_cluster,
+            vpc=vpc,
+            subnet=hyperpod_subnet,
+            security_group=hyperpod_security_group,
+        )

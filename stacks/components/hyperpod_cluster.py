@@ -1,0 +1,218 @@
+"""The SageMaker HyperPod cluster (EKS orchestrator) and the IAM role its nodes run with."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from skyrl_hyperpod.config.platform import HyperPodConfig, InstanceGroupConfig
+
+from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern
+from .lifecycle import LifecycleScripts
+
+# Reads lifecycle scripts from sagemaker-* buckets and lets nodes report to HyperPod.
+INSTANCE_ROLE_MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
+# HyperPod accepts only this mode for new EKS clusters: nodes are provisioned (and retried)
+# in the background instead of failing the whole create call.
+NODE_PROVISIONING_MODE = "Continuous"
+
+
+class HyperPodExecutionRole(Construct):
+    """The role every HyperPod node assumes.
+
+    On top of the managed instance policy, EKS-orchestrated nodes run the VPC CNI (which manages
+    ENIs in the HyperPod subnet), pull images from ECR and host the EKS Pod Identity agent.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        eks_cluster: eks.ICluster,
+        subnet: ec2.ISubnet,
+        security_group: ec2.ISecurityGroup,
+        lifecycle_bucket: s3.IBucket,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+
+        def ec2_arn(resource: str, name: str = "*") -> str:
+            return stack.format_arn(service="ec2", resource=resource, resource_name=name)
+
+        network_interfaces = ec2_arn("network-interface")
+        node_permissions = iam.PolicyDocument(
+            statements=[
+                iam.PolicyStatement(
+                    sid="CniCreateInterfacesInHyperPodSubnet",
+                    actions=["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission"],
+                    resources=[
+                        network_interfaces,
+                        ec2_arn("subnet", subnet.subnet_id),
+                        ec2_arn("security-group", security_group.security_group_id),
+                    ],
+                ),
+                iam.PolicyStatement(
+                    sid="CniManageInterfaces",
+                    actions=[
+                        "ec2:AssignPrivateIpAddresses",
+                        "ec2:UnassignPrivateIpAddresses",
+                        "ec2:AttachNetworkInterface",
+                        "ec2:DetachNetworkInterface",
+                        "ec2:DeleteNetworkInterface",
+                        "ec2:DeleteNetworkInterfacePermission",
+                        "ec2:ModifyNetworkInterfaceAttribute",
+                    ],
+                    resources=[
+                        network_interfaces,
+                        ec2_arn("instance"),
+                        ec2_arn("security-group", security_group.security_group_id),
+                    ],
+                ),
+                iam.PolicyStatement(
+                    sid="CniTagInterfaces",
+                    actions=["ec2:CreateTags"],
+                    resources=[network_interfaces],
+                ),
+                iam.PolicyStatement(
+                    sid="CniDescribe",
+                    actions=[
+                        "ec2:DescribeInstances",
+                        "ec2:DescribeInstanceTypes",
+                        "ec2:DescribeNetworkInterfaces",
+                        "ec2:DescribeSecurityGroups",
+                        "ec2:DescribeSubnets",
+                        "ec2:DescribeTags",
+                        "ec2:DescribeVpcs",
+                        "ec2:DescribeDhcpOptions",
+                    ],
+                    resources=["*"],
+                ),
+                iam.PolicyStatement(
+                    sid="PullContainerImages",
+                    actions=[
+                        "ecr:GetAuthorizationToken",
+                        "ecr:BatchCheckLayerAvailability",
+                        "ecr:BatchGetImage",
+                        "ecr:GetDownloadUrlForLayer",
+                    ],
+                    resources=["*"],
+                ),
+                iam.PolicyStatement(
+                    sid="PodIdentityAgent",
+                    actions=["eks-auth:AssumeRoleForPodIdentity"],
+                    resources=[eks_cluster.cluster_arn],
+                ),
+            ]
+        )
+        # Inline, so the permissions exist as soon as the role does: HyperPod starts nodes right away.
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="HyperPod node role: managed instance policy + VPC CNI, ECR pull, Pod Identity agent",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(INSTANCE_ROLE_MANAGED_POLICY)],
+            inline_policies={"NodePermissions": node_permissions},
+        )
+        if lifecycle_bucket.encryption_key is not None:
+            # The managed policy grants s3:GetObject on sagemaker-* buckets but no KMS access.
+            lifecycle_bucket.encryption_key.grant_decrypt(self.role)
+
+        # As cdk-nag renders the ARN of an AWS managed policy.
+        managed_policy_arn = f"arn:<AWS::Partition>:iam::aws:policy/{INSTANCE_ROLE_MANAGED_POLICY}"
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions::AwsSolutions-IAM4[Policy::{managed_policy_arn}]",
+                reason=(
+                    f"{INSTANCE_ROLE_MANAGED_POLICY} is the policy HyperPod requires on every cluster "
+                    "instance role (node agent, lifecycle scripts from sagemaker-* buckets)"
+                ),
+            )
+        )
+        acknowledge_iam_wildcards(
+            self.role,
+            {
+                arn_pattern("ec2", r"network-interface/\*"): (
+                    "the VPC CNI on HyperPod nodes creates, attaches and tags ENIs whose ids exist only at "
+                    "run time; creation itself is pinned to the HyperPod subnet and security group"
+                ),
+                arn_pattern("ec2", r"instance/\*"): (
+                    "HyperPod node instance ids are assigned at run time (ENI attach/detach by the VPC CNI)"
+                ),
+                r"Resource::\*": (
+                    "ec2:Describe* and ecr:GetAuthorizationToken have no resource-level permissions; ECR "
+                    "image pulls include EKS add-on and HyperPod agent images in AWS-owned registries"
+                ),
+            },
+        )
+
+
+class HyperPodCluster(Construct):
+    """`AWS::SageMaker::Cluster` with an EKS orchestrator and one instance group per configured group."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        hyperpod: HyperPodConfig,
+        eks_cluster: eks.ICluster,
+        subnet: ec2.ISubnet,
+        security_group: ec2.ISecurityGroup,
+        execution_role: iam.IRole,
+        lifecycle_scripts: LifecycleScripts,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._execution_role = execution_role
+        self._lifecycle_scripts = lifecycle_scripts
+        self.cluster = sagemaker.CfnCluster(
+            self,
+            "Cluster",
+            cluster_name=cluster_name,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster.cluster_arn)
+            ),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                subnets=[subnet.subnet_id], security_group_ids=[security_group.security_group_id]
+            ),
+            node_recovery=hyperpod.node_recovery,
+            node_provisioning_mode=NODE_PROVISIONING_MODE,
+            instance_groups=[self._instance_group(group) for group in (hyperpod.head_group, hyperpod.worker_group)],
+        )
+        # Nodes fetch the scripts as soon as they boot: the objects and every grant must exist.
+        self.cluster.node.add_dependency(lifecycle_scripts.deployment)
+        grants_added_later = execution_role.node.try_find_child("DefaultPolicy")
+        if grants_added_later is not None:
+            self.cluster.node.add_dependency(grants_added_later)
+        self.cluster_name = cluster_name
+        self.cluster_arn = self.cluster.attr_cluster_arn
+
+    def _instance_group(self, group: InstanceGroupConfig) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name,
+            instance_type=group.instance_type,
+            instance_count=group.instance_count,
+            threads_per_core=group.threads_per_core,
+            execution_role=self._execution_role.role_arn,
+            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                source_s3_uri=self._lifecycle_scripts.source_s3_uri,
+                on_create=self._lifecycle_scripts.on_create,
+            ),
+            # HyperPod mounts this volume at /opt/sagemaker; the lifecycle scripts move containerd
+            # and kubelet state onto it.
+            instance_storage_configs=[
+                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        volume_size_in_gb=group.ebs_volume_gb
+                    )
+                )
+            ],
+            on_start_deep_health_checks=list(group.deep_health_checks) or None,
+            training_plan_arn=group.training_plan_arn,
+        )

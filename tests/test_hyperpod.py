@@ -1,0 +1,351 @@
+"""HyperPod stack: the AWS::SageMaker::Cluster and its execution role follow the configuration.
+
+Most tests build only the HyperPod stack in a small App, against stand-ins for the network,
+storage and EKS stacks (imported by attributes: no resources, so synth is cheap).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import lint_file
+
+from skyrl_hyperpod.config import ProjectConfig, load_config, validate_config
+from skyrl_hyperpod.outputs import OutputKey
+from stacks.components.hyperpod_cluster import INSTANCE_ROLE_MANAGED_POLICY
+from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
+from stacks.hyperpod_stack import HyperPodStack
+from tests.conftest import cdk_json_context
+
+ENV = cdk.Environment(account="111111111111", region="us-west-2")
+LIFECYCLE_BUCKET = "sagemaker-skyrl-hp-lifecycle-111111111111-us-west-2"
+SUBNET_ID = "subnet-0123456789abcdef0"
+SECURITY_GROUP_ID = "sg-0123456789abcdef0"
+
+
+def _app(outdir: Path | None = None) -> cdk.App:
+    context = {**cdk_json_context(), "aws:cdk:disable-asset-staging": True}
+    return cdk.App(context=context, outdir=str(outdir) if outdir else None)
+
+
+def stand_ins_stack(app: cdk.App) -> cdk.Stack:
+    """Holds imported stand-ins; CloudFormation rejects a template without resources."""
+    deps = cdk.Stack(app, "stand-ins", env=ENV)
+    cdk.CfnWaitConditionHandle(deps, "Placeholder")
+    return deps
+
+
+def imported_subnet(scope: cdk.Stack) -> ec2.ISubnet:
+    return ec2.Subnet.from_subnet_attributes(
+        scope, "Subnet", subnet_id=SUBNET_ID, availability_zone="us-west-2b", route_table_id="rtb-0123456789abcdef0"
+    )
+
+
+def build_hyperpod_stack(config: ProjectConfig, app: cdk.App | None = None) -> HyperPodStack:
+    """The HyperPod stack wired to imported stand-ins of the network, storage and EKS stacks."""
+    app = app or _app()
+    deps = stand_ins_stack(app)
+    return HyperPodStack(
+        app,
+        config.names.stack("hyperpod"),
+        env=ENV,
+        config=config,
+        eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
+        hyperpod_subnet=imported_subnet(deps),
+        hyperpod_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", SECURITY_GROUP_ID),
+        lifecycle_bucket=s3.Bucket.from_bucket_name(deps, "Lifecycle", LIFECYCLE_BUCKET),
+    )
+
+
+def hyperpod_template(config: ProjectConfig) -> Template:
+    return Template.from_stack(build_hyperpod_stack(config))
+
+
+def the_cluster(template: Template) -> dict:
+    (cluster,) = template.find_resources("AWS::SageMaker::Cluster").values()
+    return cluster["Properties"]
+
+
+def groups_by_name(template: Template) -> dict[str, dict]:
+    return {group["InstanceGroupName"]: group for group in the_cluster(template)["InstanceGroups"]}
+
+
+@pytest.fixture(scope="module")
+def default_template(default_config) -> Template:
+    return hyperpod_template(default_config)
+
+
+def test_cluster_top_level_properties_come_from_config(default_template, default_config):
+    cluster = the_cluster(default_template)
+    assert cluster["ClusterName"] == default_config.names.hyperpod_cluster
+    assert cluster["NodeRecovery"] == default_config.hyperpod.node_recovery == "Automatic"
+    assert cluster["NodeProvisioningMode"] == "Continuous"
+    assert cluster["VpcConfig"] == {"Subnets": [SUBNET_ID], "SecurityGroupIds": [SECURITY_GROUP_ID]}
+
+
+def test_orchestrator_is_the_eks_cluster(default_template, default_config):
+    orchestrator_arn = the_cluster(default_template)["Orchestrator"]["Eks"]["ClusterArn"]
+    assert orchestrator_arn == f"arn:aws:eks:{ENV.region}:{ENV.account}:cluster/{default_config.names.eks_cluster}"
+
+
+def test_both_instance_groups_follow_config(default_template, default_config):
+    groups = groups_by_name(default_template)
+    configured = (default_config.hyperpod.head_group, default_config.hyperpod.worker_group)
+    assert set(groups) == {group.name for group in configured}
+    for group in configured:
+        rendered = groups[group.name]
+        assert rendered["InstanceType"] == group.instance_type
+        assert rendered["InstanceCount"] == group.instance_count
+        assert rendered["ThreadsPerCore"] == group.threads_per_core
+        assert rendered["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": group.ebs_volume_gb}}]
+        assert "TrainingPlanArn" not in rendered
+
+
+def test_reference_deployment_shape(default_template):
+    """The defaults reproduce the reference run: 1 CPU head and 3 GPU workers."""
+    types_and_counts = sorted(
+        (g["InstanceType"], g["InstanceCount"]) for g in groups_by_name(default_template).values()
+    )
+    assert types_and_counts == [("ml.g7e.12xlarge", 3), ("ml.r5d.16xlarge", 1)]
+
+
+def test_deep_health_checks_only_on_the_gpu_group(default_template, default_config):
+    groups = groups_by_name(default_template)
+    worker = default_config.hyperpod.worker_group
+    assert worker.spec.gpus > 0
+    assert groups[worker.name]["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert "OnStartDeepHealthChecks" not in groups[default_config.hyperpod.head_group.name]
+
+
+def test_groups_run_the_projects_lifecycle_scripts(default_template, default_config):
+    for group in groups_by_name(default_template).values():
+        lifecycle = group["LifeCycleConfig"]
+        assert lifecycle["OnCreate"] == ON_CREATE_SCRIPT
+        assert (LIFECYCLE_SCRIPTS_DIR / lifecycle["OnCreate"]).is_file()
+        # The managed instance policy only reads lifecycle scripts from sagemaker-* buckets.
+        assert lifecycle["SourceS3Uri"].startswith("s3://sagemaker-")
+        assert (
+            lifecycle["SourceS3Uri"]
+            == f"s3://{LIFECYCLE_BUCKET}/lifecycle-scripts/{default_config.names.hyperpod_cluster}"
+        )
+
+
+def test_scripts_are_uploaded_to_the_lifecycle_prefix_before_the_cluster(default_template, default_config):
+    (deployment_id, deployment) = next(iter(default_template.find_resources("Custom::CDKBucketDeployment").items()))
+    assert deployment["Properties"]["DestinationBucketName"] == LIFECYCLE_BUCKET
+    assert deployment["Properties"]["DestinationBucketKeyPrefix"] == (
+        f"lifecycle-scripts/{default_config.names.hyperpod_cluster}/"
+    )
+    (cluster,) = default_template.find_resources("AWS::SageMaker::Cluster").values()
+    assert deployment_id in cluster["DependsOn"]
+
+
+def test_every_group_runs_with_the_execution_role(default_template):
+    (role_id,) = default_template.find_resources(
+        "AWS::IAM::Role",
+        {
+            "Properties": {
+                "AssumeRolePolicyDocument": {
+                    "Statement": [Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})]
+                }
+            }
+        },
+    )
+    for group in groups_by_name(default_template).values():
+        assert group["ExecutionRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
+
+
+def test_execution_role_has_the_managed_instance_policy(default_template):
+    default_template.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "AssumeRolePolicyDocument": {
+                "Statement": [Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})]
+            },
+            "ManagedPolicyArns": [
+                {
+                    "Fn::Join": [
+                        "",
+                        ["arn:", {"Ref": "AWS::Partition"}, f":iam::aws:policy/{INSTANCE_ROLE_MANAGED_POLICY}"],
+                    ]
+                }
+            ],
+        },
+    )
+
+
+def _execution_role_statements(template: Template) -> dict[str, dict]:
+    roles = template.find_resources(
+        "AWS::IAM::Role",
+        {
+            "Properties": {
+                "AssumeRolePolicyDocument": {
+                    "Statement": [Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})]
+                }
+            }
+        },
+    )
+    (role,) = roles.values()
+    (policy,) = role["Properties"]["Policies"]
+    return {statement["Sid"]: statement for statement in policy["PolicyDocument"]["Statement"]}
+
+
+def test_execution_role_extra_permissions_are_scoped(default_template, default_config):
+    statements = _execution_role_statements(default_template)
+    assert set(statements) == {
+        "CniCreateInterfacesInHyperPodSubnet",
+        "CniManageInterfaces",
+        "CniTagInterfaces",
+        "CniDescribe",
+        "PullContainerImages",
+        "PodIdentityAgent",
+    }
+    create = statements["CniCreateInterfacesInHyperPodSubnet"]["Resource"]
+    assert f"arn:aws:ec2:us-west-2:111111111111:subnet/{SUBNET_ID}" in create
+    assert f"arn:aws:ec2:us-west-2:111111111111:security-group/{SECURITY_GROUP_ID}" in create
+    assert not any(r.endswith((":subnet/*", ":security-group/*")) for r in create)
+    assert statements["PodIdentityAgent"]["Resource"] == (
+        f"arn:aws:eks:us-west-2:111111111111:cluster/{default_config.names.eks_cluster}"
+    )
+    # Only list-style actions that have no resource-level permissions run on "*".
+    for sid in ("CniDescribe", "PullContainerImages"):
+        assert statements[sid]["Resource"] == "*"
+        assert all(
+            action.split(":")[1].startswith(("Describe", "BatchGet", "BatchCheck", "GetAuthorization", "GetDownload"))
+            for action in statements[sid]["Action"]
+        )
+
+
+def test_kms_encrypted_lifecycle_bucket_gets_decrypt_before_the_cluster(default_config):
+    app = _app()
+    deps = stand_ins_stack(app)
+    key = kms.Key.from_key_arn(
+        deps, "Key", "arn:aws:kms:us-west-2:111111111111:key/11111111-2222-3333-4444-555555555555"
+    )
+    bucket = s3.Bucket.from_bucket_attributes(deps, "Lifecycle", bucket_name=LIFECYCLE_BUCKET, encryption_key=key)
+    stack = HyperPodStack(
+        app,
+        "hp",
+        env=ENV,
+        config=default_config,
+        eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name="c"),
+        hyperpod_subnet=imported_subnet(deps),
+        hyperpod_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", SECURITY_GROUP_ID),
+        lifecycle_bucket=bucket,
+    )
+    template = Template.from_stack(stack)
+    (policy_id,) = template.find_resources(
+        "AWS::IAM::Policy",
+        {
+            "Properties": {
+                "PolicyDocument": {
+                    "Statement": Match.array_with(
+                        [Match.object_like({"Action": "kms:Decrypt", "Resource": key.key_arn})]
+                    )
+                }
+            }
+        },
+    )
+    (cluster,) = template.find_resources("AWS::SageMaker::Cluster").values()
+    assert policy_id in cluster["DependsOn"]
+
+
+def test_outputs_carry_the_cluster_and_role(default_template, default_config):
+    outputs = default_template.find_outputs("*")
+    assert outputs[OutputKey.HYPERPOD_CLUSTER_NAME.value]["Value"] == default_config.names.hyperpod_cluster
+    (cluster_id,) = default_template.find_resources("AWS::SageMaker::Cluster")
+    assert outputs[OutputKey.HYPERPOD_CLUSTER_ARN.value]["Value"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
+    assert outputs[OutputKey.HYPERPOD_EXECUTION_ROLE_ARN.value]["Value"]["Fn::GetAtt"][1] == "Arn"
+
+
+@pytest.mark.parametrize(
+    "worker_overrides",
+    [
+        {"instance_count": 1},
+        {"instance_count": 8},
+        {"instance_count": 16},
+        {"instance_type": "ml.g7e.48xlarge"},
+    ],
+    ids=["1-worker", "8-workers", "16-workers", "g7e.48xlarge"],
+)
+def test_scaling_the_worker_group_changes_only_that_group(worker_overrides, default_config, default_template):
+    worker = default_config.hyperpod.worker_group.model_dump() | worker_overrides
+    config = validate_config({"hyperpod": {"worker_group": worker}})
+    template = hyperpod_template(config)
+    groups = groups_by_name(template)
+    rendered_worker = groups[config.hyperpod.worker_group.name]
+    assert rendered_worker["InstanceCount"] == config.hyperpod.worker_group.instance_count
+    assert rendered_worker["InstanceType"] == config.hyperpod.worker_group.instance_type
+    assert rendered_worker["OnStartDeepHealthChecks"] == list(config.hyperpod.worker_group.deep_health_checks)
+    # The head group, and everything but the worker group, is unchanged.
+    head_name = config.hyperpod.head_group.name
+    assert groups[head_name] == groups_by_name(default_template)[head_name]
+    changed = {k for k, v in the_cluster(template).items() if v != the_cluster(default_template).get(k)}
+    assert changed == {"InstanceGroups"}
+
+
+def test_training_plan_is_passed_when_set(default_config):
+    plan = "arn:aws:sagemaker:us-west-2:111111111111:training-plan/reserved-g7e"
+    worker = default_config.hyperpod.worker_group.model_dump() | {"training_plan_arn": plan}
+    groups = groups_by_name(hyperpod_template(validate_config({"hyperpod": {"worker_group": worker}})))
+    assert groups[default_config.hyperpod.worker_group.name]["TrainingPlanArn"] == plan
+    assert "TrainingPlanArn" not in groups[default_config.hyperpod.head_group.name]
+
+
+def test_stack_passes_cdk_nag_and_cfn_lint_with_cross_stack_references(tmp_path):
+    """Real stand-in resources in another stack, env-agnostic: the cdk-nag acknowledgments must
+    match the findings as rendered with cross-stack references and pseudo parameters."""
+    config = load_config(None)
+    app = _app(tmp_path)
+    deps = cdk.Stack(app, "stand-ins")
+    vpc = ec2.Vpc(
+        deps,
+        "Vpc",
+        ip_addresses=ec2.IpAddresses.cidr(config.network.vpc_cidr),
+        max_azs=2,
+        subnet_configuration=[
+            ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24)
+        ],
+    )
+    security_group = ec2.SecurityGroup(deps, "Sg", vpc=vpc)
+    bucket = s3.Bucket(deps, "Lifecycle", bucket_name=LIFECYCLE_BUCKET)
+    for rule in ("VPC7", "S1", "S10"):  # findings on the stand-ins, not on the stack under test
+        cdk.Validations.of(deps).acknowledge(
+            cdk.Acknowledgment(id=f"AwsSolutions::AwsSolutions-{rule}", reason="test stand-in")
+        )
+    stack = HyperPodStack(
+        app,
+        config.names.stack("hyperpod"),
+        config=config,
+        eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
+        hyperpod_subnet=vpc.isolated_subnets[0],
+        hyperpod_security_group=security_group,
+        lifecycle_bucket=bucket,
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    assembly = app.synth()  # raises ValidationFailed on any unacknowledged finding
+
+    template_file = Path(assembly.get_stack_by_name(stack.stack_name).template_full_path)
+    uri = the_cluster(Template.from_json(json.loads(template_file.read_text())))["InstanceGroups"][0][
+        "LifeCycleConfig"
+    ]["SourceS3Uri"]
+    assert "Fn::GetStackOutput" in json.dumps(uri) or "Fn::ImportValue" in json.dumps(uri)
+    errors = [str(match) for match in lint_file(template_file) if match.rule.id.startswith("E")]
+    assert not errors
+
+
+def test_platform_hyperpod_stack_reads_scripts_from_the_storage_stack_bucket(templates, default_config):
+    template = Template.from_json(templates[default_config.names.stack("hyperpod")])
+    rendered = json.dumps(groups_by_name(template)[default_config.hyperpod.worker_group.name]["LifeCycleConfig"])
+    # A cross-stack reference to the storage stack's (sagemaker-*) lifecycle bucket, never a literal.
+    assert default_config.names.stack("storage") in rendered or "Fn::ImportValue" in rendered
+    assert f"/lifecycle-scripts/{default_config.names.hyperpod_cluster}" in rendered

@@ -1,0 +1,220 @@
+"""Observability stack (Prometheus, HyperPod observability add-on, optional Grafana) and the
+optional Studio stack, each built alone against imported stand-ins."""
+
+from __future__ import annotations
+
+import json
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+
+from skyrl_hyperpod.config import ProjectConfig, validate_config
+from stacks.components.observability import (
+    ADDON_NAME,
+    ADVANCED_ONLY_METRICS,
+    COLLECTOR_SERVICE_ACCOUNT,
+    LEVELLED_METRICS,
+)
+from stacks.observability_stack import ObservabilityStack
+from stacks.studio_stack import StudioStack
+from tests.conftest import cdk_json_context
+
+ENV = cdk.Environment(account="111111111111", region="us-west-2")
+
+
+def _app_and_stand_ins() -> tuple[cdk.App, cdk.Stack]:
+    app = cdk.App(context={**cdk_json_context(), "aws:cdk:disable-asset-staging": True})
+    deps = cdk.Stack(app, "stand-ins", env=ENV)
+    cdk.CfnWaitConditionHandle(deps, "Placeholder")
+    return app, deps
+
+
+def observability_template(config: ProjectConfig, *, nag: bool = False) -> Template:
+    app, deps = _app_and_stand_ins()
+    stack = ObservabilityStack(
+        app,
+        config.names.stack("observability"),
+        env=ENV,
+        config=config,
+        eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
+    )
+    if nag:
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+        app.synth()  # raises on any unacknowledged cdk-nag finding
+    return Template.from_stack(stack)
+
+
+def studio_template(config: ProjectConfig) -> Template:
+    app, deps = _app_and_stand_ins()
+    vpc = ec2.Vpc.from_vpc_attributes(
+        deps,
+        "Vpc",
+        vpc_id="vpc-0123456789abcdef0",
+        availability_zones=["us-west-2b"],
+        private_subnet_ids=["subnet-0123456789abcdef0"],
+        private_subnet_route_table_ids=["rtb-0123456789abcdef0"],
+    )
+    stack = StudioStack(
+        app,
+        config.names.stack("studio"),
+        env=ENV,
+        config=config,
+        vpc=vpc,
+        hyperpod_subnet=vpc.private_subnets[0],
+        hyperpod_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", "sg-0123456789abcdef0"),
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    app.synth()
+    return Template.from_stack(stack)
+
+
+def resolved_addon_configuration(template: Template) -> dict:
+    """The add-on's ConfigurationValues with CloudFormation references replaced by markers."""
+    (addon,) = template.find_resources("AWS::EKS::Addon").values()
+    value = addon["Properties"]["ConfigurationValues"]
+    if isinstance(value, dict):
+        value = "".join(
+            part if isinstance(part, str) else json.dumps(part).replace('"', "'") for part in value["Fn::Join"][1]
+        )
+    return json.loads(value)
+
+
+@pytest.fixture(scope="module")
+def default_template(default_config) -> Template:
+    return observability_template(default_config, nag=True)
+
+
+def test_prometheus_workspace_is_retained(default_template):
+    default_template.resource_count_is("AWS::APS::Workspace", 1)
+    (workspace,) = default_template.find_resources("AWS::APS::Workspace").values()
+    assert workspace["DeletionPolicy"] == "Retain"
+
+
+def test_addon_is_the_hyperpod_observability_addon_with_pod_identity(default_template, default_config):
+    (role_id,) = default_template.find_resources(
+        "AWS::IAM::Role",
+        {
+            "Properties": {
+                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "pods.eks.amazonaws.com"}}]}
+            }
+        },
+    )
+    (addon,) = default_template.find_resources("AWS::EKS::Addon").values()
+    properties = addon["Properties"]
+    assert properties["AddonName"] == ADDON_NAME
+    assert properties["ClusterName"] == default_config.names.eks_cluster
+    assert properties["ResolveConflicts"] == "OVERWRITE"
+    assert "AddonVersion" not in properties  # config default: the EKS default for the cluster version
+    assert properties["PodIdentityAssociations"] == [
+        {"RoleArn": {"Fn::GetAtt": [role_id, "Arn"]}, "ServiceAccount": COLLECTOR_SERVICE_ACCOUNT}
+    ]
+    assert COLLECTOR_SERVICE_ACCOUNT == "hyperpod-observability-operator-otel-collector"
+
+
+def test_addon_configuration_follows_config(default_template, default_config):
+    configuration = resolved_addon_configuration(default_template)
+    assert set(configuration) == {"ampWorkspace", "metricsProvider", "logging"}
+    (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
+    assert set(configuration["ampWorkspace"]) == {"prometheusEndpoint", "arn"}
+    assert configuration["ampWorkspace"]["arn"] == str({"Fn::GetAtt": [workspace_id, "Arn"]}).replace('"', "'")
+    assert configuration["ampWorkspace"]["prometheusEndpoint"].startswith("https://aps-workspaces.us-west-2.")
+    assert workspace_id in configuration["ampWorkspace"]["prometheusEndpoint"]
+    assert configuration["logging"] == {"enabled": default_config.observability.logging_enabled}
+    provider = configuration["metricsProvider"]
+    level = default_config.observability.metrics_level.upper()
+    for name in LEVELLED_METRICS:
+        assert provider[name] == {
+            "level": level,
+            "scrapeInterval": default_config.observability.scrape_interval_seconds,
+        }
+    for name in ADVANCED_ONLY_METRICS:
+        assert provider[name]["level"] == ("ADVANCED" if level == "ADVANCED" else "DISABLED")
+    assert provider["rayMetrics"]["level"] == "ADVANCED"
+
+
+def test_addon_configuration_reacts_to_config_changes():
+    config = validate_config(
+        {"observability": {"metrics_level": "Advanced", "scrape_interval_seconds": 60, "logging_enabled": False}}
+    )
+    configuration = resolved_addon_configuration(observability_template(config))
+    assert configuration["logging"] == {"enabled": False}
+    assert {entry["scrapeInterval"] for entry in configuration["metricsProvider"].values()} == {60}
+    assert {configuration["metricsProvider"][name]["level"] for name in LEVELLED_METRICS + ADVANCED_ONLY_METRICS} == {
+        "ADVANCED"
+    }
+
+
+def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_template):
+    (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
+    (role,) = default_template.find_resources(
+        "AWS::IAM::Role",
+        {
+            "Properties": {
+                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "pods.eks.amazonaws.com"}}]}
+            }
+        },
+    ).values()
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert trust["Condition"]["ArnEquals"]["aws:SourceArn"].endswith(":cluster/skyrl-hp-eks")
+    (policy,) = role["Properties"]["Policies"]
+    statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+    assert statements["RemoteWriteToThisWorkspace"]["Action"] == "aps:RemoteWrite"
+    assert statements["RemoteWriteToThisWorkspace"]["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    log_resources = statements["HyperPodClusterLogs"]["Resource"]
+    assert log_resources == [
+        "arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/*",
+        "arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/*:log-stream:*",
+    ]
+
+
+def test_grafana_absent_by_default(default_template, default_config):
+    assert default_config.observability.grafana is False
+    default_template.resource_count_is("AWS::Grafana::Workspace", 0)
+    assert "amgWorkspace" not in resolved_addon_configuration(default_template)
+
+
+def test_grafana_uses_identity_center_and_is_wired_into_the_addon():
+    template = observability_template(validate_config({"observability": {"grafana": True}}), nag=True)
+    template.resource_count_is("AWS::Grafana::Workspace", 1)
+    (grafana_id, grafana) = next(iter(template.find_resources("AWS::Grafana::Workspace").items()))
+    assert grafana["Properties"]["AuthenticationProviders"] == ["AWS_SSO"]
+    amg = resolved_addon_configuration(template)["amgWorkspace"]
+    assert amg["workspaceName"] == grafana["Properties"]["Name"]
+    assert grafana_id in amg["arn"] and ":grafana:" in amg["arn"]
+
+
+def test_observability_and_studio_stacks_in_the_platform(templates, default_config):
+    names = default_config.names
+    assert names.stack("observability") in templates
+    assert names.stack("studio") not in templates  # Studio is off by default
+
+
+def test_studio_domain_when_enabled():
+    config = validate_config({"studio": {"enabled": True}})
+    template = studio_template(config)
+    template.resource_count_is("AWS::SageMaker::Domain", 1)
+    (domain,) = template.find_resources("AWS::SageMaker::Domain").values()
+    properties = domain["Properties"]
+    assert properties["AuthMode"] == "IAM"
+    assert properties["AppNetworkAccessType"] == "VpcOnly"
+    assert properties["VpcId"] == "vpc-0123456789abcdef0"
+    assert properties["SubnetIds"] == ["subnet-0123456789abcdef0"]
+    assert properties["DefaultUserSettings"]["SecurityGroups"] == ["sg-0123456789abcdef0"]
+    (role_id, role) = next(iter(template.find_resources("AWS::IAM::Role").items()))
+    assert properties["DefaultUserSettings"]["ExecutionRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    statements = {s["Sid"]: s for s in role["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]}
+    assert statements["DescribeProjectEksCluster"]["Resource"] == (
+        f"arn:aws:eks:us-west-2:111111111111:cluster/{config.names.eks_cluster}"
+    )
+    hyperpod = statements["DescribeProjectHyperPodCluster"]
+    assert "sagemaker:DescribeCluster" in hyperpod["Action"]
+    assert hyperpod["Condition"] == {"StringEquals": {"aws:ResourceTag/project": config.name_prefix}}
+    actions = [
+        a for s in statements.values() for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    ]
+    assert actions and not any("*" in action for action in actions)
