@@ -1,29 +1,183 @@
-"""Container images: the training image this project builds and the serving image it pulls."""
+"""Container images: the training image this project builds and the serving image it pulls.
+
+The training image is built from `docker/` (issue 4). This module is the one source of truth for
+its build arguments and for its tag: the Dockerfile's ARG defaults equal `build_args` (a test
+checks it), every build path passes `build_args` explicitly, and the CodeBuild project and the
+charts both read `TrainingImageConfig.tag`, which `training_image_tag` computes.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from .platform import CommitId, StrictModel
 
+# The build context; the repository layout puts it next to the Python package.
+DOCKER_CONTEXT_DIR = Path(__file__).resolve().parents[2] / "docker"
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+
+_IMAGE_NAME = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
+_RAY_IN_IMAGE_NAME = re.compile(r"ray-([0-9]+\.[0-9]+\.[0-9]+)")
+_GIT_HTTPS = re.compile(r"^https://[A-Za-z0-9.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
 
 class TrainingImageConfig(StrictModel):
-    """Build inputs of docker/ (issue 4 owns the build); the RayCluster and RayJob run its tag."""
+    """Build inputs of docker/; the RayCluster and RayJob run `<ECR repository>:<tag>`."""
 
-    base_image: str = "novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0"
+    base_image: str = Field(
+        default="novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0",
+        description="Base image name, optionally with an explicit tag (never latest); pin it with base_image_digest.",
+    )
+    base_image_digest: str | None = Field(
+        default=None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="Optional sha256 digest of the base image; when set the build pulls base_image@digest.",
+    )
     ray_version: str = Field(default="2.57.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
     skyrl_repository: str = "https://github.com/NovaSky-AI/SkyRL"
     skyrl_ref: CommitId = "4298730b55bb01fe1b711662df53dca42a3b7615"
     # SkyRL's docs use this fork; which repository holds the ref is unconfirmed (FACTS.md).
     visgym_repository: str = "https://github.com/anyscale/VisGym"
     visgym_ref: CommitId = "184fbd5e5dc81e32c8b944d9e40ac54dad62e3f2"
-    pygame_version: str = "2.6.1"
-    default_model_id: str = "Qwen/Qwen3-VL-8B-Instruct"
+    pygame_version: str = Field(default="2.6.1", pattern=r"^[0-9]+(\.[0-9]+)*$")
+    default_model_id: str = Field(default="Qwen/Qwen3-VL-8B-Instruct", pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+    skyrl_dir: str = Field(
+        default="/home/ray/SkyRL",
+        pattern=r"^/[A-Za-z0-9_./-]+$",
+        description="Where the image holds the SkyRL checkout; train_job.py --skyrl-dir points here.",
+    )
+    # In-cloud build (CodeBuild). The image carries torch, vLLM and flash-attn wheels on top of an
+    # ~8 GB base: X_LARGE has the disk (256 GB) and memory for that; LARGE (128 GB) is tight.
+    build_compute_type: Literal["LARGE", "X_LARGE", "X2_LARGE"] = "X_LARGE"
+    build_timeout_minutes: int = Field(default=180, ge=30, le=2160)
+    build_log_retention_days: int = Field(default=30, description="CloudWatch retention of the image build logs.")
+
+    @field_validator("base_image")
+    @classmethod
+    def _base_image(cls, value: str) -> str:
+        if "@" in value:
+            raise ValueError("put the digest in base_image_digest, not in base_image")
+        if not _IMAGE_NAME.fullmatch(value):
+            raise ValueError("must be an image name such as registry/namespace/name[:tag]")
+        last_segment = value.split("/")[-1]
+        if ":" in last_segment and last_segment.rsplit(":", 1)[1] == "latest":
+            raise ValueError("must not use the moving 'latest' tag: name an explicit tag or set base_image_digest")
+        return value
+
+    @field_validator("skyrl_repository", "visgym_repository")
+    @classmethod
+    def _https_git(cls, value: str) -> str:
+        if not _GIT_HTTPS.fullmatch(value):
+            raise ValueError("must be an https git URL such as https://github.com/owner/name")
+        return value
+
+    @field_validator("build_log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs accepts only {', '.join(map(str, LOG_RETENTION_DAYS))} days")
+        return value
+
+    @model_validator(mode="after")
+    def _ray_matches_base(self) -> TrainingImageConfig:
+        # The base image names its Ray; the RayCluster's rayVersion is ray_version: they must agree.
+        match = _RAY_IN_IMAGE_NAME.search(self.base_image)
+        if match and match.group(1) != self.ray_version:
+            raise ValueError(
+                f"ray_version {self.ray_version} differs from the Ray {match.group(1)} that base_image "
+                f"{self.base_image} carries: change both together"
+            )
+        return self
+
+    @property
+    def base_image_reference(self) -> str:
+        return f"{self.base_image}@{self.base_image_digest}" if self.base_image_digest else self.base_image
+
+    @property
+    def build_args(self) -> dict[str, str]:
+        """Dockerfile ARG name -> value. Every build path passes all of them."""
+        return {
+            "BASE_IMAGE": self.base_image_reference,
+            "RAY_VERSION": self.ray_version,
+            "SKYRL_REPOSITORY": self.skyrl_repository,
+            "SKYRL_REF": self.skyrl_ref,
+            "VISGYM_REPOSITORY": self.visgym_repository,
+            "VISGYM_REF": self.visgym_ref,
+            "PYGAME_VERSION": self.pygame_version,
+            "DEFAULT_MODEL_ID": self.default_model_id,
+            "SKYRL_DIR": self.skyrl_dir,
+        }
 
     @property
     def tag(self) -> str:
-        """Immutable tag derived from the pinned inputs; the build pushes it, the charts run it."""
-        return f"ray{self.ray_version}-skyrl-{self.skyrl_ref[:12]}-visgym-{self.visgym_ref[:12]}"
+        """Immutable tag derived from the build inputs; the build pushes it, the charts run it."""
+        return training_image_tag(self)
+
+
+def image_input_files(context_dir: Path = DOCKER_CONTEXT_DIR) -> list[Path]:
+    """The files whose bytes end up shaping the image: the Dockerfile, the .dockerignore and every
+    file the .dockerignore re-includes with `!name`. Everything else in docker/ (train_job.py,
+    README.md) stays out of the build context, so editing it never changes the tag."""
+    dockerfile = context_dir / "Dockerfile"
+    dockerignore = context_dir / ".dockerignore"
+    missing = [str(p) for p in (dockerfile, dockerignore) if not p.is_file()]
+    if missing:
+        from .loader import ConfigError
+
+        raise ConfigError(
+            [f"image error: {path} is missing; the training image tag is computed from it" for path in missing]
+        )
+    included = [
+        context_dir / line[1:].strip()
+        for line in dockerignore.read_text(encoding="utf-8").splitlines()
+        if line.strip().startswith("!")
+    ]
+    return [dockerfile, dockerignore, *sorted(set(included))]
+
+
+def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_CONTEXT_DIR) -> str:
+    """`ray<version>-skyrl-<ref12>-visgym-<ref12>-<content12>`: readable pins plus a digest of the
+    build arguments and the build-context bytes, so any change to what the image is made of yields
+    a new tag (ECR tags are immutable) and nothing else does."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps(image.build_args, sort_keys=True).encode())
+    for path in image_input_files(context_dir):
+        digest.update(b"\0" + path.relative_to(context_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return (
+        f"ray{image.ray_version}-skyrl-{image.skyrl_ref[:12]}-visgym-{image.visgym_ref[:12]}-{digest.hexdigest()[:12]}"
+    )
 
 
 class ServingImageConfig(StrictModel):

@@ -1,0 +1,54 @@
+"""Build-time check of the training image: fail the build rather than the GPU job.
+
+Runs inside `docker build` (the Dockerfile's ARGs are environment variables there) and can be
+re-run in a running container: `python /home/ray/.image_check.py` with the same variables set.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import os
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    ray_version = os.environ["RAY_VERSION"]
+    pygame_version = os.environ["PYGAME_VERSION"]
+    visgym_dir = Path(os.environ["VISGYM_DIR"]).resolve()
+    skyrl_dir = Path(os.environ["SKYRL_DIR"])
+    problems: list[str] = []
+
+    # KubeRay's rayVersion and the Ray inside the image must be the same release.
+    if metadata.version("ray") != ray_version:
+        problems.append(f"ray {metadata.version('ray')} is installed but the configuration says {ray_version}")
+    if metadata.version("pygame") != pygame_version:
+        problems.append(f"pygame {metadata.version('pygame')} is installed but the configuration says {pygame_version}")
+    # train_job.py runs these two SkyRL scripts.
+    for script in ("examples/train/visgym/entrypoint.py", "examples/train/visgym/dataset.py"):
+        if not (skyrl_dir / script).is_file():
+            problems.append(f"{skyrl_dir / script} is missing: train_job.py needs it")
+
+    import gymnasium
+    import hf_transfer  # noqa: F401  HF_HUB_ENABLE_HF_TRANSFER=1 makes downloads fail without it
+    import huggingface_hub  # noqa: F401  train_job.py downloads the SFT checkpoint with it
+    import ray.dashboard  # noqa: F401  the Ray head serves the job submission API from the dashboard
+    import skyrl  # noqa: F401
+    import skyrl_gym  # noqa: F401
+
+    if not Path(gymnasium.__file__).resolve().is_relative_to(visgym_dir):
+        problems.append(f"gymnasium is imported from {gymnasium.__file__}, not from VisGym at {visgym_dir}")
+    else:
+        env = gymnasium.make("maze_2d/easy")
+        env.reset(seed=0)
+        env.close()
+
+    for problem in problems:
+        print(f"image check failed: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"image check passed: ray {ray_version}, pygame {pygame_version}, VisGym maze_2d/easy loads")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

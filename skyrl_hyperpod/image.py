@@ -1,0 +1,143 @@
+"""The training image's build commands, computed from the configuration so nobody retypes a ref.
+
+    python -m skyrl_hyperpod.image tag                 # the tag the charts run and the build pushes
+    python -m skyrl_hyperpod.image build-args          # --build-arg flags, one per line
+    python -m skyrl_hyperpod.image buildx-command [--repository-uri URI | --outputs-file outputs.json]
+    python -m skyrl_hyperpod.image start-build-command # the in-cloud build (CodeBuild)
+
+Options: --config FILE (default $SKYRL_HP_CONFIG, else the defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .config import ConfigError, ProjectConfig, load_config
+from .config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
+from .outputs import OutputKey, StackOutputs
+from .runtime import fail
+
+# Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
+PLATFORM = "linux/amd64"
+# CloudFormation output ids of the image build stack (stacks/components/image_build.py).
+BUILD_PROJECT_OUTPUT = "ImageBuildProjectName"
+BUILD_LOG_GROUP_OUTPUT = "ImageBuildLogGroupName"
+TRAINING_IMAGE_URI_OUTPUT = "TrainingImageUri"
+
+
+def build_arg_flags(image: TrainingImageConfig) -> list[str]:
+    """`--build-arg NAME=value` for every Dockerfile ARG, values from the configuration."""
+    flags: list[str] = []
+    for name, value in image.build_args.items():
+        flags += ["--build-arg", f"{name}={value}"]
+    return flags
+
+
+def image_uri(repository_uri: str, image: TrainingImageConfig) -> str:
+    return f"{repository_uri}:{image.tag}"
+
+
+def docker_build_command(image: TrainingImageConfig, uri: str, context: str, *, buildx: bool) -> list[str]:
+    """The one build invocation every path uses (CodeBuild runs it with buildx=False)."""
+    # --load: a docker-container buildx builder (cross-building on arm64) keeps images to itself otherwise.
+    head = ["docker", "buildx", "build", "--load"] if buildx else ["docker", "build"]
+    return [*head, "--platform", PLATFORM, *build_arg_flags(image), "--tag", uri, context]
+
+
+def buildx_command(image: TrainingImageConfig, repository_uri: str, context: Path = DOCKER_CONTEXT_DIR) -> str:
+    context_arg = os.path.relpath(context) if Path.cwd() in context.parents else str(context)
+    uri = image_uri(repository_uri, image)
+    registry = repository_uri.split("/", 1)[0]
+    region = registry.split(".")[3] if registry.count(".") >= 5 else "<region>"
+    login = f"aws ecr get-login-password --region {region} | docker login --username AWS --password-stdin {registry}"
+    build = shlex.join(docker_build_command(image, uri, context_arg, buildx=True))
+    return f"{login}\n{build} \\\n  && docker push {shlex.quote(uri)}"
+
+
+def repository_uri_from(config: ProjectConfig, outputs_file: Path | None) -> tuple[str, bool]:
+    """(URI, is_placeholder): from `cdk deploy --outputs-file` when given, else a placeholder."""
+    if outputs_file is None:
+        return StackOutputs.placeholder(config).ecr_repository_uri, True
+    try:
+        stacks = json.loads(outputs_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError([f"outputs error: cannot read {outputs_file}: {exc}"]) from None
+    for stack_name, outputs in stacks.items() if isinstance(stacks, dict) else ():
+        if stack_name.startswith(f"{config.name_prefix}-") and isinstance(outputs, dict):
+            uri = outputs.get(OutputKey.ECR_REPOSITORY_URI.value)
+            if uri:
+                return uri, False
+    raise ConfigError(
+        [
+            f"outputs error: {outputs_file} has no {OutputKey.ECR_REPOSITORY_URI.value} output "
+            f"of a {config.name_prefix}-* stack"
+        ]
+    )
+
+
+def start_build_command(config: ProjectConfig) -> str:
+    stack = config.names.stack("image-build")
+    query = "Stacks[0].Outputs[?OutputKey=='{key}'].OutputValue"
+    project = (
+        f"PROJECT=$(aws cloudformation describe-stacks --stack-name {stack} "
+        f'--query "{query.format(key=BUILD_PROJECT_OUTPUT)}" --output text)'
+    )
+    log_group = (
+        f"LOG_GROUP=$(aws cloudformation describe-stacks --stack-name {stack} "
+        f'--query "{query.format(key=BUILD_LOG_GROUP_OUTPUT)}" --output text)'
+    )
+    return "\n".join(
+        [
+            project,
+            log_group,
+            'BUILD_ID=$(aws codebuild start-build --project-name "$PROJECT" --query build.id --output text)',
+            'aws logs tail "$LOG_GROUP" --follow --since 5m   # Ctrl-C once the push is logged',
+            'aws codebuild batch-get-builds --ids "$BUILD_ID" --query "builds[0].buildStatus" --output text',
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m skyrl_hyperpod.image", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", help="YAML configuration (default $SKYRL_HP_CONFIG, else the defaults)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("tag", help="print the training image tag")
+    commands.add_parser("build-args", help="print the --build-arg flags")
+    buildx = commands.add_parser("buildx-command", help="print the docker buildx build + push commands")
+    source = buildx.add_mutually_exclusive_group()
+    source.add_argument("--repository-uri", help="ECR repository URI (account.dkr.ecr.region.amazonaws.com/name)")
+    source.add_argument("--outputs-file", type=Path, help="file written by cdk deploy --outputs-file")
+    commands.add_parser("start-build-command", help="print the commands that run the in-cloud build")
+    args = parser.parse_args(argv)
+
+    try:
+        config = load_config(args.config)
+        image = config.training_image
+        if args.command == "tag":
+            print(image.tag)
+        elif args.command == "build-args":
+            flags = build_arg_flags(image)
+            print("\n".join(shlex.join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
+        elif args.command == "buildx-command":
+            if args.repository_uri:
+                uri, placeholder = args.repository_uri, False
+            else:
+                uri, placeholder = repository_uri_from(config, args.outputs_file)
+            if placeholder:
+                print(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", file=sys.stderr)
+            print(buildx_command(image, uri))
+        else:
+            print(start_build_command(config))
+    except ConfigError as error:
+        fail(error.problems)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
