@@ -1,0 +1,155 @@
+"""KubeRay v1.7.0 CustomResourceDefinitions: where they are, what they must hash to, their schemas.
+
+The CRDs are never copied into this repository. They are read from, in order: the `crds_dir`
+argument, $KUBERAY_CRDS_DIR, or ../shared/kuberay-crds/v1.7.0 next to the repository; users
+outside this repository fetch them with `python -m skyrl_hyperpod.validation.fetch_crds`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from jsonschema import Draft4Validator, validators
+
+from ..config import ConfigError
+from . import _cache, structural
+
+KUBERAY_VERSION = "v1.7.0"
+CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CRDS_DIR = REPO_ROOT.parent / "shared" / "kuberay-crds" / KUBERAY_VERSION
+FETCH_COMMAND = "python -m skyrl_hyperpod.validation.fetch_crds --dest DIR"
+
+
+@dataclass(frozen=True)
+class KubeRayKind:
+    kind: str
+    file_name: str
+    sha256: str
+    # KubeRay derives object names from this one (pods, services, jobs) and rejects longer ones.
+    max_name_length: int
+
+
+# sha256 sums of the files at the KubeRay v1.7.0 tag (ray-operator/config/crd/bases/).
+KUBERAY_KINDS: dict[str, KubeRayKind] = {
+    k.kind: k
+    for k in (
+        KubeRayKind(
+            "RayCluster", "ray.io_rayclusters.yaml", "c44704442eef0c6721ad40c1d66782c8bd3fdab9d3344306a5820910a679baa1", 53
+        ),
+        KubeRayKind(
+            "RayJob", "ray.io_rayjobs.yaml", "01a5cf3b17c1769fda44af7e82debcd98722f0c27b9ab84d084681c6649121f5", 47
+        ),
+        KubeRayKind(
+            "RayService", "ray.io_rayservices.yaml", "0a8fc325e6e22b9231c1f282b309555e2ecf94227ca20a03df3d1d9a403907ab", 47
+        ),
+    )
+}
+KUBERAY_API_VERSION = "ray.io/v1"
+
+
+def resolve_crds_dir(crds_dir: Path | str | None = None) -> Path:
+    """The CRD directory to use; a one-line ConfigError when it is missing or incomplete."""
+    if crds_dir is not None:
+        directory, origin = Path(crds_dir), "crds_dir"
+    elif os.environ.get(CRDS_DIR_ENV_VAR):
+        directory, origin = Path(os.environ[CRDS_DIR_ENV_VAR]), f"${CRDS_DIR_ENV_VAR}"
+    else:
+        directory, origin = DEFAULT_CRDS_DIR, "default location"
+    if not directory.is_dir():
+        raise ConfigError(
+            [
+                f"validation error: KubeRay CRDs directory {str(directory)!r} ({origin}) does not exist; "
+                f"set {CRDS_DIR_ENV_VAR} or download them with `{FETCH_COMMAND}`"
+            ]
+        )
+    missing = [k.file_name for k in KUBERAY_KINDS.values() if not (directory / k.file_name).is_file()]
+    if missing:
+        raise ConfigError(
+            [
+                f"validation error: KubeRay CRDs directory {str(directory)!r} lacks {', '.join(missing)}; "
+                f"download them with `{FETCH_COMMAND}`"
+            ]
+        )
+    return directory.resolve()
+
+
+@lru_cache(maxsize=None)
+def crd_schema(directory: Path, kind: str) -> dict:
+    """spec.versions[name=v1].schema.openAPIV3Schema of the kind's CRD, after a checksum check."""
+    spec = KUBERAY_KINDS[kind]
+    path = directory / spec.file_name
+    data = path.read_bytes()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != spec.sha256:
+        raise ConfigError(
+            [
+                f"validation error: {path} is not the KubeRay {KUBERAY_VERSION} CRD (sha256 {actual}, "
+                f"expected {spec.sha256}); download it again with `{FETCH_COMMAND}`"
+            ]
+        )
+    cached = _cache.load("crd-schemas", actual)
+    if cached is not None:
+        return cached
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    document = yaml.load(data, Loader=loader)  # noqa: S506 - a safe loader, C or Python
+    versions = [v for v in document["spec"]["versions"] if v.get("name") == "v1"]
+    if document.get("spec", {}).get("names", {}).get("kind") != kind or not versions:
+        raise ConfigError([f"validation error: {path} does not define {KUBERAY_API_VERSION} {kind}"])
+    schema = versions[0]["schema"]["openAPIV3Schema"]
+    _cache.store("crd-schemas", actual, schema)
+    return schema
+
+
+@lru_cache(maxsize=None)
+def crd_validator(directory: Path, kind: str, kubernetes_version: str) -> Draft4Validator:
+    """A strict validator for one kind; ObjectMeta positions use Kubernetes' own ObjectMeta schema."""
+    from .kubernetes import object_meta_validator
+
+    meta_validator = object_meta_validator(kubernetes_version)
+
+    def object_meta(validator, enabled, instance, schema):
+        if enabled and isinstance(instance, dict):
+            yield from meta_validator.iter_errors(instance)
+
+    # OpenAPI v3.0 schemas follow draft 4 (boolean exclusiveMaximum/exclusiveMinimum).
+    strict = validators.extend(Draft4Validator, {structural.OBJECT_META: object_meta})
+    return strict(structural.strict_schema(crd_schema(directory, kind)))
+
+
+def kuberay_problems(doc: dict, *, kubernetes_version: str, crds_dir: Path | str | None) -> list[str]:
+    """Problems of a ray.io object (" <json path>: <message>" without the object label)."""
+    from ._report import json_path
+
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if api_version != KUBERAY_API_VERSION:
+        return [f"apiVersion: {api_version!r} is not served for validation; use {KUBERAY_API_VERSION!r}"]
+    if kind not in KUBERAY_KINDS:
+        return [f"kind: {kind!r} is not a KubeRay {KUBERAY_VERSION} kind ({', '.join(KUBERAY_KINDS)})"]
+    directory = resolve_crds_dir(crds_dir)
+    import copy
+
+    defaulted = copy.deepcopy(doc)
+    schema = crd_schema(directory, kind)
+    structural.apply_defaults(defaulted, schema)
+    validator = crd_validator(directory, kind, kubernetes_version)
+    problems = sorted(
+        {
+            f"{json_path(path)}: {message}"
+            for error in validator.iter_errors(defaulted)
+            for path, message in structural.describe(error)
+        }
+    )
+    name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), dict) else None
+    limit = KUBERAY_KINDS[kind].max_name_length
+    if isinstance(name, str) and len(name) > limit:
+        problems.append(f"metadata.name: {name!r} has {len(name)} characters; KubeRay allows at most {limit} for {kind}")
+    from .kubernetes import name_problems
+
+    return problems + name_problems(kind, name)

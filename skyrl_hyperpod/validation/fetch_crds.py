@@ -1,0 +1,79 @@
+"""Download the KubeRay v1.7.0 CRDs that validation reads, and verify their sha256 sums.
+
+    python -m skyrl_hyperpod.validation.fetch_crds --dest ~/.cache/kuberay-crds/v1.7.0
+    export KUBERAY_CRDS_DIR=~/.cache/kuberay-crds/v1.7.0
+
+Files come from the pinned release tag on GitHub; a file whose checksum differs is deleted and the
+command fails, so a moved tag or a tampered download is never used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+from ..runtime import fail
+from .crds import CRDS_DIR_ENV_VAR, KUBERAY_KINDS, KUBERAY_VERSION
+
+RAW_URL = "https://raw.githubusercontent.com/ray-project/kuberay/{tag}/ray-operator/config/crd/bases/{file}"
+TIMEOUT_S = 60
+
+# Tests replace this with an opener that serves local files.
+opener: urllib.request.OpenerDirector = urllib.request.build_opener()
+
+
+def fetch_crds(dest: Path) -> list[Path]:
+    """Download every CRD into `dest`; raises ValueError (one line per problem) on any mismatch."""
+    dest.mkdir(parents=True, exist_ok=True)
+    written, problems = [], []
+    for spec in KUBERAY_KINDS.values():
+        url = RAW_URL.format(tag=KUBERAY_VERSION, file=spec.file_name)
+        target = dest / spec.file_name
+        try:
+            with opener.open(url, timeout=TIMEOUT_S) as response:
+                data = response.read()
+        except OSError as exc:  # URLError and HTTPError are OSErrors
+            problems.append(f"fetch_crds: cannot download {url}: {getattr(exc, 'reason', exc)}")
+            continue
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != spec.sha256:
+            target.unlink(missing_ok=True)
+            problems.append(
+                f"fetch_crds: {url} has sha256 {actual}, expected {spec.sha256} (KubeRay {KUBERAY_VERSION}); "
+                f"refused, {target.name} not written"
+            )
+            continue
+        partial = target.with_suffix(target.suffix + ".part")
+        partial.write_bytes(data)
+        os.replace(partial, target)
+        written.append(target)
+    if problems:
+        raise ValueError("\n".join(problems))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m skyrl_hyperpod.validation.fetch_crds",
+        description=f"Download the KubeRay {KUBERAY_VERSION} CRDs and verify their sha256 sums.",
+    )
+    parser.add_argument("--dest", type=Path, required=True, help="directory to write the CRDs to")
+    args = parser.parse_args(argv)
+    try:
+        written = fetch_crds(args.dest)
+    except ValueError as exc:
+        fail(str(exc).splitlines(), code=1)
+    except OSError as exc:
+        fail([f"fetch_crds: cannot write to {args.dest}: {exc}"], code=1)
+    for path in written:
+        print(f"verified {path}")
+    print(f"export {CRDS_DIR_ENV_VAR}={args.dest.resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""SkyRL's dotted `key=value` overrides checked by SkyRL's own config dataclasses.
+
+SkyRL publishes its trainer as the PyPI package `skyrl` (0.3.0 is the newest for Python 3.11).
+Its config module (skyrl.train.config) imports without torch when installed with --no-deps next
+to omegaconf, skyrl-gym (also --no-deps), pandas, loguru, func_timeout and requests. Parsing
+goes through `SkyRLTrainConfig.from_cli_overrides`, which rejects unknown keys, the `+` prefix
+and removed keys. One step cannot run here: the top-level `__post_init__` ends by importing the
+training backends (Python >= 3.12 only) for a runtime tweak (forcing enforce_eager off with LoRA),
+so that import failure alone is tolerated.
+
+Caveat: the training image pins SkyRL at a git commit, not at 0.3.0; a key added after 0.3.0
+would be reported as unknown here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from importlib import metadata
+
+CHECK_NAME = "SkyRL override check with SkyRL's config classes"
+SKYRL_VERSION = "0.3.0"
+_BACKENDS_MODULE = "skyrl.backends"
+
+
+def unavailable_reason() -> str | None:
+    try:
+        installed = metadata.version("skyrl")
+    except metadata.PackageNotFoundError:
+        return f"skyrl=={SKYRL_VERSION} is not installed (pip install --no-deps skyrl=={SKYRL_VERSION} skyrl-gym)"
+    try:
+        _offline_config_class()
+    except ImportError as exc:
+        return f"skyrl {installed} is installed but skyrl.train.config does not import here ({exc})"
+    return None
+
+
+@lru_cache(maxsize=1)
+def _offline_config_class():
+    from skyrl.train.config import SkyRLTrainConfig
+
+    @dataclasses.dataclass
+    class OfflineSkyRLTrainConfig(SkyRLTrainConfig):
+        def __post_init__(self) -> None:
+            try:
+                super().__post_init__()
+            except Exception as exc:
+                if not _raised_importing_backends(exc):
+                    raise
+
+    return OfflineSkyRLTrainConfig
+
+
+def _raised_importing_backends(exc: BaseException) -> bool:
+    traceback = exc.__traceback__
+    while traceback is not None:
+        module = traceback.tb_frame.f_globals.get("__name__", "")
+        if module == _BACKENDS_MODULE or module.startswith(_BACKENDS_MODULE + "."):
+            return True
+        traceback = traceback.tb_next
+    return isinstance(exc, ImportError) and (exc.name or "").startswith(_BACKENDS_MODULE)
+
+
+def skyrl_override_problems(overrides: list[str]) -> tuple[list[str], str | None]:
+    """(problems, reason the check was skipped or None)."""
+    malformed = [o for o in overrides if "=" not in o]
+    if malformed:
+        return [f"override {o!r}: expected key=value" for o in malformed], None
+    reason = unavailable_reason()
+    if reason is not None:
+        return [], reason
+    try:
+        _offline_config_class().from_cli_overrides(list(overrides))
+    except Exception as exc:  # SkyRL reports every rule as ValueError/TypeError/omegaconf errors
+        message = " ".join(str(exc).split())
+        return [f"SkyRL overrides: {type(exc).__name__}: {message}"], None
+    return [], None
