@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from .images import ServingImageConfig, TrainingImageConfig
 from .platform import (
@@ -19,6 +19,8 @@ from .platform import (
     StudioConfig,
     VersionsConfig,
 )
+from .serving import ServingConfig, check_serving
+from .training import TrainingConfig, resolve_runs
 from .workloads import WorkloadsConfig
 
 # Longest derived name is the lifecycle bucket "sagemaker-<prefix>-lifecycle-<account>-<region>",
@@ -67,6 +69,24 @@ class ProjectConfig(StrictModel):
     training_image: TrainingImageConfig = TrainingImageConfig()
     serving_image: ServingImageConfig = ServingImageConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()
+    # Declared after hyperpod and workloads: their validators cross-check against those sections.
+    training: TrainingConfig = TrainingConfig()
+    serving: ServingConfig = ServingConfig()
+
+    @field_validator("training")
+    @classmethod
+    def _training_fits_cluster(cls, training: TrainingConfig, info: ValidationInfo) -> TrainingConfig:
+        if "hyperpod" in info.data and "workloads" in info.data:
+            resolve_runs(training, info.data["hyperpod"], info.data["workloads"])
+        return training
+
+    @field_validator("serving")
+    @classmethod
+    def _serving_fits_cluster(cls, serving: ServingConfig, info: ValidationInfo) -> ServingConfig:
+        if all(section in info.data for section in ("training", "hyperpod", "workloads")):
+            data = info.data
+            check_serving(serving, training=data["training"], hyperpod=data["hyperpod"], workloads=data["workloads"])
+        return serving
 
     @cached_property
     def names(self) -> DerivedNames:

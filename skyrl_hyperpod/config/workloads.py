@@ -1,20 +1,60 @@
-"""Kubernetes-side identities the CDK app and the cdk8s charts must agree on.
+"""Kubernetes-side identities and locations the CDK app and the cdk8s charts must agree on.
 
-The charts' own configuration (training, experiments, serving) extends this module.
+The charts' training and serving configuration lives in training.py and serving.py.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .platform import StrictModel
 
-_K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+OUTPUTS_FILE_ENV_VAR = "SKYRL_HP_OUTPUTS"
+
+
+def relative_path(value: str) -> str:
+    """A path below the shared mount: relative, no '..', no trailing slash."""
+    parts = value.strip("/").split("/") if value else []
+    if not value or value.startswith("/") or ".." in parts or "" in parts:
+        raise ValueError(
+            "must be a relative path below the shared mount, such as models/visgym-sft (no '/' prefix, no '..')"
+        )
+    return value.rstrip("/")
 
 
 class WorkloadsConfig(StrictModel):
-    namespace: str = Field(default="skyrl", max_length=63, pattern=_K8S_NAME)
-    training_service_account: str = Field(default="ray-training", max_length=63, pattern=_K8S_NAME)
-    serving_service_account: str = Field(default="ray-serving", max_length=63, pattern=_K8S_NAME)
-    # Adapters live under s3://<artifacts bucket>/<adapters_prefix>/<adapter name>/.
-    adapters_prefix: str = Field(default="adapters", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_./-]*[a-zA-Z0-9]$")
+    """Namespace, service accounts, shared storage and stack outputs of the Kubernetes workloads."""
+
+    namespace: str = Field(default="skyrl", max_length=63, pattern=K8S_NAME_PATTERN)
+    training_service_account: str = Field(
+        default="ray-training",
+        max_length=63,
+        pattern=K8S_NAME_PATTERN,
+        description="Read/write on the adapters prefix.",
+    )
+    serving_service_account: str = Field(
+        default="ray-serving", max_length=63, pattern=K8S_NAME_PATTERN, description="Read-only on the adapters prefix."
+    )
+    adapters_prefix: str = Field(
+        default="adapters",
+        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_./-]*[a-zA-Z0-9]$",
+        description="Adapters live under s3://<artifacts bucket>/<adapters_prefix>/<adapter name>/.",
+    )
+    shared_mount_path: str = Field(
+        default="/shared", pattern=r"^/[a-zA-Z0-9_./-]*[a-zA-Z0-9]$", description="Where pods mount the FSx PVC."
+    )
+    shared_pvc_name: str = Field(default="fsx-shared", max_length=63, pattern=K8S_NAME_PATTERN)
+    outputs_file: str = Field(
+        default="outputs.json",
+        description=f"`cdk deploy --outputs-file` result the charts read (${OUTPUTS_FILE_ENV_VAR} overrides). "
+        "Missing: placeholder values, reported as not deployable.",
+    )
+    hf_cache_dir: str = Field(default="cache/huggingface", description="HF_HOME, relative to the shared mount.")
+    vllm_cache_dir: str = Field(default="cache/vllm", description="VLLM_CACHE_ROOT, relative to the shared mount.")
+
+    @field_validator("hf_cache_dir", "vllm_cache_dir")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        return relative_path(value)

@@ -1,0 +1,34 @@
+"""cdk8s charts of the workloads, one per deployable unit (one file each in dist/).
+
+Apply in file order: 01-platform (namespace, identities, storage, script), 02-raycluster,
+03-rayjobs, then 04-publish-adapter once an adapter is trained, and 05-rayservice.
+"""
+
+from __future__ import annotations
+
+import cdk8s
+
+from .inputs import ChartInputs
+from .platform import PlatformChart
+from .publish_adapter import PublishAdapterChart
+from .raycluster import TrainingClusterChart
+from .rayjob import TrainingJobsChart
+from .rayservice import ServingChart, serve_config
+
+
+def build_charts(app: cdk8s.App, inputs: ChartInputs) -> list[cdk8s.Chart]:
+    charts: list[cdk8s.Chart] = [PlatformChart(app, "01-platform", inputs=inputs)]
+    if not inputs.config.training.self_contained_jobs:
+        charts.append(TrainingClusterChart(app, "02-raycluster", inputs=inputs))
+    charts.append(TrainingJobsChart(app, "03-rayjobs", inputs=inputs))
+    charts.append(PublishAdapterChart(app, "04-publish-adapter", inputs=inputs))
+    charts.append(ServingChart(app, "05-rayservice", inputs=inputs))
+    return charts
+
+
+def manifests(charts: list[cdk8s.Chart]) -> list[dict]:
+    """Every object of every chart, in apply order (what the validation step checks)."""
+    return [document for chart in charts for document in chart.to_json()]
+
+
+__all__ = ["ChartInputs", "build_charts", "manifests", "serve_config"]

@@ -1,0 +1,1 @@
+"""Small typed constructs the charts compose: KubeRay objects and Ray pod templates."""

@@ -1,0 +1,143 @@
+"""KubeRay custom resources (ray.io/v1) as small typed constructs over `cdk8s.ApiObject`.
+
+No `cdk8s import` of the CRDs: the generated module is 12-22 MB and slow to load, and the
+manifests are validated against the CRD schemas anyway (skyrl_hyperpod.validation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import cdk8s
+from constructs import Construct
+
+from .ray_pods import RayPodProps, ray_pod_template
+
+API_VERSION = "ray.io/v1"
+CLUSTER_LABEL = "ray.io/cluster"
+
+SubmissionMode = Literal["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"]
+
+
+@dataclass(frozen=True)
+class RayClusterSpecProps:
+    """A head group and one fixed-size worker group (no autoscaler: HyperPod nodes are fixed)."""
+
+    ray_version: str
+    head: RayPodProps
+    worker_group_name: str
+    worker: RayPodProps
+    worker_replicas: int
+    head_service_type: str = "ClusterIP"
+
+
+def ray_cluster_spec(props: RayClusterSpecProps) -> dict:
+    """RayClusterSpec shared by the RayCluster, a self-contained RayJob and the RayService."""
+    return {
+        "rayVersion": props.ray_version,
+        "enableInTreeAutoscaling": False,
+        "headGroupSpec": {
+            "serviceType": props.head_service_type,
+            # The head schedules no GPU work; the dashboard listens on all interfaces of the pod
+            # (reachable through the ClusterIP Service / kubectl port-forward only).
+            "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
+            "template": ray_pod_template(props.head),
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": props.worker_group_name,
+                "replicas": props.worker_replicas,
+                "minReplicas": props.worker_replicas,
+                "maxReplicas": props.worker_replicas,
+                "rayStartParams": {},
+                "template": ray_pod_template(props.worker),
+            }
+        ],
+    }
+
+
+class _RayObject(Construct):
+    kind: str
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, namespace: str, spec: dict) -> None:
+        super().__init__(scope, construct_id)
+        self.name = name
+        self.api_object = cdk8s.ApiObject(
+            self, "Resource", api_version=API_VERSION, kind=self.kind, metadata={"name": name, "namespace": namespace}
+        )
+        # One patch per object keeps the jsii round trips (the cost per extra experiment) constant.
+        self.api_object.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
+
+
+class RayCluster(_RayObject):
+    kind = "RayCluster"
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, name: str, namespace: str, spec: RayClusterSpecProps
+    ) -> None:
+        super().__init__(scope, construct_id, name=name, namespace=namespace, spec=ray_cluster_spec(spec))
+
+
+@dataclass(frozen=True)
+class RayJobProps:
+    entrypoint: str
+    submission_mode: SubmissionMode
+    backoff_limit: int
+    active_deadline_seconds: int
+    # Exactly one of: an existing cluster's name, or the spec of a cluster the job creates.
+    cluster_name: str | None = None
+    cluster_spec: RayClusterSpecProps | None = None
+    ttl_seconds_after_finished: int = 0
+    runtime_env_yaml: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cluster_name is None) == (self.cluster_spec is None):
+            raise ValueError("RayJobProps needs exactly one of cluster_name and cluster_spec")
+
+
+class RayJob(_RayObject):
+    kind = "RayJob"
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, namespace: str, props: RayJobProps) -> None:
+        spec: dict = {
+            "entrypoint": props.entrypoint,
+            "submissionMode": props.submission_mode,
+            "backoffLimit": props.backoff_limit,
+            "activeDeadlineSeconds": props.active_deadline_seconds,
+        }
+        if props.runtime_env_yaml:
+            spec["runtimeEnvYAML"] = props.runtime_env_yaml
+        if props.cluster_name is not None:
+            # The long-lived cluster outlives its jobs: never shut it down from a RayJob.
+            spec["clusterSelector"] = {CLUSTER_LABEL: props.cluster_name}
+            spec["shutdownAfterJobFinishes"] = False
+        else:
+            # The job owns its cluster: delete it (after a grace period to read logs) when done.
+            # deletionStrategy is deliberately unset: it cannot be combined with this.
+            spec["rayClusterSpec"] = ray_cluster_spec(props.cluster_spec)
+            spec["shutdownAfterJobFinishes"] = True
+            spec["ttlSecondsAfterFinished"] = props.ttl_seconds_after_finished
+        super().__init__(scope, construct_id, name=name, namespace=namespace, spec=spec)
+
+
+class RayService(_RayObject):
+    kind = "RayService"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        namespace: str,
+        serve_config_v2: str,
+        cluster: RayClusterSpecProps,
+        upgrade_strategy: str,
+    ) -> None:
+        spec = {
+            "serveConfigV2": serve_config_v2,
+            "upgradeStrategy": {"type": upgrade_strategy},
+            "rayClusterConfig": ray_cluster_spec(cluster),
+        }
+        super().__init__(scope, construct_id, name=name, namespace=namespace, spec=spec)

@@ -1,0 +1,157 @@
+"""Pod templates of Ray head and worker groups, as plain dicts for KubeRay's CRDs.
+
+KubeRay's pod templates are core PodTemplateSpecs inside a custom resource, so they are built as
+data here (cdk8s-plus objects cannot be nested in an ApiObject). Every figure comes from the
+props, which the charts fill from the configuration and the instance catalog.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from skyrl_hyperpod.config import InstanceSpec
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+SHARED_VOLUME = "shared"
+SHM_VOLUME = "dshm"
+JOB_SCRIPT_VOLUME = "job-script"
+
+# Ray's default ports; KubeRay's head Service publishes the named ones.
+HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+SERVE_PORT = ("serve", 8000)
+
+
+@dataclass(frozen=True)
+class SharedVolume:
+    """The ReadWriteMany FSx PVC and where pods mount it."""
+
+    claim_name: str
+    mount_path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ScriptVolume:
+    """A ConfigMap mounted as a directory (no subPath, so an update reaches running pods)."""
+
+    config_map: str
+    mount_path: str
+
+
+@dataclass(frozen=True)
+class RayPodProps:
+    """One Ray pod: where it runs, what it requests, what it mounts."""
+
+    container_name: str
+    image: str
+    service_account: str
+    instance_type: str
+    cpus: int
+    memory_gib: int
+    shm_gib: int
+    gpus: int = 0
+    efa_devices: int = 0
+    ports: tuple[tuple[str, int], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    shared: SharedVolume | None = None
+    script: ScriptVolume | None = None
+    run_as: tuple[int, int] | None = None
+    init_containers: tuple[dict, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def allocatable_pod(spec: InstanceSpec) -> tuple[int, int]:
+    """(vCPUs, GiB) one pod per node may request after system reservations (catalog figures)."""
+    return spec.allocatable_vcpus, spec.allocatable_memory_gib
+
+
+def ray_pod_template(props: RayPodProps) -> dict:
+    """PodTemplateSpec with the Ray container first (KubeRay requires it), requests = limits
+    (Guaranteed QoS: Ray sizes itself from the limits), and an explicitly sized /dev/shm."""
+    quantities: dict[str, str | int] = {"cpu": str(props.cpus), "memory": f"{props.memory_gib}Gi"}
+    if props.gpus:
+        quantities[GPU_RESOURCE] = props.gpus
+    if props.efa_devices:
+        quantities[EFA_RESOURCE] = props.efa_devices
+    mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    volumes: list[dict] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{props.shm_gib}Gi"}}]
+    if props.shared:
+        mounts.append({"name": SHARED_VOLUME, "mountPath": props.shared.mount_path, "readOnly": props.shared.read_only})
+        volumes.append(
+            {
+                "name": SHARED_VOLUME,
+                "persistentVolumeClaim": {"claimName": props.shared.claim_name, "readOnly": props.shared.read_only},
+            }
+        )
+    if props.script:
+        mounts.append({"name": JOB_SCRIPT_VOLUME, "mountPath": props.script.mount_path, "readOnly": True})
+        volumes.append(
+            {"name": JOB_SCRIPT_VOLUME, "configMap": {"name": props.script.config_map, "defaultMode": 0o444}}
+        )
+    security: dict = {"allowPrivilegeEscalation": False}
+    if props.run_as:
+        security.update({"runAsNonRoot": True, "runAsUser": props.run_as[0], "runAsGroup": props.run_as[1]})
+    container: dict = {
+        "name": props.container_name,
+        "image": props.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+        "volumeMounts": mounts,
+        "securityContext": security,
+    }
+    if props.ports:
+        container["ports"] = [{"name": name, "containerPort": port} for name, port in props.ports]
+    if props.env:
+        container["env"] = [{"name": name, "value": value} for name, value in props.env]
+    spec: dict = {
+        "serviceAccountName": props.service_account,
+        "nodeSelector": {INSTANCE_TYPE_LABEL: props.instance_type},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if props.gpus:
+        # Tolerate the GPU taint only: HyperPod's node-health taint keeps Ray off nodes under
+        # deep health checks or repair.
+        spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    if props.init_containers:
+        spec["initContainers"] = list(props.init_containers)
+    template: dict = {"spec": spec}
+    if props.labels:
+        template["metadata"] = {"labels": dict(props.labels)}
+    return template
+
+
+def prepare_shared_dirs_container(
+    *, image: str, mount_path: str, relative_dirs: list[str], owner: tuple[int, int]
+) -> dict:
+    """Init container that creates the project's directories on the fresh (root-owned) file system
+    and hands them and their parents to the image's non-root user. Idempotent and not recursive:
+    an fsGroup would make the kubelet walk the whole Lustre file system on every start."""
+    uid, gid = owner
+    chain: list[str] = [mount_path]
+    for relative in relative_dirs:
+        parts = relative.split("/")
+        for depth in range(1, len(parts) + 1):
+            path = posixpath.join(mount_path, *parts[:depth])
+            if path not in chain:
+                chain.append(path)
+    leaves = " ".join(posixpath.join(mount_path, relative) for relative in relative_dirs)
+    script = f"mkdir -p {leaves} && chown {uid}:{gid} {' '.join(chain)}"
+    return {
+        "name": "prepare-shared-dirs",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-ec", script],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        "securityContext": {
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE"]},
+        },
+        "volumeMounts": [{"name": SHARED_VOLUME, "mountPath": mount_path}],
+    }

@@ -1,0 +1,74 @@
+"""What every chart reads: the typed configuration, the deployed stack outputs, derived values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.training import WorkerLayout, shared_path, worker_layout
+from skyrl_hyperpod.outputs import StackOutputs
+
+from .constructs.ray_pods import SharedVolume
+
+JOB_SCRIPT_NAME = "train_job.py"
+
+
+@dataclass(frozen=True)
+class ChartInputs:
+    config: ProjectConfig
+    outputs: StackOutputs
+    # docker/train_job.py, read at synth time and shipped in a ConfigMap.
+    job_script: str
+
+    @property
+    def namespace(self) -> str:
+        return self.config.workloads.namespace
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"app.kubernetes.io/part-of": self.config.name_prefix, "app.kubernetes.io/managed-by": "cdk8s"}
+
+    @property
+    def training_image(self) -> str:
+        return f"{self.outputs.ecr_repository_uri}:{self.config.training_image.tag}"
+
+    @property
+    def job_script_config_map(self) -> str:
+        return f"{self.config.training.raycluster_name}-job-script"
+
+    @property
+    def persistent_volume_name(self) -> str:
+        return f"{self.namespace}-{self.config.workloads.shared_pvc_name}"
+
+    @cached_property
+    def layout(self) -> WorkerLayout:
+        return worker_layout(self.config.training, self.config.hyperpod)
+
+    def shared_volume(self, *, read_only: bool = False) -> SharedVolume:
+        workloads = self.config.workloads
+        return SharedVolume(
+            claim_name=workloads.shared_pvc_name, mount_path=workloads.shared_mount_path, read_only=read_only
+        )
+
+    def shared(self, *parts: str) -> str:
+        return shared_path(self.config.workloads, *parts)
+
+    @property
+    def cache_env(self) -> tuple[tuple[str, str], ...]:
+        workloads = self.config.workloads
+        return (
+            ("HF_HOME", self.shared(workloads.hf_cache_dir)),
+            ("VLLM_CACHE_ROOT", self.shared(workloads.vllm_cache_dir)),
+        )
+
+    @property
+    def lora_loading_path(self) -> str:
+        return lora_loading_path(self.config, self.outputs)
+
+
+def lora_loading_path(config: ProjectConfig, outputs: StackOutputs) -> str:
+    """Ray Serve LLM's dynamic_lora_loading_path: one S3 folder per adapter below it."""
+    return (
+        config.serving.lora_path_override or f"s3://{outputs.artifacts_bucket_name}/{config.workloads.adapters_prefix}"
+    )

@@ -1,0 +1,74 @@
+"""Namespace, service accounts, the FSx volume and claim, and the training script ConfigMap.
+
+Applied first: every other chart lives in this namespace and mounts this claim. The service
+accounts carry no annotations: EKS Pod Identity associations (CDK app) bind them to IAM roles.
+"""
+
+from __future__ import annotations
+
+import cdk8s
+import cdk8s_plus_33 as kplus
+from constructs import Construct
+
+from .inputs import JOB_SCRIPT_NAME, ChartInputs
+
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+
+
+class PlatformChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, construct_id: str, *, inputs: ChartInputs) -> None:
+        super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
+        config, outputs, namespace = inputs.config, inputs.outputs, inputs.namespace
+        workloads = config.workloads
+
+        kplus.Namespace(self, "Namespace", metadata={"name": namespace})
+        self.training_service_account = kplus.ServiceAccount(
+            self,
+            "TrainingServiceAccount",
+            metadata={"name": workloads.training_service_account, "namespace": namespace},
+            automount_token=False,
+        )
+        self.serving_service_account = kplus.ServiceAccount(
+            self,
+            "ServingServiceAccount",
+            metadata={"name": workloads.serving_service_account, "namespace": namespace},
+            automount_token=False,
+        )
+
+        capacity = cdk8s.Size.gibibytes(config.fsx.storage_capacity_gib)
+        volume = kplus.PersistentVolume(
+            self,
+            "SharedVolume",
+            metadata={"name": inputs.persistent_volume_name},
+            access_modes=[kplus.PersistentVolumeAccessMode.READ_WRITE_MANY],
+            storage=capacity,
+            storage_class_name="",
+            # Checkpoints and adapters outlive the claim; deleting the file system is a CDK decision.
+            reclaim_policy=kplus.PersistentVolumeReclaimPolicy.RETAIN,
+            mount_options=["flock"],  # train_job.py serialises first-run preparation with flock
+        )
+        cdk8s.ApiObject.of(volume).add_json_patch(
+            cdk8s.JsonPatch.add(
+                "/spec/csi",
+                {
+                    "driver": FSX_CSI_DRIVER,
+                    "volumeHandle": outputs.fsx_file_system_id,
+                    "volumeAttributes": {"dnsname": outputs.fsx_dns_name, "mountname": outputs.fsx_mount_name},
+                },
+            )
+        )
+        kplus.PersistentVolumeClaim(
+            self,
+            "SharedClaim",
+            metadata={"name": workloads.shared_pvc_name, "namespace": namespace},
+            access_modes=[kplus.PersistentVolumeAccessMode.READ_WRITE_MANY],
+            storage=capacity,
+            storage_class_name="",
+            volume=volume,
+        )
+        kplus.ConfigMap(
+            self,
+            "JobScript",
+            metadata={"name": inputs.job_script_config_map, "namespace": namespace},
+            data={JOB_SCRIPT_NAME: inputs.job_script},
+        )

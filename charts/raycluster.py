@@ -1,0 +1,85 @@
+"""The long-lived training RayCluster `skyrl-visgym` (name from the configuration).
+
+Head on the CPU group, one GPU worker pod per node of the GPU group; requests are the catalog's
+allocatable figures, so changing the instance type or count in the configuration rescales it.
+"""
+
+from __future__ import annotations
+
+import cdk8s
+from constructs import Construct
+
+from .constructs.kuberay import RayCluster, RayClusterSpecProps
+from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
+from .inputs import ChartInputs
+
+
+def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
+    """The training cluster; also the rayClusterSpec of a self-contained RayJob."""
+    config = inputs.config
+    training, hyperpod, workloads = config.training, config.hyperpod, config.workloads
+    layout = inputs.layout
+    owner = (training.run_as_user, training.run_as_group)
+    head_cpus, head_memory = allocatable_pod(hyperpod.head_group.spec)
+    worker_cpus, worker_memory = allocatable_pod(layout.spec)
+    prepare = prepare_shared_dirs_container(
+        image=inputs.training_image,
+        mount_path=workloads.shared_mount_path,
+        relative_dirs=[
+            training.model_dir,
+            training.data_dir,
+            training.runs_dir,
+            workloads.hf_cache_dir,
+            workloads.vllm_cache_dir,
+        ],
+        owner=owner,
+    )
+    head = RayPodProps(
+        container_name="ray-head",
+        image=inputs.training_image,
+        service_account=workloads.training_service_account,
+        instance_type=hyperpod.head_group.instance_type,
+        cpus=head_cpus,
+        memory_gib=head_memory,
+        shm_gib=training.head_shm_gib,
+        ports=HEAD_PORTS,
+        env=inputs.cache_env,
+        shared=inputs.shared_volume(),
+        script=ScriptVolume(config_map=inputs.job_script_config_map, mount_path=training.job_script_mount),
+        run_as=owner,
+        init_containers=(prepare,),
+    )
+    worker = RayPodProps(
+        container_name="ray-worker",
+        image=inputs.training_image,
+        service_account=workloads.training_service_account,
+        instance_type=layout.instance_type,
+        cpus=worker_cpus,
+        memory_gib=worker_memory,
+        shm_gib=training.worker_shm_gib,
+        gpus=layout.gpus_per_pod,
+        efa_devices=layout.spec.efa_interfaces,
+        env=inputs.cache_env,
+        shared=inputs.shared_volume(),
+        run_as=owner,
+    )
+    return RayClusterSpecProps(
+        ray_version=config.training_image.ray_version,
+        head=head,
+        worker_group_name=hyperpod.worker_group.name,
+        worker=worker,
+        worker_replicas=layout.replicas,
+        head_service_type=training.head_service_type,
+    )
+
+
+class TrainingClusterChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, construct_id: str, *, inputs: ChartInputs) -> None:
+        super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
+        self.cluster = RayCluster(
+            self,
+            "RayCluster",
+            name=inputs.config.training.raycluster_name,
+            namespace=inputs.namespace,
+            spec=training_cluster_spec(inputs),
+        )

@@ -1,0 +1,65 @@
+"""One RayJob per experiment: SkyRL's VisGym GRPO entry point through docker/train_job.py.
+
+Default: submitted to the long-lived RayCluster (clusterSelector), as the reference run does;
+experiments then queue on it. With training.self_contained_jobs each RayJob creates its own
+cluster (same spec) and deletes it when done.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import cdk8s
+import yaml
+from constructs import Construct
+
+from skyrl_hyperpod.config.training import ResolvedRun, model_path, resolve_runs
+
+from .constructs.kuberay import RayJob, RayJobProps
+from .inputs import JOB_SCRIPT_NAME, ChartInputs
+from .raycluster import training_cluster_spec
+
+
+def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
+    """The shell command the RayJob submits: prepare /shared once, then start SkyRL."""
+    config = inputs.config
+    training, workloads = config.training, config.workloads
+    command = [
+        "python",
+        f"{training.job_script_mount}/{JOB_SCRIPT_NAME}",
+        "--shared-dir", workloads.shared_mount_path,
+        "--model-repo", training.model_repo,
+        "--model-subfolder", training.model_subfolder,
+        "--model-dir", model_path(training, workloads),
+        "--data-dir", inputs.shared(training.data_dir),
+        "--env-id", training.env_id,
+        "--train-rows", str(training.train_rows),
+        "--eval-rows", str(training.eval_rows),
+        "--eval-seed", str(training.eval_seed),
+        "--skyrl-dir", config.training_image.skyrl_dir,
+        "--",
+        *(f"{key}={value}" for key, value in run.overrides().items()),
+    ]  # fmt: skip
+    return shlex.join(command)
+
+
+class TrainingJobsChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, construct_id: str, *, inputs: ChartInputs) -> None:
+        super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
+        config = inputs.config
+        training = config.training
+        runtime_env = yaml.safe_dump({"env_vars": training.runtime_env_vars}) if training.runtime_env_vars else None
+        cluster_spec = training_cluster_spec(inputs) if training.self_contained_jobs else None
+        self.jobs: list[RayJob] = []
+        for run in resolve_runs(training, config.hyperpod, config.workloads):
+            props = RayJobProps(
+                entrypoint=entrypoint(inputs, run),
+                submission_mode="K8sJobMode",
+                backoff_limit=training.job_backoff_limit,
+                active_deadline_seconds=training.job_active_deadline_seconds,
+                cluster_name=None if cluster_spec else training.raycluster_name,
+                cluster_spec=cluster_spec,
+                ttl_seconds_after_finished=training.job_ttl_seconds_after_finished,
+                runtime_env_yaml=runtime_env,
+            )
+            self.jobs.append(RayJob(self, run.job_name, name=run.job_name, namespace=inputs.namespace, props=props))

@@ -1,0 +1,151 @@
+"""Serving configuration: the Ray Serve LLM RayService and the Job that publishes a trained adapter.
+
+Defaults follow ../shared/FACTS.md: model id `visgym-qwen3vl`, base weights from the shared
+file system, adapters loaded on demand from s3://<artifacts bucket>/<adapters prefix>/.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from .platform import HyperPodConfig, StrictModel
+from .training import RAYJOB_NAME_MAX, TrainingConfig, resolve_runs
+from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
+
+# vLLM accepts only these LoRA ranks for max_lora_rank.
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+REMOTE_LORA_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
+
+
+class PublishAdapterConfig(StrictModel):
+    """The Job that copies one trained adapter from /shared to the S3 prefix the RayService reads."""
+
+    experiment: str | None = Field(default=None, description="Experiment whose run is published. Default: the first.")
+    step: int = Field(default=160, gt=0, description="global_step_<N> to publish (a multiple of hf_save_interval).")
+    adapter_name: str = Field(
+        default="maze-grpo",
+        pattern=K8S_NAME_PATTERN,
+        max_length=40,
+        description="S3 folder name = the adapter's name in requests (model='<model_id>:<adapter_name>').",
+    )
+    image: str = Field(
+        default="public.ecr.aws/aws-cli/aws-cli:2.32.9",
+        pattern=r"^[^:@\s]+(:[A-Za-z0-9_][A-Za-z0-9_.-]*|@sha256:[0-9a-f]{64})$",
+        description="AWS CLI image, pinned by tag or digest (EKS Pod Identity needs AWS CLI 2.15 or newer).",
+    )
+
+
+class ServingConfig(StrictModel):
+    """Ray Serve LLM RayService serving the SFT base model plus LoRA adapters from S3."""
+
+    rayservice_name: str = Field(default="visgym-serve", max_length=RAYJOB_NAME_MAX, pattern=K8S_NAME_PATTERN)
+    application_name: str = Field(default="visgym-llm", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$")
+    model_id: str = Field(default="visgym-qwen3vl", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
+    max_lora_rank: int | None = Field(
+        default=None,
+        description="Default: the largest LoRA rank among the experiments, rounded up to one vLLM accepts.",
+    )
+    max_num_adapters_per_replica: int = Field(default=16, gt=0, description="Also vLLM's max_loras.")
+    max_model_len: int | None = Field(default=None, gt=0, description="Default: the training knob max_model_len.")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    tensor_parallel_size: int = Field(default=1, gt=0, description="GPUs per model replica.")
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=2, gt=0)
+    target_ongoing_requests: int = Field(default=16, gt=0, description="Autoscaling target per replica.")
+    worker_replicas: int = Field(default=1, gt=0, description="GPU worker pods (one per node of the GPU group).")
+    worker_shm_gib: int = Field(default=32, gt=0)
+    head_cpus: int = Field(default=8, gt=0, description="The serve head runs the proxy and controller, no model.")
+    head_memory_gib: int = Field(default=32, gt=0)
+    head_shm_gib: int = Field(default=4, gt=0)
+    upgrade_strategy: str = Field(default="NewCluster", pattern=r"^(NewCluster|NewClusterWithIncrementalUpgrade|None)$")
+    lora_path_override: str | None = Field(
+        default=None,
+        description="dynamic_lora_loading_path. Default: s3://<artifacts bucket>/<workloads.adapters_prefix>.",
+    )
+    publish: PublishAdapterConfig = PublishAdapterConfig()
+
+    @model_validator(mode="after")
+    def _own_rules(self) -> ServingConfig:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas = {self.min_replicas}: larger than max_replicas ({self.max_replicas})")
+        if self.max_lora_rank is not None and self.max_lora_rank not in VLLM_LORA_RANKS:
+            raise ValueError(
+                f"max_lora_rank = {self.max_lora_rank}: vLLM accepts {', '.join(map(str, VLLM_LORA_RANKS))}"
+            )
+        if self.lora_path_override is not None and not self.lora_path_override.startswith(REMOTE_LORA_SCHEMES):
+            raise ValueError(
+                f"lora_path_override = {self.lora_path_override!r}: Ray Serve LLM loads adapters from remote storage "
+                f"only ({', '.join(REMOTE_LORA_SCHEMES)}); use s3://bucket/prefix"
+            )
+        return self
+
+
+def effective_max_lora_rank(serving: ServingConfig, training: TrainingConfig) -> int:
+    if serving.max_lora_rank is not None:
+        return serving.max_lora_rank
+    largest = max(_lora_rank(training, index) for index in range(len(training.experiments)))
+    return next((rank for rank in VLLM_LORA_RANKS if rank >= largest), VLLM_LORA_RANKS[-1])
+
+
+def _lora_rank(training: TrainingConfig, index: int) -> int:
+    overrides = training.experiments[index].overrides
+    return int(overrides.get("trainer.policy.model.lora.rank", training.knobs.lora_rank))
+
+
+def check_serving(
+    serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, workloads: WorkloadsConfig
+) -> None:
+    """Cross-checks against the training runs and the GPU group; ValueError naming field, value, rule."""
+    rank = effective_max_lora_rank(serving, training)
+    for index, experiment in enumerate(training.experiments):
+        lora_rank = _lora_rank(training, index)
+        if lora_rank > rank:
+            raise ValueError(
+                f"max_lora_rank = {rank}: experiment {experiment.name!r} trains LoRA rank {lora_rank}; vLLM cannot "
+                f"load an adapter above max_lora_rank"
+            )
+    if rank > VLLM_LORA_RANKS[-1]:
+        raise ValueError(f"max_lora_rank = {rank}: vLLM's largest LoRA rank is {VLLM_LORA_RANKS[-1]}")
+    group = hyperpod.worker_group
+    if serving.worker_replicas > group.instance_count:
+        raise ValueError(
+            f"worker_replicas = {serving.worker_replicas}: hyperpod.worker_group has {group.instance_count} instances"
+        )
+    if serving.tensor_parallel_size > group.spec.gpus:
+        raise ValueError(
+            f"tensor_parallel_size = {serving.tensor_parallel_size}: a replica must fit one {group.instance_type} "
+            f"({group.spec.gpus} GPUs)"
+        )
+    capacity = serving.worker_replicas * (group.spec.gpus // serving.tensor_parallel_size)
+    if serving.max_replicas > capacity:
+        raise ValueError(
+            f"max_replicas = {serving.max_replicas}: {serving.worker_replicas} worker pod(s) x {group.spec.gpus} GPUs "
+            f"hold {capacity} replica(s) of {serving.tensor_parallel_size} GPU(s)"
+        )
+    if serving.worker_shm_gib * 2 > group.spec.allocatable_memory_gib:
+        raise ValueError(
+            f"worker_shm_gib = {serving.worker_shm_gib}: keep /dev/shm at most half of the "
+            f"{group.spec.allocatable_memory_gib} GiB a pod may use"
+        )
+    head = hyperpod.head_group.spec
+    if serving.head_cpus > head.allocatable_vcpus or serving.head_memory_gib > head.allocatable_memory_gib:
+        raise ValueError(
+            f"head_cpus/head_memory_gib = {serving.head_cpus}/{serving.head_memory_gib}: a "
+            f"{hyperpod.head_group.instance_type} pod may request {head.allocatable_vcpus} vCPUs and "
+            f"{head.allocatable_memory_gib} GiB"
+        )
+    publish = serving.publish
+    names = [experiment.name for experiment in training.experiments]
+    if publish.experiment is not None and publish.experiment not in names:
+        raise ValueError(
+            f"publish.experiment = {publish.experiment!r}: not one of the experiments ({', '.join(names)})"
+        )
+    runs = {run.experiment.name: run for run in resolve_runs(training, hyperpod, workloads)}
+    run = runs[publish.experiment or names[0]]
+    if run.knobs.lora_rank == 0:
+        raise ValueError(f"publish.experiment = {run.experiment.name!r}: a full fine-tune (LoRA rank 0) has no adapter")
+    if publish.step % run.knobs.hf_save_interval or publish.step > run.total_steps:
+        raise ValueError(
+            f"publish.step = {publish.step}: run {run.run_id!r} exports every {run.knobs.hf_save_interval} steps up to "
+            f"step {run.total_steps}"
+        )

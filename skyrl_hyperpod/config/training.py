@@ -1,0 +1,483 @@
+"""Training configuration: SkyRL GRPO knobs, named experiments, and the RayCluster/RayJob around them.
+
+Defaults are the reference run in ../shared/FACTS.md (LoRA rank 32 on the VisGym SFT checkpoint,
+colocated vLLM engines, one engine per GPU). Knobs are typed fields whose alias is SkyRL's dotted
+key, so an experiment's overrides use the keys SkyRL documents and an unknown key is an error.
+
+Placement is derived from the HyperPod GPU group (nodes x GPUs per pod), so scaling the group
+rescales SkyRL; `resolve_runs` applies each experiment's overrides, fills the derived values and
+checks SkyRL's rules, and is called both by configuration validation and by the charts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import posixpath
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .catalog import InstanceSpec
+from .platform import HyperPodConfig, StrictModel
+from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
+
+# KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
+RAYCLUSTER_NAME_MAX = 53
+RAYJOB_NAME_MAX = 47
+
+# SkyRL's VisGym recipe (tested upstream on 8 GPUs) uses train batch 32 and mini batch 16. When
+# the configuration leaves them unset they are derived: the smallest sizes at least these that
+# SkyRL accepts for the actual data-parallel size (on 8 GPUs that is exactly 32/16).
+RECIPE_TRAIN_BATCH_SIZE = 32
+RECIPE_MINI_BATCH_SIZE = 16
+
+Scalar = str | int | float | bool
+
+
+def _key(skyrl_key: str, default: object, description: str = "", **constraints: object) -> object:
+    return Field(
+        default=default, alias=skyrl_key, description=f"SkyRL `{skyrl_key}`. {description}".strip(), **constraints
+    )
+
+
+class SkyRLKnobs(StrictModel):
+    """SkyRL overrides; `null` = derived from the cluster (placement, engines) or the recipe (batches)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, populate_by_name=True)
+
+    advantage_estimator: str = _key("trainer.algorithm.advantage_estimator", "grpo")
+    use_kl_loss: bool = _key("trainer.algorithm.use_kl_loss", False)
+    loss_reduction: str = _key("trainer.algorithm.loss_reduction", "token_mean_legacy")
+    lora_rank: int = _key("trainer.policy.model.lora.rank", 32, "0 = full fine-tune (no adapter to serve).", ge=0)
+    lora_alpha: int = _key("trainer.policy.model.lora.alpha", 32, gt=0)
+    lora_dropout: float | None = _key("trainer.policy.model.lora.dropout", None, ge=0, lt=1)
+    lora_target_modules: str | None = _key("trainer.policy.model.lora.target_modules", None)
+    # The VisGym recipe's 1e-6 is for a full fine-tune; the Qwen3-VL-8B LoRA recipe uses 3e-5.
+    learning_rate: float = _key("trainer.policy.optimizer_config.lr", 3e-5, "LoRA recipe value.", gt=0)
+    strategy: str = _key("trainer.strategy", "fsdp")
+    colocate_all: bool = _key("trainer.placement.colocate_all", True)
+    policy_num_nodes: int | None = _key("trainer.placement.policy_num_nodes", None, "Default: worker pods.", gt=0)
+    policy_num_gpus_per_node: int | None = _key(
+        "trainer.placement.policy_num_gpus_per_node", None, "Default: GPUs per worker pod.", gt=0
+    )
+    ref_num_nodes: int | None = _key("trainer.placement.ref_num_nodes", None, "Default: as policy.", gt=0)
+    ref_num_gpus_per_node: int | None = _key(
+        "trainer.placement.ref_num_gpus_per_node", None, "Default: as policy.", gt=0
+    )
+    num_engines: int | None = _key(
+        "generator.inference_engine.num_engines", None, "Default: policy GPUs / tensor parallel size.", gt=0
+    )
+    tensor_parallel_size: int = _key("generator.inference_engine.tensor_parallel_size", 1, gt=0)
+    gpu_memory_utilization: float = _key("generator.inference_engine.gpu_memory_utilization", 0.45, gt=0, le=1)
+    inference_backend: str = _key("generator.inference_engine.backend", "vllm")
+    max_model_len: int = _key("generator.inference_engine.engine_init_kwargs.max_model_len", 60000, gt=0)
+    n_samples_per_prompt: int = _key("generator.n_samples_per_prompt", 8, gt=0)
+    max_turns: int = _key("generator.max_turns", 15, gt=0)
+    max_input_length: int = _key("generator.max_input_length", 8192, gt=0)
+    vision_language_generator: bool = _key("generator.vision_language_generator", True)
+    batched: bool | None = _key("generator.batched", None)
+    max_generate_length: int = _key("generator.sampling_params.max_generate_length", 1024, gt=0)
+    temperature: float = _key("generator.sampling_params.temperature", 0.7, ge=0)
+    train_batch_size: int | None = _key(
+        "trainer.train_batch_size", None, "Default: derived from the recipe's 32.", gt=0
+    )
+    policy_mini_batch_size: int | None = _key(
+        "trainer.policy_mini_batch_size", None, "Default: derived from the recipe's 16.", gt=0
+    )
+    micro_train_batch_size_per_gpu: int = _key("trainer.micro_train_batch_size_per_gpu", 4, gt=0)
+    micro_forward_batch_size_per_gpu: int = _key("trainer.micro_forward_batch_size_per_gpu", 4, gt=0)
+    epochs: int | None = _key("trainer.epochs", None, "Default: enough epochs to reach training.target_steps.", gt=0)
+    max_prompt_length: int = _key("trainer.max_prompt_length", 2048, gt=0)
+    ckpt_interval: int = _key("trainer.ckpt_interval", 20, gt=0)
+    hf_save_interval: int = _key("trainer.hf_save_interval", 20, gt=0)
+    eval_interval: int = _key("trainer.eval_interval", 10, gt=0)
+    resume_mode: Literal["latest", "none"] = _key("trainer.resume_mode", "latest")
+    logger: str = _key("trainer.logger", "console", "console prints eval/all/pass_at_1 to the job log.")
+    project_name: str = _key("trainer.project_name", "visgym-maze")
+    remove_microbatch_padding: bool = _key("trainer.remove_microbatch_padding", False)
+    env_class: str = _key("environment.env_class", "visgym")
+
+
+# Not overridable: the charts derive the run's paths and name per experiment, and train_job.py
+# points the model path and the data files at what it prepared on the shared file system.
+DERIVED_KEYS = (
+    "trainer.policy.model.path",
+    "trainer.policy.model.lora.lora_sync_path",
+    "trainer.ckpt_path",
+    "trainer.export_path",
+    "trainer.run_name",
+    "data.train_data",
+    "data.val_data",
+)
+OVERRIDABLE_KEYS: tuple[str, ...] = tuple(field.alias for field in SkyRLKnobs.model_fields.values())
+KNOWN_KEYS = OVERRIDABLE_KEYS + DERIVED_KEYS
+
+
+class Experiment(StrictModel):
+    """One training run = one RayJob: a name and SkyRL overrides on training.knobs."""
+
+    name: str = Field(
+        max_length=RAYJOB_NAME_MAX,
+        pattern=K8S_NAME_PATTERN,
+        description="Lowercase DNS label; the RayJob is <raycluster_name>-<name>.",
+    )
+    run_id: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9._-]*$",
+        description="Default: the name. Outputs: /shared/runs/<run_id>.",
+    )
+    overrides: dict[str, Scalar] = Field(default_factory=dict, description="SkyRL dotted key -> value.")
+
+    @field_validator("overrides")
+    @classmethod
+    def _known_keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
+        for key in value:
+            if key.startswith("+"):
+                raise ValueError(f"{key!r}: SkyRL rejects the '+' prefix; name an existing key")
+            if key in DERIVED_KEYS:
+                raise ValueError(f"{key!r} is derived from the experiment (paths, run name, data): not overridable")
+            if key not in OVERRIDABLE_KEYS:
+                close = difflib.get_close_matches(key, OVERRIDABLE_KEYS, n=1, cutoff=0.8)
+                hint = f"did you mean {close[0]!r}?" if close else "see docs/configuration.md (training.knobs)"
+                raise ValueError(f"unknown SkyRL key {key!r}: {hint}")
+        return value
+
+    @property
+    def effective_run_id(self) -> str:
+        return self.run_id or self.name
+
+
+class TrainingConfig(StrictModel):
+    """SkyRL GRPO training: knobs, experiments, the RayCluster and the RayJobs."""
+
+    raycluster_name: str = Field(
+        default="skyrl-visgym", max_length=RAYCLUSTER_NAME_MAX, pattern=K8S_NAME_PATTERN, description="RayCluster name."
+    )
+    knobs: SkyRLKnobs = SkyRLKnobs()
+    experiments: list[Experiment] = Field(
+        default_factory=lambda: [Experiment(name="maze-grpo")],
+        min_length=1,
+        description="Each experiment becomes its own RayJob with its own run id and output paths.",
+    )
+    # Starting weights and data (FACTS.md: reference run).
+    model_repo: str = Field(default="VisGym/visgym_model", description="Hugging Face repository of the SFT checkpoint.")
+    model_subfolder: str = Field(default="mixed_qwen3vl", description="Sub-folder of model_repo holding the weights.")
+    model_dir: str = Field(default="models/visgym-sft", description="Download target, relative to the shared mount.")
+    data_dir: str = Field(
+        default="datasets/visgym-maze", description="Dataset directory, relative to the shared mount."
+    )
+    runs_dir: str = Field(default="runs", description="Per-run outputs, relative to the shared mount.")
+    env_id: str = Field(default="maze_2d/easy", description="VisGym environment id.")
+    train_rows: int = Field(default=256, gt=0)
+    eval_rows: int = Field(default=64, gt=0)
+    eval_seed: int = Field(default=42, ge=0)
+    target_steps: int = Field(default=160, gt=0, description="Steps the derived epoch count reaches (reference: 160).")
+    job_script_mount: str = Field(default="/opt/skyrl-job", description="Where the head mounts the training script.")
+    # The training image's non-root `ray` user; files on /shared belong to it.
+    run_as_user: int = Field(default=1000, ge=1, description="UID of the training image's ray user.")
+    run_as_group: int = Field(default=100, ge=0, description="GID of the training image's ray user.")
+    # RayCluster sizing. CPU and memory requests come from the catalog's allocatable figures.
+    worker_replicas: int | None = Field(default=None, gt=0, description="Default: every node of the GPU group.")
+    worker_gpus: int | None = Field(
+        default=None, gt=0, description="GPUs per worker pod. Default: all of the instance's."
+    )
+    worker_shm_gib: int = Field(default=64, gt=0, description="/dev/shm (memory-backed) per worker pod: NCCL and vLLM.")
+    head_shm_gib: int = Field(default=8, gt=0, description="/dev/shm per head pod.")
+    head_service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        default="ClusterIP", description="ClusterIP keeps the dashboard in-cluster (kubectl port-forward)."
+    )
+    # RayJob behaviour.
+    self_contained_jobs: bool = Field(
+        default=False,
+        description="false: submit to the long-lived RayCluster (clusterSelector); true: each RayJob creates its own "
+        "cluster and deletes it when done.",
+    )
+    job_backoff_limit: int = Field(
+        default=1, ge=0, description="Retries; resume_mode=latest resumes from the last checkpoint."
+    )
+    job_active_deadline_seconds: int = Field(
+        default=172800, gt=0, description="Give up after this long (default 48 h)."
+    )
+    job_ttl_seconds_after_finished: int = Field(
+        default=3600, ge=0, description="Self-contained jobs: keep the finished cluster this long to read its logs."
+    )
+    runtime_env_vars: dict[str, str] = Field(default_factory=dict, description="Extra env vars for the Ray job.")
+
+    @field_validator("model_dir", "data_dir", "runs_dir")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        return relative_path(value)
+
+    @field_validator("job_script_mount")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("must be an absolute path inside the container without '..'")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _experiments(self) -> TrainingConfig:
+        seen_names: set[str] = set()
+        seen_runs: set[str] = set()
+        for index, experiment in enumerate(self.experiments):
+            where = f"experiments[{index}]"
+            if experiment.name in seen_names:
+                raise ValueError(f"{where}.name = {experiment.name!r}: duplicate experiment name (each is one RayJob)")
+            if experiment.effective_run_id in seen_runs:
+                raise ValueError(
+                    f"{where}.run_id = {experiment.effective_run_id!r}: two experiments would write the same "
+                    "run directory"
+                )
+            seen_names.add(experiment.name)
+            seen_runs.add(experiment.effective_run_id)
+            job_name = rayjob_name(self, experiment)
+            if len(job_name) > RAYJOB_NAME_MAX:
+                raise ValueError(
+                    f"{where}.name = {experiment.name!r}: RayJob name {job_name!r} has {len(job_name)} characters; "
+                    f"KubeRay allows {RAYJOB_NAME_MAX} (shorten the experiment name or raycluster_name)"
+                )
+            try:
+                SkyRLKnobs.model_validate({**self.knobs.model_dump(by_alias=True), **experiment.overrides})
+            except ValidationError as exc:
+                first = exc.errors(include_url=False)[0]
+                key = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"{where}.overrides[{key!r}] = {first.get('input')!r}: {first['msg']}") from None
+        return self
+
+
+def rayjob_name(training: TrainingConfig, experiment: Experiment) -> str:
+    return f"{training.raycluster_name}-{experiment.name}"
+
+
+@dataclass(frozen=True)
+class WorkerLayout:
+    """What the RayCluster's GPU worker group offers SkyRL."""
+
+    instance_type: str
+    spec: InstanceSpec
+    replicas: int
+    gpus_per_pod: int
+
+    @property
+    def total_gpus(self) -> int:
+        return self.replicas * self.gpus_per_pod
+
+
+def worker_layout(training: TrainingConfig, hyperpod: HyperPodConfig) -> WorkerLayout:
+    group = hyperpod.worker_group
+    return WorkerLayout(
+        instance_type=group.instance_type,
+        spec=group.spec,
+        replicas=training.worker_replicas or group.instance_count,
+        gpus_per_pod=training.worker_gpus or group.spec.gpus,
+    )
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One experiment with every derived value filled in: what its RayJob runs."""
+
+    experiment: Experiment
+    job_name: str
+    run_id: str
+    knobs: SkyRLKnobs
+    run_dir: str
+    ckpt_path: str
+    export_path: str
+    lora_sync_path: str
+    total_steps: int
+
+    def overrides(self) -> dict[str, str]:
+        """SkyRL `key=value` pairs in a stable order: every knob, then the run's paths. The model
+        path and the data files are added by train_job.py, which prepares them."""
+        values: dict[str, str] = {}
+        for name, field in SkyRLKnobs.model_fields.items():
+            value = getattr(self.knobs, name)
+            if value is not None:
+                values[field.alias] = "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
+        values.update(
+            {
+                "trainer.policy.model.lora.lora_sync_path": self.lora_sync_path,
+                "trainer.ckpt_path": self.ckpt_path,
+                "trainer.export_path": self.export_path,
+                "trainer.run_name": self.run_id,
+            }
+        )
+        return values
+
+
+def _skyrl_value(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def shared_path(workloads: WorkloadsConfig, *parts: str) -> str:
+    return posixpath.join(workloads.shared_mount_path, *parts)
+
+
+def model_path(training: TrainingConfig, workloads: WorkloadsConfig) -> str:
+    """Where train_job.py puts the SFT weights (the contents of <model_subfolder>, not the folder)."""
+    return shared_path(workloads, training.model_dir)
+
+
+def _derive_batches(knobs: SkyRLKnobs, data_parallel: int) -> tuple[int, int]:
+    per_mini = data_parallel * knobs.micro_train_batch_size_per_gpu
+    mini = knobs.policy_mini_batch_size
+    if mini is None:
+        step = per_mini // math.gcd(per_mini, knobs.n_samples_per_prompt)
+        mini = step * math.ceil(RECIPE_MINI_BATCH_SIZE / step)
+    train = knobs.train_batch_size
+    if train is None:
+        per_train = data_parallel * knobs.micro_forward_batch_size_per_gpu
+        step = math.lcm(mini, per_train // math.gcd(per_train, knobs.n_samples_per_prompt))
+        train = step * math.ceil(RECIPE_TRAIN_BATCH_SIZE / step)
+    return train, mini
+
+
+def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> SkyRLKnobs:
+    nodes = knobs.policy_num_nodes or layout.replicas
+    gpus_per_node = knobs.policy_num_gpus_per_node or layout.gpus_per_pod
+    policy_gpus = nodes * gpus_per_node
+    engines = knobs.num_engines or max(1, policy_gpus // knobs.tensor_parallel_size)
+    train, mini = _derive_batches(knobs, policy_gpus)
+    epochs = knobs.epochs
+    if epochs is None:
+        steps_per_epoch = max(1, training.train_rows // train)
+        epochs = math.ceil(training.target_steps / steps_per_epoch)
+    return knobs.model_copy(
+        update={
+            "policy_num_nodes": nodes,
+            "policy_num_gpus_per_node": gpus_per_node,
+            "ref_num_nodes": knobs.ref_num_nodes or nodes,
+            "ref_num_gpus_per_node": knobs.ref_num_gpus_per_node or gpus_per_node,
+            "num_engines": engines,
+            "train_batch_size": train,
+            "policy_mini_batch_size": mini,
+            "epochs": epochs,
+        }
+    )
+
+
+def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> None:
+    """SkyRL's placement and batch rules (FACTS.md), with the field, the value and the rule."""
+    policy_gpus = knobs.policy_num_nodes * knobs.policy_num_gpus_per_node
+    engine_gpus = knobs.num_engines * knobs.tensor_parallel_size
+    if knobs.policy_num_gpus_per_node > layout.gpus_per_pod:
+        raise ValueError(
+            f"trainer.placement.policy_num_gpus_per_node = {knobs.policy_num_gpus_per_node}: a worker pod has "
+            f"{layout.gpus_per_pod} GPUs"
+        )
+    if knobs.colocate_all:
+        if policy_gpus != engine_gpus:
+            raise ValueError(
+                f"generator.inference_engine.num_engines = {knobs.num_engines}: with colocate_all, policy GPUs "
+                f"({knobs.policy_num_nodes} nodes x {knobs.policy_num_gpus_per_node}) = {policy_gpus} must equal "
+                f"num_engines x tensor_parallel_size = {knobs.num_engines} x {knobs.tensor_parallel_size} "
+                f"= {engine_gpus}"
+            )
+        needed = policy_gpus
+    else:
+        needed = policy_gpus + engine_gpus
+    if needed > layout.total_gpus:
+        raise ValueError(
+            f"placement needs {needed} GPUs but the RayCluster has {layout.replicas} worker pods x "
+            f"{layout.gpus_per_pod} GPUs = {layout.total_gpus}"
+        )
+    if knobs.tensor_parallel_size > layout.gpus_per_pod:
+        raise ValueError(
+            f"generator.inference_engine.tensor_parallel_size = {knobs.tensor_parallel_size}: an engine must fit one "
+            f"worker pod ({layout.gpus_per_pod} GPUs)"
+        )
+    n = knobs.n_samples_per_prompt
+    if knobs.train_batch_size % knobs.policy_mini_batch_size:
+        raise ValueError(
+            f"trainer.train_batch_size = {knobs.train_batch_size}: must be a multiple of "
+            f"trainer.policy_mini_batch_size ({knobs.policy_mini_batch_size})"
+        )
+    for key, batch, micro_key, micro in (
+        (
+            "trainer.policy_mini_batch_size",
+            knobs.policy_mini_batch_size,
+            "micro_train_batch_size_per_gpu",
+            knobs.micro_train_batch_size_per_gpu,
+        ),
+        (
+            "trainer.train_batch_size",
+            knobs.train_batch_size,
+            "micro_forward_batch_size_per_gpu",
+            knobs.micro_forward_batch_size_per_gpu,
+        ),
+    ):
+        samples = batch * n
+        if samples % policy_gpus or (samples // policy_gpus) % micro:
+            raise ValueError(
+                f"{key} = {batch}: {batch} x n_samples_per_prompt {n} = {samples} over {policy_gpus} "
+                f"data-parallel GPUs must give a positive multiple of trainer.{micro_key} ({micro}) per GPU"
+            )
+    if knobs.max_input_length < knobs.max_prompt_length:
+        raise ValueError(
+            f"generator.max_input_length = {knobs.max_input_length}: multi-turn needs at least "
+            f"trainer.max_prompt_length ({knobs.max_prompt_length})"
+        )
+    if knobs.vision_language_generator is not True or knobs.remove_microbatch_padding is not False:
+        raise ValueError(
+            "generator.vision_language_generator must be true and trainer.remove_microbatch_padding false: "
+            "Qwen3-VL is a vision-language model"
+        )
+    if training.train_rows < knobs.train_batch_size:
+        raise ValueError(
+            f"train_rows = {training.train_rows}: fewer than one trainer.train_batch_size ({knobs.train_batch_size})"
+        )
+
+
+def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: WorkloadsConfig) -> list[ResolvedRun]:
+    """Every experiment with overrides applied and derived values filled; raises ValueError naming
+    the experiment, the key, the value and the rule that fails."""
+    layout = worker_layout(training, hyperpod)
+    if layout.gpus_per_pod > layout.spec.gpus:
+        raise ValueError(
+            f"worker_gpus = {layout.gpus_per_pod}: {layout.instance_type} has {layout.spec.gpus} GPUs per instance"
+        )
+    if layout.replicas > hyperpod.worker_group.instance_count:
+        raise ValueError(
+            f"worker_replicas = {layout.replicas}: hyperpod.worker_group has {hyperpod.worker_group.instance_count} "
+            f"instances (one worker pod per node)"
+        )
+    for field, shm, spec in (
+        ("worker_shm_gib", training.worker_shm_gib, layout.spec),
+        ("head_shm_gib", training.head_shm_gib, hyperpod.head_group.spec),
+    ):
+        if shm * 2 > spec.allocatable_memory_gib:
+            raise ValueError(
+                f"{field} = {shm}: /dev/shm counts against the pod's memory; keep it at most half of the "
+                f"{spec.allocatable_memory_gib} GiB a pod may use"
+            )
+    runs: list[ResolvedRun] = []
+    for experiment in training.experiments:
+        knobs = SkyRLKnobs.model_validate({**training.knobs.model_dump(by_alias=True), **experiment.overrides})
+        knobs = _resolve_knobs(knobs, layout, training)
+        try:
+            _check_run(knobs, layout, training)
+        except ValueError as exc:
+            raise ValueError(f"experiment {experiment.name!r}: {exc}") from None
+        run_id = experiment.effective_run_id
+        run_dir = shared_path(workloads, training.runs_dir, run_id)
+        steps_per_epoch = max(1, training.train_rows // knobs.train_batch_size)
+        runs.append(
+            ResolvedRun(
+                experiment=experiment,
+                job_name=rayjob_name(training, experiment),
+                run_id=run_id,
+                knobs=knobs,
+                run_dir=run_dir,
+                # SkyRL writes global_step_<N>/ under both: keep checkpoints apart from the HF exports.
+                ckpt_path=posixpath.join(run_dir, "ckpt"),
+                export_path=run_dir,
+                lora_sync_path=posixpath.join(run_dir, "lora_sync"),
+                total_steps=steps_per_epoch * knobs.epochs,
+            )
+        )
+    return runs

@@ -1,0 +1,453 @@
+"""cdk8s charts: behaviour of every manifest, scale, experiments, outputs and the entry point.
+
+Charts are built in-process (cdk8s.App + Chart.to_json): no synth to disk, no subprocess,
+except one test of the `k8s_app.py` entry point itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import cdk8s
+import pytest
+import yaml
+
+from charts import ChartInputs, build_charts, serve_config
+from charts.rayjob import entrypoint
+from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.config.training import resolve_runs
+from skyrl_hyperpod.outputs import OutputKey, StackOutputs
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STUB_SCRIPT = "print('train_job stub')\n"
+
+
+def synth(config, outputs: StackOutputs | None = None, job_script: str = STUB_SCRIPT) -> dict[str, list[dict]]:
+    inputs = ChartInputs(config=config, outputs=outputs or StackOutputs.placeholder(config), job_script=job_script)
+    return {chart.node.id: chart.to_json() for chart in build_charts(cdk8s.App(), inputs)}
+
+
+def objects(charts: dict[str, list[dict]], kind: str) -> list[dict]:
+    return [doc for docs in charts.values() for doc in docs if doc["kind"] == kind]
+
+
+def one(charts: dict[str, list[dict]], kind: str) -> dict:
+    (found,) = objects(charts, kind)
+    return found
+
+
+def worker_group(spec: dict) -> dict:
+    (group,) = spec["workerGroupSpecs"]
+    return group
+
+
+def ray_container(template: dict) -> dict:
+    return template["spec"]["containers"][0]
+
+
+def skyrl_overrides(rayjob: dict) -> dict[str, str]:
+    words = shlex.split(rayjob["spec"]["entrypoint"])
+    return dict(word.split("=", 1) for word in words[words.index("--") + 1 :])
+
+
+def entrypoint_options(rayjob: dict) -> dict[str, str]:
+    words = shlex.split(rayjob["spec"]["entrypoint"])
+    head = words[2 : words.index("--")]
+    return dict(zip(head[::2], head[1::2], strict=True))
+
+
+@pytest.fixture(scope="module")
+def default_charts(default_config):
+    return synth(default_config)
+
+
+def test_one_chart_per_deployable_unit_in_apply_order(default_charts):
+    assert list(default_charts) == ["01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice"]
+    assert [d["kind"] for d in default_charts["01-platform"]] == [
+        "Namespace", "ServiceAccount", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap",
+    ]  # fmt: skip
+
+
+def test_namespaced_objects_live_in_the_configured_namespace(default_charts, default_config):
+    cluster_scoped = {"Namespace", "PersistentVolume"}
+    for docs in default_charts.values():
+        for doc in docs:
+            if doc["kind"] in cluster_scoped:
+                assert "namespace" not in doc["metadata"]
+            else:
+                assert doc["metadata"]["namespace"] == default_config.workloads.namespace, doc["kind"]
+
+
+def test_fsx_volume_and_claim_bind_statically(default_charts, default_config):
+    outputs = StackOutputs.placeholder(default_config)
+    volume, claim = one(default_charts, "PersistentVolume"), one(default_charts, "PersistentVolumeClaim")
+    assert volume["spec"]["csi"] == {
+        "driver": "fsx.csi.aws.com",
+        "volumeHandle": outputs.fsx_file_system_id,
+        "volumeAttributes": {"dnsname": outputs.fsx_dns_name, "mountname": outputs.fsx_mount_name},
+    }
+    assert volume["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert "flock" in volume["spec"]["mountOptions"]
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert claim["spec"]["storageClassName"] == volume["spec"]["storageClassName"] == ""
+    assert claim["metadata"]["name"] == default_config.workloads.shared_pvc_name
+
+
+def test_service_accounts_match_the_pod_identity_associations(default_charts, default_config):
+    names = {sa["metadata"]["name"] for sa in objects(default_charts, "ServiceAccount")}
+    workloads = default_config.workloads
+    assert names == {workloads.training_service_account, workloads.serving_service_account}
+
+
+def test_raycluster_head(default_charts, default_config):
+    cluster = one(default_charts, "RayCluster")
+    head = cluster["spec"]["headGroupSpec"]
+    spec = default_config.hyperpod.head_group.spec
+    assert cluster["metadata"]["name"] == default_config.training.raycluster_name == "skyrl-visgym"
+    assert cluster["spec"]["rayVersion"] == default_config.training_image.ray_version == "2.57.0"
+    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
+    assert head["serviceType"] == "ClusterIP"
+    pod = head["template"]["spec"]
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": default_config.hyperpod.head_group.instance_type}
+    container = ray_container(head["template"])
+    assert container["resources"]["requests"] == {
+        "cpu": str(spec.allocatable_vcpus),
+        "memory": f"{spec.allocatable_memory_gib}Gi",
+    }
+    assert int(container["resources"]["requests"]["cpu"]) < spec.vcpus
+    assert pod["serviceAccountName"] == default_config.workloads.training_service_account
+    assert "tolerations" not in pod
+
+
+def test_raycluster_workers(default_charts, default_config):
+    group_config = default_config.hyperpod.worker_group
+    group = worker_group(one(default_charts, "RayCluster")["spec"])
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == group_config.instance_count
+    pod = group["template"]["spec"]
+    container = ray_container(group["template"])
+    assert container["name"] == "ray-worker"
+    limits = container["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == group_config.spec.gpus == 2
+    assert limits["vpc.amazonaws.com/efa"] == group_config.spec.efa_interfaces == 1
+    assert container["resources"]["requests"] == limits
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": group_config.instance_type}
+    # Only the GPU taint: pods must stay off nodes carrying HyperPod's node-health taint.
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_ray_pods_mount_shared_storage_caches_and_sized_shm(default_charts, default_config):
+    cluster = one(default_charts, "RayCluster")["spec"]
+    shared = default_config.workloads.shared_mount_path
+    image = f"{StackOutputs.placeholder(default_config).ecr_repository_uri}:{default_config.training_image.tag}"
+    for template in (cluster["headGroupSpec"]["template"], worker_group(cluster)["template"]):
+        container = ray_container(template)
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert volumes[mounts[shared]]["persistentVolumeClaim"]["claimName"] == default_config.workloads.shared_pvc_name
+        shm = volumes[mounts["/dev/shm"]]["emptyDir"]
+        assert shm["medium"] == "Memory" and shm["sizeLimit"].endswith("Gi")
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["HF_HOME"].startswith(shared + "/") and env["VLLM_CACHE_ROOT"].startswith(shared + "/")
+        assert container["image"] == image and not container["image"].endswith(":latest")
+        assert container["securityContext"]["runAsNonRoot"] is True
+
+
+def test_head_mounts_the_training_script_and_prepares_shared_dirs(default_charts, default_config):
+    head = one(default_charts, "RayCluster")["spec"]["headGroupSpec"]["template"]
+    config_map = one(default_charts, "ConfigMap")
+    volumes = {v["name"]: v for v in head["spec"]["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in ray_container(head)["volumeMounts"]}
+    script_volume = volumes[mounts[default_config.training.job_script_mount]]
+    assert script_volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert "subPath" not in str(ray_container(head)["volumeMounts"])  # updates reach the running head
+    (init,) = head["spec"]["initContainers"]
+    assert f"chown {default_config.training.run_as_user}:{default_config.training.run_as_group}" in init["command"][-1]
+    assert init["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+def test_rayjob_submits_to_the_long_lived_cluster_by_default(default_charts, default_config):
+    job = one(default_charts, "RayJob")
+    spec = job["spec"]
+    assert spec["clusterSelector"] == {"ray.io/cluster": default_config.training.raycluster_name}
+    assert "rayClusterSpec" not in spec and spec["shutdownAfterJobFinishes"] is False
+    assert "deletionStrategy" not in spec
+    assert spec["submissionMode"] == "K8sJobMode"
+    assert spec["backoffLimit"] == default_config.training.job_backoff_limit
+    assert spec["activeDeadlineSeconds"] == default_config.training.job_active_deadline_seconds
+
+
+def test_rayjob_entrypoint_runs_the_mounted_script_with_typed_values(default_charts, default_config):
+    job = one(default_charts, "RayJob")
+    training = default_config.training
+    words = shlex.split(job["spec"]["entrypoint"])
+    assert words[:2] == ["python", f"{training.job_script_mount}/train_job.py"]
+    assert entrypoint_options(job) == {
+        "--shared-dir": "/shared",
+        "--model-repo": "VisGym/visgym_model",
+        "--model-subfolder": "mixed_qwen3vl",
+        "--model-dir": "/shared/models/visgym-sft",
+        "--data-dir": "/shared/datasets/visgym-maze",
+        "--env-id": "maze_2d/easy",
+        "--train-rows": "256",
+        "--eval-rows": "64",
+        "--eval-seed": "42",
+        "--skyrl-dir": "/home/ray/SkyRL",
+    }
+    overrides = skyrl_overrides(job)
+    assert overrides["trainer.policy.model.lora.rank"] == "32"
+    assert overrides["trainer.placement.colocate_all"] == "true"
+    assert overrides["generator.inference_engine.num_engines"] == "6"
+    assert overrides["generator.inference_engine.gpu_memory_utilization"] == "0.45"
+    assert overrides["trainer.export_path"] == "/shared/runs/maze-grpo"
+    assert overrides["trainer.ckpt_path"].startswith("/shared/runs/maze-grpo/")
+    assert overrides["trainer.policy.model.lora.lora_sync_path"].startswith("/shared/")
+    assert overrides["generator.vision_language_generator"] == "true"
+    assert overrides["trainer.remove_microbatch_padding"] == "false"
+    assert overrides["trainer.resume_mode"] == "latest"
+
+
+def test_entrypoint_is_accepted_by_the_training_script(default_config):
+    script = REPO_ROOT / "docker" / "train_job.py"
+    if not script.is_file():
+        pytest.skip("docker/train_job.py not written yet")
+    (run,) = resolve_runs(default_config.training, default_config.hyperpod, default_config.workloads)
+    inputs = ChartInputs(config=default_config, outputs=StackOutputs.placeholder(default_config), job_script="")
+    words = shlex.split(entrypoint(inputs, run))
+    sys.path.insert(0, str(script.parent))
+    try:
+        import train_job
+
+        options = train_job.parse_args(words[2:])
+    finally:
+        sys.path.remove(str(script.parent))
+    assert str(options.model_dir) == "/shared/models/visgym-sft"
+    assert dict(options.overrides)["trainer.run_name"] == "maze-grpo"
+
+
+def test_self_contained_rayjob_creates_and_deletes_its_own_cluster():
+    config = validate_config({"training": {"self_contained_jobs": True, "job_ttl_seconds_after_finished": 600}})
+    charts = synth(config)
+    assert "02-raycluster" not in charts and objects(charts, "RayCluster") == []
+    spec = one(charts, "RayJob")["spec"]
+    assert "clusterSelector" not in spec
+    assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 600
+    assert "deletionStrategy" not in spec  # cannot be combined with shutdownAfterJobFinishes
+    long_lived = one(synth(validate_config({})), "RayCluster")["spec"]
+    assert spec["rayClusterSpec"] == long_lived
+
+
+def test_runtime_env_is_emitted_only_when_configured(default_charts):
+    assert "runtimeEnvYAML" not in one(default_charts, "RayJob")["spec"]
+    config = validate_config({"training": {"runtime_env_vars": {"NCCL_DEBUG": "INFO"}}})
+    runtime_env = yaml.safe_load(one(synth(config), "RayJob")["spec"]["runtimeEnvYAML"])
+    assert runtime_env == {"env_vars": {"NCCL_DEBUG": "INFO"}}
+
+
+def test_n_experiments_give_n_rayjobs_with_distinct_runs():
+    lrs = [1e-5, 3e-5, 1e-4]
+    config = validate_config(
+        {
+            "training": {
+                "experiments": [
+                    {"name": f"lr-{i}", "overrides": {"trainer.policy.optimizer_config.lr": lr}}
+                    for i, lr in enumerate(lrs)
+                ]
+            }
+        }
+    )
+    jobs = objects(synth(config), "RayJob")
+    assert [j["metadata"]["name"] for j in jobs] == [f"skyrl-visgym-lr-{i}" for i in range(3)]
+    overrides = [skyrl_overrides(j) for j in jobs]
+    assert [float(o["trainer.policy.optimizer_config.lr"]) for o in overrides] == lrs
+    for key in (
+        "trainer.run_name",
+        "trainer.export_path",
+        "trainer.ckpt_path",
+        "trainer.policy.model.lora.lora_sync_path",
+    ):
+        assert len({o[key] for o in overrides}) == 3, key
+    assert all(o["trainer.export_path"] == f"/shared/runs/lr-{i}" for i, o in enumerate(overrides))
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "count"),
+    [
+        ("ml.g7e.12xlarge", 1),
+        ("ml.g7e.12xlarge", 3),
+        ("ml.g7e.12xlarge", 8),
+        ("ml.g7e.12xlarge", 16),
+        ("ml.g7e.48xlarge", 3),
+    ],
+)
+def test_scaling_the_gpu_group_rescales_cluster_and_skyrl_consistently(instance_type, count):
+    config = validate_config(
+        {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": instance_type, "instance_count": count}}}
+    )
+    spec = config.hyperpod.worker_group.spec
+    charts = synth(config)
+    group = worker_group(one(charts, "RayCluster")["spec"])
+    container = ray_container(group["template"])
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == count
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == spec.gpus
+    assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == spec.efa_interfaces
+    assert container["resources"]["requests"]["cpu"] == str(spec.allocatable_vcpus)
+    assert group["template"]["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"] == instance_type
+    overrides = skyrl_overrides(one(charts, "RayJob"))
+    gpus = count * spec.gpus
+    assert int(overrides["trainer.placement.policy_num_nodes"]) == count
+    assert int(overrides["trainer.placement.policy_num_gpus_per_node"]) == spec.gpus
+    assert (
+        int(overrides["generator.inference_engine.num_engines"])
+        * int(overrides["generator.inference_engine.tensor_parallel_size"])
+        == gpus
+    )
+    for key, micro_key in (
+        ("trainer.policy_mini_batch_size", "trainer.micro_train_batch_size_per_gpu"),
+        ("trainer.train_batch_size", "trainer.micro_forward_batch_size_per_gpu"),
+    ):
+        samples = int(overrides[key]) * int(overrides["generator.n_samples_per_prompt"])
+        assert samples % gpus == 0 and (samples // gpus) % int(overrides[micro_key]) == 0
+    serving_group = worker_group(one(charts, "RayService")["spec"]["rayClusterConfig"])
+    assert ray_container(serving_group["template"])["resources"]["limits"]["nvidia.com/gpu"] == spec.gpus
+
+
+def test_rayservice(default_charts, default_config):
+    service = one(default_charts, "RayService")
+    spec = service["spec"]
+    cluster = spec["rayClusterConfig"]
+    assert cluster["rayVersion"] == default_config.serving_image.ray_version == "2.58.0"
+    for template in (cluster["headGroupSpec"]["template"], worker_group(cluster)["template"]):
+        assert template["spec"]["serviceAccountName"] == default_config.workloads.serving_service_account
+        assert ray_container(template)["image"] == default_config.serving_image.image
+    workers = worker_group(cluster)["template"]
+    assert (
+        workers["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"]
+        == default_config.hyperpod.worker_group.instance_type
+    )
+    shared_mounts = [m for m in ray_container(workers)["volumeMounts"] if m["mountPath"] == "/shared"]
+    assert shared_mounts and all(m["readOnly"] for m in shared_mounts)
+    assert yaml.safe_load(spec["serveConfigV2"]) == serve_config(
+        default_config, StackOutputs.placeholder(default_config)
+    )
+
+
+def test_serve_config(default_config):
+    outputs = StackOutputs.placeholder(default_config)
+    config = serve_config(default_config, outputs)
+    (app,) = config["applications"]
+    assert (app["import_path"], app["route_prefix"]) == ("ray.serve.llm:build_openai_app", "/")
+    (llm,) = app["args"]["llm_configs"]
+    assert llm["model_loading_config"] == {"model_id": "visgym-qwen3vl", "model_source": "/shared/models/visgym-sft"}
+    engine = llm["engine_kwargs"]
+    assert engine["enable_lora"] is True
+    assert engine["max_lora_rank"] == default_config.training.knobs.lora_rank == 32
+    assert engine["max_loras"] == llm["lora_config"]["max_num_adapters_per_replica"]
+    assert llm["lora_config"]["dynamic_lora_loading_path"] == (
+        f"s3://{outputs.artifacts_bucket_name}/{default_config.workloads.adapters_prefix}"
+    )
+    assert "accelerator_type" not in json.dumps(config)
+    autoscaling = llm["deployment_config"]["autoscaling_config"]
+    assert autoscaling["min_replicas"] <= autoscaling["max_replicas"]
+
+
+def test_publish_job_copies_the_adapter_with_the_training_identity(default_charts, default_config):
+    job = one(default_charts, "Job")
+    pod = job["spec"]["template"]["spec"]
+    outputs = StackOutputs.placeholder(default_config)
+    publish = default_config.serving.publish
+    assert pod["serviceAccountName"] == default_config.workloads.training_service_account
+    script = pod["containers"][0]["command"][-1]
+    source = f"/shared/runs/maze-grpo/global_step_{publish.step}/policy"
+    target = f"s3://{outputs.artifacts_bucket_name}/{default_config.workloads.adapters_prefix}/{publish.adapter_name}/"
+    assert f"aws s3 sync {source} {target}" in script
+    assert pod["containers"][0]["image"] == publish.image
+    claim = next(v for v in pod["volumes"] if "persistentVolumeClaim" in v)["persistentVolumeClaim"]
+    assert claim == {"claimName": default_config.workloads.shared_pvc_name, "readOnly": True}
+    assert job["metadata"]["name"] == f"publish-{publish.adapter_name}-step-{publish.step}"
+
+
+def test_deployed_outputs_replace_every_placeholder(default_config, tmp_path):
+    from skyrl_hyperpod.outputs import load_stack_outputs
+
+    real = {
+        OutputKey.REGION.value: "us-west-2",
+        OutputKey.FSX_FILE_SYSTEM_ID.value: "fs-0123456789abcdef0",
+        OutputKey.FSX_DNS_NAME.value: "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+        OutputKey.FSX_MOUNT_NAME.value: "abcdefgh",
+        OutputKey.ECR_REPOSITORY_URI.value: "111111111111.dkr.ecr.us-west-2.amazonaws.com/skyrl-hp/skyrl-train",
+        OutputKey.ARTIFACTS_BUCKET_NAME.value: "skyrl-hp-artifacts-111111111111",
+        OutputKey.EKS_CLUSTER_NAME.value: "skyrl-hp-eks",
+        OutputKey.HYPERPOD_CLUSTER_NAME.value: "skyrl-hp-hyperpod",
+        OutputKey.SERVING_ROLE_ARN.value: "arn:aws:iam::111111111111:role/serving",
+        OutputKey.TRAINING_ROLE_ARN.value: "arn:aws:iam::111111111111:role/training",
+    }
+    file = tmp_path / "outputs.json"
+    file.write_text(json.dumps({"skyrl-hp-storage": real}))
+    rendered = json.dumps(synth(default_config, load_stack_outputs(file, default_config)))
+    assert "placeholder" not in rendered
+    assert "fs-0123456789abcdef0" in rendered and "s3://skyrl-hp-artifacts-111111111111/adapters" in rendered
+
+
+def test_synth_is_deterministic(default_config, default_charts):
+    assert synth(default_config) == default_charts
+
+
+def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
+    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "SKYRL_HP_OUTPUTS": str(tmp_path / "none.json")}
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "k8s_app.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if not (REPO_ROOT / "docker" / "train_job.py").is_file():
+        assert result.returncode == 2 and "train_job.py" in result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    assert "PLACEHOLDER" in result.stderr
+    files = sorted(p.name for p in (tmp_path / "dist").iterdir())
+    assert files == [
+        f"{chart}.k8s.yaml"
+        for chart in ("01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice")
+    ]
+    platform = list(yaml.safe_load_all((tmp_path / "dist" / "01-platform.k8s.yaml").read_text()))
+    config_map = next(doc for doc in platform if doc["kind"] == "ConfigMap")
+    assert config_map["data"]["train_job.py"] == (REPO_ROOT / "docker" / "train_job.py").read_text()
+
+
+def test_k8s_app_rejects_a_bad_config_in_one_line(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("training:\n  worker_gpus: 9\n")
+    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "SKYRL_HP_CONFIG": str(config)}
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "k8s_app.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "config error: training: worker_gpus = 9: ml.g7e.12xlarge has 2 GPUs per instance"
+    ]
+    assert not (tmp_path / "dist").exists()
+
+
+@pytest.mark.parametrize("overrides", [{}, {"training": {"self_contained_jobs": True}}])
+def test_manifests_pass_the_validation_step(overrides):
+    validation = pytest.importorskip("skyrl_hyperpod.validation")
+    if not hasattr(validation, "validate_manifests"):
+        pytest.skip("skyrl_hyperpod.validation.validate_manifests not written yet")
+    from charts import manifests
+
+    config = validate_config(overrides)
+    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
+    assert validation.validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []

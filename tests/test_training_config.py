@@ -1,0 +1,218 @@
+"""Training/serving configuration: reference defaults, derived placement, and every cross-check rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from skyrl_hyperpod.config import ConfigError, validate_config
+from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank
+from skyrl_hyperpod.config.training import (
+    DERIVED_KEYS,
+    OVERRIDABLE_KEYS,
+    RECIPE_MINI_BATCH_SIZE,
+    RECIPE_TRAIN_BATCH_SIZE,
+    resolve_runs,
+)
+
+
+def problems_for(data: dict) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        validate_config(data)
+    return caught.value.problems
+
+
+def only_problem(data: dict) -> str:
+    problems = problems_for(data)
+    assert len(problems) == 1, problems
+    assert "\n" not in problems[0]
+    return problems[0]
+
+
+def runs_of(config):
+    return resolve_runs(config.training, config.hyperpod, config.workloads)
+
+
+def experiment(name: str = "exp", **overrides) -> dict:
+    return {"training": {"experiments": [{"name": name, "overrides": overrides}]}}
+
+
+def test_defaults_are_the_reference_knobs(default_config):
+    knobs = default_config.training.knobs
+    assert (knobs.lora_rank, knobs.lora_alpha) == (32, 32)
+    assert knobs.learning_rate == 3e-5  # the LoRA recipe, not the full fine-tune's 1e-6
+    assert knobs.colocate_all and knobs.tensor_parallel_size == 1
+    assert knobs.gpu_memory_utilization == 0.45
+    assert (knobs.n_samples_per_prompt, knobs.max_turns) == (8, 15)
+    assert (knobs.ckpt_interval, knobs.hf_save_interval, knobs.eval_interval) == (20, 20, 10)
+    assert knobs.resume_mode == "latest"
+    assert (knobs.max_prompt_length, knobs.max_input_length, knobs.max_generate_length) == (2048, 8192, 1024)
+    assert (knobs.temperature, knobs.max_model_len) == (0.7, 60000)
+    assert knobs.vision_language_generator and not knobs.remove_microbatch_padding
+    assert [e.name for e in default_config.training.experiments] == ["maze-grpo"]
+
+
+def test_reference_run_places_one_engine_per_gpu(default_config):
+    (run,) = runs_of(default_config)
+    group = default_config.hyperpod.worker_group
+    gpus = group.instance_count * group.spec.gpus
+    assert gpus == 6  # FACTS: FSDP over 6 GPUs, 6 colocated engines
+    assert run.knobs.policy_num_nodes * run.knobs.policy_num_gpus_per_node == gpus
+    assert run.knobs.num_engines == gpus
+    assert run.export_path == "/shared/runs/maze-grpo"
+    assert run.ckpt_path.startswith(run.export_path + "/") and run.ckpt_path != run.export_path
+    assert run.lora_sync_path.startswith("/shared/")
+    # The published step exists: exported every hf_save_interval up to the last step.
+    assert run.total_steps >= default_config.serving.publish.step
+    assert default_config.serving.publish.step % run.knobs.hf_save_interval == 0
+
+
+@pytest.mark.parametrize("data_parallel_gpus", [2, 6, 8, 16, 24, 32, 128])
+def test_derived_batches_are_the_smallest_skyrl_accepts(data_parallel_gpus):
+    from skyrl_hyperpod.config.training import SkyRLKnobs, _derive_batches
+
+    knobs = SkyRLKnobs()
+    train, mini = _derive_batches(knobs, data_parallel_gpus)
+    n, micro = knobs.n_samples_per_prompt, knobs.micro_train_batch_size_per_gpu
+    assert train >= RECIPE_TRAIN_BATCH_SIZE and mini >= RECIPE_MINI_BATCH_SIZE and train % mini == 0
+    for batch in (train, mini):
+        assert (batch * n) % data_parallel_gpus == 0 and (batch * n // data_parallel_gpus) % micro == 0
+    # Minimal: one step of mini smaller would break the rule (or fall below the recipe).
+    smaller = [m for m in range(RECIPE_MINI_BATCH_SIZE, mini) if (m * n) % (data_parallel_gpus * micro) == 0]
+    assert smaller == []
+
+
+def test_recipe_batches_are_kept_on_eight_gpus():
+    config = validate_config(
+        {"hyperpod": {"worker_group": {"name": "gpu", "instance_type": "ml.g7e.48xlarge", "instance_count": 1}}}
+    )
+    (run,) = runs_of(config)
+    assert (run.knobs.train_batch_size, run.knobs.policy_mini_batch_size) == (32, 16)
+
+
+def test_mismatched_colocation_gpus_are_rejected():
+    message = only_problem(experiment(**{"generator.inference_engine.num_engines": 4}))
+    assert "num_engines = 4" in message and "colocate_all" in message and "6" in message
+
+
+def test_tensor_parallel_changes_engine_count_consistently():
+    config = validate_config(experiment(**{"generator.inference_engine.tensor_parallel_size": 2}))
+    (run,) = runs_of(config)
+    assert run.knobs.num_engines * run.knobs.tensor_parallel_size == 6
+
+
+def test_indivisible_batches_are_rejected():
+    message = only_problem(experiment(**{"trainer.train_batch_size": 32, "trainer.policy_mini_batch_size": 16}))
+    assert "trainer.policy_mini_batch_size = 16" in message and "6 data-parallel GPUs" in message
+
+
+def test_train_batch_not_a_multiple_of_mini_batch_is_rejected():
+    message = only_problem(experiment(**{"trainer.train_batch_size": 54, "trainer.policy_mini_batch_size": 36}))
+    assert "trainer.train_batch_size = 54" in message and "multiple" in message
+
+
+def test_too_many_gpus_per_pod_are_rejected():
+    message = only_problem({"training": {"worker_gpus": 4}})
+    assert "worker_gpus = 4" in message and "ml.g7e.12xlarge has 2 GPUs" in message
+
+
+def test_policy_gpus_per_node_above_the_pod_are_rejected():
+    message = only_problem(experiment(**{"trainer.placement.policy_num_gpus_per_node": 3}))
+    assert "policy_num_gpus_per_node = 3" in message
+
+
+def test_worker_replicas_beyond_the_instance_count_are_rejected():
+    message = only_problem({"training": {"worker_replicas": 4}})
+    assert "worker_replicas = 4" in message and "3 instances" in message
+    message = only_problem({"serving": {"worker_replicas": 5}})
+    assert "serving" in message and "worker_replicas = 5" in message
+
+
+def test_shm_that_does_not_fit_the_pod_is_rejected():
+    message = only_problem({"training": {"worker_shm_gib": 400}})
+    assert "worker_shm_gib = 400" in message
+
+
+def test_lora_rank_above_max_lora_rank_is_rejected():
+    message = only_problem({"serving": {"max_lora_rank": 16}, **experiment(**{"trainer.policy.model.lora.rank": 32})})
+    assert "max_lora_rank = 16" in message and "rank 32" in message
+
+
+def test_max_lora_rank_follows_the_largest_experiment_rank():
+    config = validate_config(
+        {
+            "training": {
+                "experiments": [
+                    {"name": "r8", "overrides": {"trainer.policy.model.lora.rank": 8}},
+                    {"name": "r48", "overrides": {"trainer.policy.model.lora.rank": 48}},
+                ]
+            }
+        }
+    )
+    rank = effective_max_lora_rank(config.serving, config.training)
+    assert rank == 64 and rank in VLLM_LORA_RANKS
+
+
+def test_unsupported_max_lora_rank_is_rejected():
+    assert "max_lora_rank = 24" in only_problem({"serving": {"max_lora_rank": 24}})
+
+
+def test_non_s3_lora_path_is_rejected():
+    message = only_problem({"serving": {"lora_path_override": "/shared/adapters"}})
+    assert "lora_path_override = '/shared/adapters'" in message and "s3://" in message
+    assert validate_config({"serving": {"lora_path_override": "s3://bucket/adapters"}})
+
+
+def test_long_names_are_rejected():
+    message = only_problem({"training": {"raycluster_name": "r" * 54}})
+    assert "training.raycluster_name" in message and "53" in message
+    message = only_problem({"training": {"raycluster_name": "r" * 40, "experiments": [{"name": "maze-grpo"}]}})
+    assert "RayJob name" in message and "47" in message
+    message = only_problem({"serving": {"rayservice_name": "s" * 48}})
+    assert "serving.rayservice_name" in message and "47" in message
+
+
+def test_unknown_override_key_is_rejected_with_a_suggestion():
+    message = only_problem(experiment(**{"trainer.policy.optimizer_config.learning_rate": 1e-5}))
+    assert "unknown SkyRL key 'trainer.policy.optimizer_config.learning_rate'" in message
+    assert "trainer.policy.optimizer_config.lr" in message
+
+
+def test_plus_prefixed_and_derived_keys_are_rejected():
+    assert "'+' prefix" in only_problem(experiment(**{"+trainer.epochs": 3}))
+    for key in DERIVED_KEYS:
+        assert "not overridable" in only_problem(experiment(**{key: "/elsewhere"}))
+
+
+def test_override_values_are_type_checked():
+    message = only_problem(experiment(**{"trainer.policy.model.lora.rank": "large"}))
+    assert "trainer.policy.model.lora.rank" in message and "'large'" in message
+
+
+def test_duplicate_experiment_names_are_rejected():
+    message = only_problem({"training": {"experiments": [{"name": "a"}, {"name": "a"}]}})
+    assert "experiments[1].name = 'a'" in message and "duplicate" in message
+
+
+def test_experiments_sharing_a_run_directory_are_rejected():
+    message = only_problem({"training": {"experiments": [{"name": "a", "run_id": "x"}, {"name": "b", "run_id": "x"}]}})
+    assert "run_id = 'x'" in message
+
+
+def test_every_overridable_key_is_a_documented_skyrl_key():
+    assert len(set(OVERRIDABLE_KEYS)) == len(OVERRIDABLE_KEYS)
+    assert all(key.split(".")[0] in {"trainer", "generator", "environment", "data"} for key in OVERRIDABLE_KEYS)
+
+
+def test_publish_step_must_be_an_exported_step():
+    assert "publish.step = 150" in only_problem({"serving": {"publish": {"step": 150}}})
+    assert "publish.step = 2000" in only_problem({"serving": {"publish": {"step": 2000}}})
+    assert "publish.experiment = 'nope'" in only_problem({"serving": {"publish": {"experiment": "nope"}}})
+
+
+def test_full_fine_tune_cannot_be_published():
+    message = only_problem(experiment("full", **{"trainer.policy.model.lora.rank": 0}))
+    assert "LoRA rank 0" in message
+
+
+def test_publish_image_must_be_pinned():
+    assert "serving.publish.image" in only_problem({"serving": {"publish": {"image": "amazon/aws-cli"}}})
