@@ -1,0 +1,177 @@
+"""`skyrl-hp`: operator commands around `cdk deploy` (cost, preflight, review, outputs)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.outputs import load_stack_outputs
+from skyrl_hyperpod.runtime import fail
+
+from . import cost as cost_module
+from . import outputs as outputs_module
+from . import preflight as preflight_module
+from . import review as review_module
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDINGS,
+    aws_errors,
+    clients_from_context,
+    config_option,
+    load_project_config,
+    profile_option,
+    region_option,
+    resolve_region,
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+def cli() -> None:
+    """Operator tooling for the SkyRL-on-HyperPod platform.
+
+    Every command reads the project configuration (--config FILE, default $SKYRL_HP_CONFIG, else the
+    built-in defaults). Exit codes: 0 fine, 1 findings (failed check, risky change, refused write),
+    2 bad input.
+    """
+
+
+@cli.command()
+@config_option
+@region_option
+@click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Price file to use instead of data/prices/<region>.yaml (same layout).")
+@click.option("--hours", "run_hours", type=click.FloatRange(min=0, min_open=True),
+              default=cost_module.DEFAULT_RUN_HOURS, show_default=True, help="Length of one training run in hours.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--live", is_flag=True, help="Read HyperPod instance prices from the AWS Price List API (needs credentials).")
+@profile_option
+@click.pass_context
+def cost(ctx: click.Context, config_path: Path | None, region: str | None, prices_file: Path | None, run_hours: float,
+         as_json: bool, live: bool, profile: str | None) -> None:
+    """Hourly and monthly cost estimate of the configured platform, per component."""
+    config = load_project_config(config_path)
+    chosen = resolve_region(region, config)
+    if chosen is None and prices_file is None:
+        chosen = cost_module.DEFAULT_PRICE_REGION
+        click.echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
+    try:
+        file = prices_file or cost_module.price_file_for(chosen)
+        book = cost_module.load_price_book(file)
+        if chosen and book.region != chosen:
+            raise cost_module.PriceError([f"cost error: {file} holds prices for {book.region}, not {chosen}"])
+        if live:
+            clients = clients_from_context(ctx, profile, cost_module.PRICE_LIST_API_REGION)
+            types = [config.hyperpod.head_group.instance_type, config.hyperpod.worker_group.instance_type]
+            with aws_errors("cost error: AWS Price List API"):
+                found = cost_module.live_hyperpod_prices(clients("pricing", cost_module.PRICE_LIST_API_REGION),
+                                                         book.region, types)
+            for missing in sorted(set(types) - set(found)):
+                click.echo(f"note: the Price List API has no HyperPod price for {missing} in {book.region}; "
+                           "keeping the file's figure", err=True)
+            book = cost_module.with_live_prices(book, found)
+        result = cost_module.estimate(config, book, price_file=cost_module.display_path(file), run_hours=run_hours)
+    except cost_module.PriceError as error:
+        fail(error.problems, EXIT_BAD_INPUT)
+    click.echo(cost_module.render_json(result) if as_json else cost_module.render_table(result))
+
+
+@cli.command()
+@config_option
+@region_option
+@profile_option
+@click.option("--qualifier", default=preflight_module.DEFAULT_BOOTSTRAP_QUALIFIER, show_default=True,
+              help="CDK bootstrap qualifier.")
+@click.pass_context
+def preflight(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None,
+              qualifier: str) -> None:
+    """Read-only checks before a deploy: credentials, region, AZ offerings, quotas, CDK bootstrap, name collisions."""
+    config = load_project_config(config_path)
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    results = preflight_module.run_preflight(config, clients, chosen, qualifier)
+    for result in results:
+        click.echo(result.line())
+    failed = sum(1 for r in results if r.status == "FAIL")
+    click.echo(f"{failed} check(s) failed" if failed else "all checks passed")
+    if failed:
+        sys.exit(EXIT_FINDINGS)
+
+
+@cli.command()
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("head", type=click.Path(path_type=Path))
+@config_option
+@click.option("--fail-on-stateful-replacement", is_flag=True,
+              help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, or anything retained) would be "
+                   "replaced or removed.")
+@click.option("--schema-region", default=None,
+              help=f"Region whose resource schemas to use (default: env.region, else {review_module.DEFAULT_SCHEMA_REGION}).")
+@click.option("--schema-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Extra CloudFormation resource schema JSON files that override cfn-lint's bundled ones.")
+@click.option("--output", "output_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the Markdown to this file instead of stdout.")
+def review(base: Path, head: Path, config_path: Path | None, fail_on_stateful_replacement: bool,
+           schema_region: str | None, schema_dir: Path | None, output_file: Path | None) -> None:
+    """Compare two synthesized outputs (cdk.out and/or dist/) offline and print Markdown for a PR comment.
+
+    BASE and HEAD are each a cloud assembly directory or a directory holding cdk.out/ and dist/.
+    """
+    config = load_project_config(config_path)
+    try:
+        schemas = review_module.CreateOnlySchemas(
+            schema_region or config.env.region or review_module.DEFAULT_SCHEMA_REGION, schema_dir
+        )
+        result = review_module.review(base, head, schemas)
+    except review_module.ReviewError as error:
+        fail(error.problems, EXIT_BAD_INPUT)
+    markdown = review_module.render_markdown(result)
+    if output_file:
+        output_file.write_text(markdown, encoding="utf-8")
+    else:
+        click.echo(markdown, nl=False)
+    stateful = result.stateful_replacements
+    if fail_on_stateful_replacement and stateful:
+        fail([f"review: {len(stateful)} stateful resource(s) replaced or removed: "
+              + ", ".join(f"{c.stack}/{c.logical_id}" for c in stateful)], EXIT_FINDINGS)
+
+
+@cli.command()
+@config_option
+@region_option
+@profile_option
+@click.option("--file", "outputs_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=outputs_module.DEFAULT_OUTPUTS_FILE, show_default=True, help="Outputs file to write (or check).")
+@click.option("--check", is_flag=True, help="Only validate an existing outputs file (offline) and print its values.")
+@click.pass_context
+def outputs(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, outputs_file: Path,
+            check: bool) -> None:
+    """Write the stack outputs file the charts read (`cdk deploy --outputs-file` format), from CloudFormation."""
+    config = load_project_config(config_path)
+    if check:
+        try:
+            values = load_stack_outputs(outputs_file, config)
+        except ConfigError as error:
+            fail(error.problems, EXIT_BAD_INPUT)
+        click.echo("\n".join(outputs_module.describe(values)))
+        return
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    if not chosen:
+        fail(["outputs error: no region: set env.region in the config, pass --region or export AWS_REGION"], EXIT_BAD_INPUT)
+    with aws_errors("outputs error: CloudFormation"):
+        content, warnings = outputs_module.fetch_stack_outputs(clients("cloudformation", chosen), config)
+    for warning in warnings:
+        click.echo(warning, err=True)
+    try:
+        values = outputs_module.write_outputs_file(content, outputs_file, config)
+    except outputs_module.OutputsError as error:
+        fail(error.problems, EXIT_FINDINGS)
+    count = sum(len(v) for v in content.values())
+    click.echo(f"wrote {outputs_file}: {count} outputs from {len(content)} stack(s) in {values.region}")
+
+
+def main() -> None:
+    cli(prog_name="skyrl-hp")

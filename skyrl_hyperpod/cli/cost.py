@@ -1,0 +1,402 @@
+"""`cost`: hourly and monthly estimate of the configured platform from a dated price file.
+
+Prices live in data/prices/<region>.yaml (as_of date, currency, a source per price). HyperPod instance
+prices could not be confirmed against a primary source: the file marks them `confirmed: false` and the
+output repeats that. `--prices FILE` replaces the whole file; `--live` asks the AWS Price List API for
+the HyperPod instance prices and keeps the file's figure where the API has none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.platform import InstanceGroupConfig
+from skyrl_hyperpod.outputs import PLACEHOLDER_REGION
+
+PRICES_DIR = Path(__file__).resolve().parents[2] / "data" / "prices"
+# The AWS Price List API is served from a few regions only; us-east-1 answers for every region.
+PRICE_LIST_API_REGION = "us-east-1"
+# Without any region setting, price the reference deployment's region (the default hyperpod_az_id is in it).
+DEFAULT_PRICE_REGION = PLACEHOLDER_REGION
+# No public number for the reference run's wall time was found; a day is the stated default.
+DEFAULT_RUN_HOURS = 24.0
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Price(_Strict):
+    usd: float = Field(ge=0)
+    source: str = Field(min_length=1)
+    confirmed: bool = True
+    note: str | None = None
+
+
+class NominalItem(_Strict):
+    """A usage-driven cost shown as a nominal figure: an assumed monthly quantity times a unit price."""
+
+    label: str
+    assumed_quantity: float = Field(ge=0)
+    unit: str
+    usd_per_unit: float = Field(ge=0)
+    source: str = Field(min_length=1)
+    confirmed: bool = True
+    note: str | None = None
+
+
+class PriceBook(_Strict):
+    region: str
+    currency: Literal["USD"]
+    as_of: date
+    hours_per_month: float = Field(default=730, gt=0)
+    hyperpod_instance_hour: dict[str, Price]
+    hyperpod_ebs_gb_month: Price
+    eks_control_plane_hour: Price
+    # deployment type -> per-unit storage throughput (MB/s/TiB) -> $/GiB-month
+    fsx_lustre_gib_month: dict[str, dict[int, Price]]
+    fsx_compression_note: str | None = None
+    nat_gateway_hour: Price
+    nominal: dict[Literal["nat_data", "ecr_storage", "s3_artifacts", "prometheus", "cloudwatch_logs"], NominalItem]
+
+
+class PriceError(Exception):
+    """Unusable price data; `problems` holds one line each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def available_regions() -> list[str]:
+    return sorted(p.stem for p in PRICES_DIR.glob("*.yaml"))
+
+
+def price_file_for(region: str) -> Path:
+    file = PRICES_DIR / f"{region}.yaml"
+    if not file.is_file():
+        raise PriceError(
+            [
+                f"cost error: no price data for region {region!r} (have: {', '.join(available_regions()) or 'none'}); "
+                "pass --prices FILE with the same layout as data/prices/us-west-2.yaml"
+            ]
+        )
+    return file
+
+
+def load_price_book(file: Path) -> PriceBook:
+    if not file.is_file():
+        raise PriceError([f"cost error: price file {str(file)!r} does not exist"])
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise PriceError([f"cost error: {file} is not valid YAML" + (f" at line {mark.line + 1}" if mark else "")]) from None
+    if not isinstance(data, dict):
+        raise PriceError([f"cost error: {file} must hold a mapping at the top level"])
+    try:
+        return PriceBook.model_validate(data)
+    except ValidationError as exc:
+        raise PriceError(
+            [
+                f"cost error: {file}: {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            ]
+        ) from None
+
+
+@dataclass(frozen=True)
+class LineItem:
+    component: str
+    quantity: str
+    unit_price: str
+    hourly_usd: float
+    monthly_usd: float
+    confirmed: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    region: str
+    currency: str
+    as_of: str
+    price_file: str
+    hours_per_month: float
+    run_hours: float
+    items: list[LineItem]
+
+    @property
+    def hourly_usd(self) -> float:
+        return sum(i.hourly_usd for i in self.items)
+
+    @property
+    def monthly_usd(self) -> float:
+        return sum(i.monthly_usd for i in self.items)
+
+    @property
+    def idle_per_day_usd(self) -> float:
+        # HyperPod bills provisioned nodes whether or not a job runs: idle = everything for 24 h.
+        return self.hourly_usd * 24
+
+    @property
+    def run_usd(self) -> float:
+        return self.hourly_usd * self.run_hours
+
+    @property
+    def unconfirmed(self) -> list[str]:
+        return [i.component for i in self.items if not i.confirmed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "currency": self.currency,
+            "prices_as_of": self.as_of,
+            "price_file": self.price_file,
+            "hours_per_month": self.hours_per_month,
+            "items": [asdict(i) for i in self.items],
+            "totals": {
+                "hourly": round(self.hourly_usd, 4),
+                "monthly": round(self.monthly_usd, 2),
+                "idle_per_day": round(self.idle_per_day_usd, 2),
+                "training_run": {"hours": self.run_hours, "cost": round(self.run_usd, 2)},
+            },
+            "unconfirmed": self.unconfirmed,
+        }
+
+
+def _money(value: float) -> str:
+    return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:,.4f}"
+
+
+def _instance_group_item(group: InstanceGroupConfig, book: PriceBook, source_name: str) -> LineItem:
+    price = book.hyperpod_instance_hour.get(group.instance_type)
+    if price is None:
+        raise PriceError(
+            [
+                f"cost error: {source_name} has no hourly price for {group.instance_type} "
+                f"(hyperpod.{group.name} group); add hyperpod_instance_hour.{group.instance_type} or pass --prices FILE"
+            ]
+        )
+    hourly = price.usd * group.instance_count
+    return LineItem(
+        component=f"HyperPod group {group.name} ({group.instance_type})",
+        quantity=f"{group.instance_count} x {group.instance_type}",
+        unit_price=f"{_money(price.usd)}/instance-hour",
+        hourly_usd=hourly,
+        monthly_usd=hourly * book.hours_per_month,
+        confirmed=price.confirmed,
+        note=price.note or "",
+    )
+
+
+def _hourly_item(component: str, quantity: float, label: str, price: Price, book: PriceBook, unit: str) -> LineItem:
+    hourly = price.usd * quantity
+    return LineItem(
+        component=component,
+        quantity=label,
+        unit_price=f"{_money(price.usd)}/{unit}",
+        hourly_usd=hourly,
+        monthly_usd=hourly * book.hours_per_month,
+        confirmed=price.confirmed,
+        note=price.note or "",
+    )
+
+
+def _monthly_item(component: str, quantity: float, label: str, usd_per_unit: float, unit: str, *, confirmed: bool,
+                  note: str, book: PriceBook) -> LineItem:
+    monthly = usd_per_unit * quantity
+    return LineItem(
+        component=component,
+        quantity=label,
+        unit_price=f"{_money(usd_per_unit)}/{unit}",
+        hourly_usd=monthly / book.hours_per_month,
+        monthly_usd=monthly,
+        confirmed=confirmed,
+        note=note,
+    )
+
+
+def display_path(file: Path) -> str:
+    """Repository-relative for the shipped files, so output and docs carry no machine paths."""
+    try:
+        return str(file.resolve().relative_to(PRICES_DIR.parents[1]))
+    except ValueError:
+        return str(file)
+
+
+def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hours: float) -> Estimate:
+    """Every component the configuration deploys, priced from `book`."""
+    hp = config.hyperpod
+    groups = (hp.head_group, hp.worker_group)
+    items = [_instance_group_item(group, book, price_file) for group in groups]
+
+    ebs_gb = sum(g.instance_count * g.ebs_volume_gb for g in groups)
+    ebs = book.hyperpod_ebs_gb_month
+    items.append(
+        _monthly_item("HyperPod node EBS volumes", ebs_gb, f"{ebs_gb} GB", ebs.usd, "GB-month",
+                      confirmed=ebs.confirmed, note=ebs.note or "", book=book)
+    )
+    items.append(_hourly_item("EKS control plane", 1, "1 cluster", book.eks_control_plane_hour, book, "hour"))
+
+    fsx = config.fsx
+    fsx_price = book.fsx_lustre_gib_month.get(fsx.deployment_type, {}).get(fsx.per_unit_storage_throughput)
+    if fsx_price is None:
+        raise PriceError(
+            [
+                f"cost error: {price_file} has no FSx for Lustre price for {fsx.deployment_type} at "
+                f"{fsx.per_unit_storage_throughput} MB/s/TiB; add fsx_lustre_gib_month.{fsx.deployment_type}."
+                f"{fsx.per_unit_storage_throughput}"
+            ]
+        )
+    fsx_note = " ".join(
+        n for n in (fsx_price.note, book.fsx_compression_note if fsx.data_compression != "NONE" else None) if n
+    )
+    items.append(
+        _monthly_item(
+            f"FSx for Lustre {fsx.deployment_type} {fsx.per_unit_storage_throughput} MB/s/TiB, {fsx.data_compression}",
+            fsx.storage_capacity_gib,
+            f"{fsx.storage_capacity_gib} GiB",
+            fsx_price.usd,
+            "GiB-month",
+            confirmed=fsx_price.confirmed,
+            note=fsx_note,
+            book=book,
+        )
+    )
+    nats = config.network.nat_gateways
+    items.append(_hourly_item("NAT gateway(s)", nats, f"{nats} gateway(s)", book.nat_gateway_hour, book, "hour"))
+
+    for key, nominal in book.nominal.items():
+        if key == "prometheus" and not config.observability.enabled:
+            continue
+        items.append(
+            _monthly_item(
+                f"{nominal.label} (nominal)",
+                nominal.assumed_quantity,
+                f"{nominal.assumed_quantity:g} {nominal.unit} (assumed)",
+                nominal.usd_per_unit,
+                nominal.unit,
+                confirmed=nominal.confirmed,
+                note=nominal.note or "",
+                book=book,
+            )
+        )
+    return Estimate(
+        region=book.region,
+        currency=book.currency,
+        as_of=book.as_of.isoformat(),
+        price_file=price_file,
+        hours_per_month=book.hours_per_month,
+        run_hours=run_hours,
+        items=items,
+    )
+
+
+def render_table(est: Estimate) -> str:
+    headers = ("Component", "Quantity", "Unit price", "Hourly", f"Monthly ({est.hours_per_month:g} h)")
+    rows = [
+        (
+            i.component + ("" if i.confirmed else " *"),
+            i.quantity,
+            i.unit_price,
+            _money(i.hourly_usd),
+            _money(i.monthly_usd),
+        )
+        for i in est.items
+    ]
+    rows.append(("Total", "", "", _money(est.hourly_usd), _money(est.monthly_usd)))
+    widths = [max(len(str(r[c])) for r in (headers, *rows)) for c in range(len(headers))]
+
+    def line(row: tuple[str, ...]) -> str:
+        cells = [str(v).ljust(w) if c < 3 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths))]
+        return "  ".join(cells).rstrip()
+
+    out = [
+        f"Cost estimate for region {est.region} ({est.currency}, prices as of {est.as_of}, from {est.price_file})",
+        "",
+        line(headers),
+        "  ".join("-" * w for w in widths),
+        *[line(r) for r in rows[:-1]],
+        "  ".join("-" * w for w in widths),
+        line(rows[-1]),
+        "",
+        f"Idle cluster per day (everything running, no job): {_money(est.idle_per_day_usd)}",
+        f"One training run of {est.run_hours:g} h: {_money(est.run_usd)} (nodes bill the same with or without a job)",
+    ]
+    notes = [f"  {i.component}: {i.note}" for i in est.items if i.note]
+    if notes:
+        out += ["", "Notes:", *notes]
+    if est.unconfirmed:
+        out += [
+            "",
+            "* unconfirmed: not checked against a primary AWS price source; confirm on the AWS pricing pages "
+            "or use --live / --prices FILE.",
+        ]
+    return "\n".join(out)
+
+
+def render_json(est: Estimate) -> str:
+    return json.dumps(est.to_json(), indent=2)
+
+
+# --- AWS Price List API (--live) --------------------------------------------------------------------------
+
+
+def _on_demand_hourly(product: dict[str, Any]) -> float | None:
+    for term in product.get("terms", {}).get("OnDemand", {}).values():
+        for dimension in term.get("priceDimensions", {}).values():
+            usd = dimension.get("pricePerUnit", {}).get("USD")
+            if usd is not None and dimension.get("unit", "").lower().startswith("hr"):
+                value = float(usd)
+                if value > 0:
+                    return value
+    return None
+
+
+def _is_hyperpod(product: dict[str, Any]) -> bool:
+    attributes = product.get("product", {}).get("attributes", {})
+    return any("hyperpod" in str(v).lower() for v in attributes.values())
+
+
+def live_hyperpod_prices(pricing_client: Any, region: str, instance_types: list[str]) -> dict[str, Price]:
+    """HyperPod on-demand hourly prices from the Price List API; types without a HyperPod product are left out."""
+    found: dict[str, Price] = {}
+    for instance_type in sorted(set(instance_types)):
+        paginator = pricing_client.get_paginator("get_products")
+        pages = paginator.paginate(
+            ServiceCode="AmazonSageMaker",
+            FormatVersion="aws_v1",
+            Filters=[
+                {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
+                {"Type": "TERM_MATCH", "Field": "instanceName", "Value": instance_type},
+            ],
+        )
+        for page in pages:
+            for raw in page.get("PriceList", []):
+                product = json.loads(raw) if isinstance(raw, str) else raw
+                hourly = _on_demand_hourly(product) if _is_hyperpod(product) else None
+                if hourly is not None:
+                    sku = product.get("product", {}).get("sku", "?")
+                    found[instance_type] = Price(
+                        usd=hourly,
+                        source=f"AWS Price List API, AmazonSageMaker sku {sku}, read {date.today().isoformat()}",
+                        confirmed=True,
+                    )
+                    break
+            if instance_type in found:
+                break
+    return found
+
+
+def with_live_prices(book: PriceBook, live: dict[str, Price]) -> PriceBook:
+    merged = {**book.hyperpod_instance_hour, **live}
+    return book.model_copy(update={"hyperpod_instance_hour": merged})

@@ -1,0 +1,271 @@
+"""`preflight`: read-only checks through boto3 before `cdk deploy`, one PASS/WARN/FAIL line each.
+
+Nothing here creates, changes or deletes anything: only Describe/Get/List/Head calls.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from skyrl_hyperpod.config import ProjectConfig
+
+from .common import AwsClients, one_line
+
+DEFAULT_BOOTSTRAP_QUALIFIER = "hnb659fds"
+# aws-cdk-lib 2.x templates carry a rule that rejects bootstrap stacks older than version 6.
+MIN_BOOTSTRAP_VERSION = 6
+QUOTA_NAME = "{instance_type} for cluster usage"
+# Stacks that own each physically named resource (config.names.stack(component)).
+OWNER_COMPONENT = {"lifecycle bucket": "storage", "ECR repository": "registry", "EKS cluster": "eks",
+                   "HyperPod cluster": "hyperpod"}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    status: str  # PASS | WARN | FAIL | SKIP
+    name: str
+    detail: str
+    hint: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:<4}  {self.name}: {self.detail}"
+        return f"{text} -> fix: {self.hint}" if self.hint and self.status != "PASS" else text
+
+
+def lifecycle_bucket_name(config: ProjectConfig, account: str, region: str) -> str:
+    """The lifecycle-script bucket name: the configured one, else the derived `sagemaker-<prefix>-lifecycle-...`.
+
+    Must match the storage stack's derivation (project.py documents the same pattern).
+    """
+    return config.hyperpod.lifecycle_bucket_name or f"sagemaker-{config.name_prefix}-lifecycle-{account}-{region}"
+
+
+def known_regions(session: Any) -> set[str]:
+    regions: set[str] = set()
+    for partition in session.get_available_partitions():
+        regions.update(session.get_available_regions("sagemaker", partition_name=partition))
+    return regions
+
+
+def _error_code(error: Exception) -> str:
+    response = getattr(error, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))
+
+
+def _guard(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckResult]:
+    """Run one check; an AWS error becomes a FAIL line naming the call's error instead of a traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return check()
+    except (BotoCoreError, ClientError) as error:
+        hint = "grant this read-only permission to the caller" if "AccessDenied" in _error_code(error) else ""
+        return [CheckResult("FAIL", name, one_line(error), hint)]
+
+
+def check_region(region: str | None, session: Any) -> CheckResult:
+    if not region:
+        return CheckResult("FAIL", "region", "no region set", "set env.region in the config, pass --region or export AWS_REGION")
+    if region not in known_regions(session):
+        return CheckResult(
+            "FAIL", "region", f"{region!r} is not a region where SageMaker is available",
+            "use a region name such as us-west-2 (aws ec2 describe-regions lists yours)",
+        )
+    return CheckResult("PASS", "region", region)
+
+
+def check_credentials(config: ProjectConfig, clients: AwsClients, region: str) -> tuple[CheckResult, str | None]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        identity = clients("sts", region).get_caller_identity()
+    except (BotoCoreError, ClientError) as error:
+        return (
+            CheckResult("FAIL", "credentials", one_line(error),
+                        "configure credentials (aws configure sso / AWS_PROFILE) for the target account"),
+            None,
+        )
+    account = identity["Account"]
+    if config.env.account and config.env.account != account:
+        return (
+            CheckResult("FAIL", "credentials", f"credentials are for account {account}, the config targets "
+                        f"{config.env.account}", "switch profile or fix env.account"),
+            account,
+        )
+    return CheckResult("PASS", "credentials", f"account {account} as {identity['Arn']}"), account
+
+
+def _instance_counts(config: ProjectConfig) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for group in (config.hyperpod.head_group, config.hyperpod.worker_group):
+        counts[group.instance_type] += group.instance_count
+    return counts
+
+
+def check_instance_offerings(config: ProjectConfig, clients: AwsClients, region: str) -> list[CheckResult]:
+    """HyperPod has no public per-AZ offering API, so ask EC2 for the same family and size in the AZ id.
+
+    An EC2 type missing from the AZ rules the HyperPod type out; present, it is likely but not certain.
+    """
+    ec2 = clients("ec2", region)
+    az_id = config.network.hyperpod_az_id
+    zones = ec2.describe_availability_zones(AllAvailabilityZones=True)["AvailabilityZones"]
+    if az_id not in {z.get("ZoneId") for z in zones}:
+        return [CheckResult("FAIL", "hyperpod AZ id", f"{az_id} is not an availability zone id of {region}",
+                            f"set network.hyperpod_az_id to one of {', '.join(sorted(z['ZoneId'] for z in zones))}")]
+    results = []
+    ml_types = sorted(_instance_counts(config))
+    ec2_types = {t: t.removeprefix("ml.") for t in ml_types}
+    offered: set[str] = set()
+    paginator = ec2.get_paginator("describe_instance_type_offerings")
+    for page in paginator.paginate(
+        LocationType="availability-zone-id",
+        Filters=[{"Name": "location", "Values": [az_id]}, {"Name": "instance-type", "Values": sorted(ec2_types.values())}],
+    ):
+        offered.update(o["InstanceType"] for o in page["InstanceTypeOfferings"])
+    for ml_type, ec2_type in ec2_types.items():
+        if ec2_type in offered:
+            results.append(CheckResult("PASS", f"offering {ml_type}", f"{ec2_type} is offered in {az_id} "
+                                       "(EC2 offering; HyperPod capacity is not guaranteed by it)"))
+        else:
+            results.append(CheckResult("FAIL", f"offering {ml_type}", f"{ec2_type} is not offered in {az_id}",
+                                       "pick an AZ id that offers it (network.hyperpod_az_id) or another instance type"))
+    return results
+
+
+def _quota_values(quotas_client: Any, method: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for page in quotas_client.get_paginator(method).paginate(ServiceCode="sagemaker"):
+        for quota in page.get("Quotas", []):
+            values[quota["QuotaName"].lower()] = float(quota["Value"])
+    return values
+
+
+def check_quotas(config: ProjectConfig, clients: AwsClients, region: str) -> list[CheckResult]:
+    quotas = clients("service-quotas", region)
+    applied = _quota_values(quotas, "list_service_quotas")
+    needed = _instance_counts(config)
+    defaults: dict[str, float] | None = None
+    results = []
+    for instance_type, count in sorted(needed.items()):
+        name = QUOTA_NAME.format(instance_type=instance_type)
+        value = applied.get(name.lower())
+        source = "applied"
+        if value is None:
+            # Quotas never raised have no applied value; their AWS default is what counts.
+            defaults = defaults if defaults is not None else _quota_values(quotas, "list_aws_default_service_quotas")
+            value, source = defaults.get(name.lower()), "default"
+        if value is None:
+            results.append(CheckResult("WARN", f"quota {instance_type}", f"no SageMaker quota named {name!r} found",
+                                       "check Service Quotas > Amazon SageMaker for the cluster-usage quota of this type"))
+        elif value >= count:
+            results.append(CheckResult("PASS", f"quota {instance_type}", f"{name!r} = {value:g} ({source}), config needs {count}"))
+        else:
+            results.append(CheckResult("FAIL", f"quota {instance_type}", f"{name!r} = {value:g} ({source}), config needs {count}",
+                                       f"request an increase to >= {count} in Service Quotas > Amazon SageMaker"))
+    return results
+
+
+def check_bootstrap(clients: AwsClients, region: str, account: str, qualifier: str) -> list[CheckResult]:
+    from botocore.exceptions import ClientError
+
+    parameter = f"/cdk-bootstrap/{qualifier}/version"
+    try:
+        version = int(clients("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"])
+    except ClientError as error:
+        if _error_code(error) != "ParameterNotFound":
+            raise
+        return [CheckResult("FAIL", "cdk bootstrap", f"SSM parameter {parameter} not found in {region}",
+                            f"run: cdk bootstrap aws://{account}/{region}")]
+    if version < MIN_BOOTSTRAP_VERSION:
+        return [CheckResult("FAIL", "cdk bootstrap", f"bootstrap version {version} < {MIN_BOOTSTRAP_VERSION}",
+                            f"re-run: cdk bootstrap aws://{account}/{region}")]
+    return [CheckResult("PASS", "cdk bootstrap", f"version {version} ({parameter})")]
+
+
+def deployed_project_stacks(cloudformation: Any, config: ProjectConfig) -> dict[str, dict[str, Any]]:
+    """This project's live stacks (name prefix `<name_prefix>-`) -> their describe_stacks entry."""
+    stacks: dict[str, dict[str, Any]] = {}
+    for page in cloudformation.get_paginator("describe_stacks").paginate():
+        for stack in page.get("Stacks", []):
+            if stack["StackName"].startswith(f"{config.name_prefix}-") and stack["StackStatus"] != "DELETE_COMPLETE":
+                stacks[stack["StackName"]] = stack
+    return stacks
+
+
+def _collision(kind: str, name: str, exists: bool, config: ProjectConfig, deployed: dict[str, Any],
+               foreign: bool = False) -> CheckResult:
+    owner = config.names.stack(OWNER_COMPONENT[kind])
+    label = f"name {kind}"
+    if foreign:
+        return CheckResult("FAIL", label, f"{name} exists in another account (S3 names are global)",
+                           "set a different name_prefix (or hyperpod.lifecycle_bucket_name)")
+    if not exists:
+        return CheckResult("PASS", label, f"{name} is free")
+    if owner in deployed:
+        return CheckResult("PASS", label, f"{name} exists and belongs to the deployed stack {owner}")
+    return CheckResult("FAIL", label, f"{name} already exists but stack {owner} does not (retained from an earlier "
+                       "deploy?)", "delete or rename it, or change name_prefix")
+
+
+def check_names(config: ProjectConfig, clients: AwsClients, region: str, account: str) -> list[CheckResult]:
+    from botocore.exceptions import ClientError
+
+    deployed = deployed_project_stacks(clients("cloudformation", region), config)
+    results = []
+
+    bucket = lifecycle_bucket_name(config, account, region)
+    try:
+        clients("s3", region).head_bucket(Bucket=bucket, ExpectedBucketOwner=account)
+        results.append(_collision("lifecycle bucket", bucket, True, config, deployed))
+    except ClientError as error:
+        code = _error_code(error)
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            results.append(_collision("lifecycle bucket", bucket, False, config, deployed))
+        elif code in ("403", "AccessDenied"):
+            results.append(_collision("lifecycle bucket", bucket, True, config, deployed, foreign=True))
+        else:
+            raise
+
+    repository = config.names.ecr_repository
+    try:
+        clients("ecr", region).describe_repositories(repositoryNames=[repository])
+        results.append(_collision("ECR repository", repository, True, config, deployed))
+    except ClientError as error:
+        if _error_code(error) != "RepositoryNotFoundException":
+            raise
+        results.append(_collision("ECR repository", repository, False, config, deployed))
+
+    eks_name = config.names.eks_cluster
+    try:
+        clients("eks", region).describe_cluster(name=eks_name)
+        results.append(_collision("EKS cluster", eks_name, True, config, deployed))
+    except ClientError as error:
+        if _error_code(error) != "ResourceNotFoundException":
+            raise
+        results.append(_collision("EKS cluster", eks_name, False, config, deployed))
+
+    hyperpod_name = config.names.hyperpod_cluster
+    summaries = clients("sagemaker", region).list_clusters(NameContains=hyperpod_name).get("ClusterSummaries", [])
+    exists = any(c.get("ClusterName") == hyperpod_name for c in summaries)
+    results.append(_collision("HyperPod cluster", hyperpod_name, exists, config, deployed))
+    return results
+
+
+def run_preflight(config: ProjectConfig, clients: AwsClients, region: str | None,
+                  qualifier: str = DEFAULT_BOOTSTRAP_QUALIFIER) -> list[CheckResult]:
+    region_result = check_region(region, clients.session)
+    if region_result.status == "FAIL" or region is None:
+        return [region_result, CheckResult("SKIP", "remaining checks", "they need a valid region")]
+    credentials, account = check_credentials(config, clients, region)
+    results = [region_result, credentials]
+    if account is None:
+        return [*results, CheckResult("SKIP", "remaining checks", "they need working credentials")]
+    results += _guard("hyperpod AZ offerings", lambda: check_instance_offerings(config, clients, region))
+    results += _guard("quotas", lambda: check_quotas(config, clients, region))
+    results += _guard("cdk bootstrap", lambda: check_bootstrap(clients, region, account, qualifier))
+    results += _guard("names", lambda: check_names(config, clients, region, account))
+    return results

@@ -1,0 +1,213 @@
+"""`skyrl-hp cost`: per-component estimate from the dated price file, overrides, --live via the Price List API."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from click.testing import CliRunner
+
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients
+from skyrl_hyperpod.cli.cost import PRICE_LIST_API_REGION, load_price_book, price_file_for
+
+REGION = "us-west-2"
+
+
+def run(*args, obj=None):
+    return CliRunner().invoke(cli, ["cost", *args], obj=obj)
+
+
+def cost_json(*args, obj=None) -> dict:
+    result = run("--region", REGION, "--json", *args, obj=obj)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def item(data: dict, prefix: str) -> dict:
+    return next(i for i in data["items"] if i["component"].startswith(prefix))
+
+
+def write_config(tmp_path, data: dict):
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(data))
+    return str(file)
+
+
+@pytest.fixture(scope="module")
+def book():
+    return load_price_book(price_file_for(REGION))
+
+
+def test_each_instance_group_is_priced_from_the_file_and_marked_unconfirmed(default_config, book):
+    data = cost_json()
+    for group in (default_config.hyperpod.head_group, default_config.hyperpod.worker_group):
+        line = item(data, f"HyperPod group {group.name}")
+        expected = book.hyperpod_instance_hour[group.instance_type].usd * group.instance_count
+        assert line["hourly_usd"] == pytest.approx(expected)
+        assert line["monthly_usd"] == pytest.approx(expected * 730)
+        assert line["confirmed"] is False
+        assert line["component"] in data["unconfirmed"]
+
+
+def test_fsx_nat_and_control_plane_follow_the_config(default_config, book):
+    data = cost_json()
+    fsx = default_config.fsx
+    fsx_price = book.fsx_lustre_gib_month[fsx.deployment_type][fsx.per_unit_storage_throughput].usd
+    assert item(data, "FSx for Lustre")["monthly_usd"] == pytest.approx(fsx.storage_capacity_gib * fsx_price)
+    assert item(data, "NAT gateway(s)")["hourly_usd"] == pytest.approx(
+        default_config.network.nat_gateways * book.nat_gateway_hour.usd
+    )
+    assert item(data, "EKS control plane")["monthly_usd"] == pytest.approx(book.eks_control_plane_hour.usd * 730)
+
+
+def test_totals_idle_day_and_training_run(book):
+    data = cost_json("--hours", "10")
+    hourly = sum(i["hourly_usd"] for i in data["items"])
+    assert data["totals"]["hourly"] == pytest.approx(hourly, abs=1e-4)
+    assert data["totals"]["monthly"] == pytest.approx(sum(i["monthly_usd"] for i in data["items"]), abs=0.01)
+    assert data["totals"]["idle_per_day"] == pytest.approx(hourly * 24, abs=0.01)
+    assert data["totals"]["training_run"] == {"hours": 10.0, "cost": pytest.approx(hourly * 10, abs=0.01)}
+    assert data["prices_as_of"] == book.as_of.isoformat()
+
+
+def test_config_changes_move_the_estimate(tmp_path, default_config, book):
+    worker = default_config.hyperpod.worker_group
+    config = write_config(
+        tmp_path,
+        {
+            "hyperpod": {"worker_group": {**worker.model_dump(), "instance_count": worker.instance_count + 2}},
+            "network": {"nat_gateways": 2},
+            "observability": {"enabled": False},
+        },
+    )
+    data = cost_json("--config", config)
+    price = book.hyperpod_instance_hour[worker.instance_type].usd
+    assert item(data, f"HyperPod group {worker.name}")["hourly_usd"] == pytest.approx(price * (worker.instance_count + 2))
+    assert item(data, "NAT gateway(s)")["hourly_usd"] == pytest.approx(2 * book.nat_gateway_hour.usd)
+    assert not [i for i in data["items"] if "Prometheus" in i["component"]]
+
+
+def test_table_output_names_components_and_the_unconfirmed_marker(default_config):
+    result = run("--region", REGION, "--hours", "12")
+    assert result.exit_code == 0, result.output
+    assert f"{default_config.hyperpod.worker_group.instance_count} x {default_config.hyperpod.worker_group.instance_type}" in result.stdout
+    assert "Idle cluster per day" in result.stdout
+    assert "One training run of 12 h" in result.stdout
+    assert "unconfirmed" in result.stdout
+    assert "data/prices/us-west-2.yaml" in result.stdout
+
+
+def test_unknown_region_is_one_line():
+    result = run("--region", "xx-nowhere-1")
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "no price data for region 'xx-nowhere-1'" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_user_price_file_overrides(tmp_path, default_config, book):
+    data = book.model_dump(mode="json")
+    worker_type = default_config.hyperpod.worker_group.instance_type
+    data["hyperpod_instance_hour"][worker_type] = {"usd": 1.0, "source": "my negotiated rate", "confirmed": True}
+    file = tmp_path / "prices.yaml"
+    file.write_text(yaml.safe_dump(data))
+    out = cost_json("--prices", str(file))
+    line = item(out, f"HyperPod group {default_config.hyperpod.worker_group.name}")
+    assert line["hourly_usd"] == pytest.approx(default_config.hyperpod.worker_group.instance_count * 1.0)
+    assert line["confirmed"] is True
+
+
+def test_price_file_without_the_configured_instance_type_is_one_line(tmp_path, default_config, book):
+    data = book.model_dump(mode="json")
+    worker_type = default_config.hyperpod.worker_group.instance_type
+    del data["hyperpod_instance_hour"][worker_type]
+    file = tmp_path / "prices.yaml"
+    file.write_text(yaml.safe_dump(data))
+    result = run("--prices", str(file))
+    assert result.exit_code == 2
+    assert f"no hourly price for {worker_type}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("region: [", "is not valid YAML"), ("region: us-west-2\ncurrency: EUR\n", "currency")],
+)
+def test_malformed_price_file_is_reported_per_problem(tmp_path, content, message):
+    file = tmp_path / "prices.yaml"
+    file.write_text(content)
+    result = run("--prices", str(file))
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert all(line.startswith("cost error:") for line in result.stderr.strip().splitlines())
+
+
+def test_bad_config_is_one_line_per_problem(tmp_path):
+    config = write_config(tmp_path, {"fsx": {"storage_capacity_gib": 1000}, "network": {"nat_gateways": 0}})
+    result = run("--config", config)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("config error:") for line in lines)
+
+
+def _price_list_product(instance_type: str, hourly: str, component: str) -> str:
+    return json.dumps(
+        {
+            "product": {
+                "sku": "SKU123",
+                "attributes": {"instanceName": instance_type, "regionCode": REGION, "component": component},
+            },
+            "terms": {
+                "OnDemand": {
+                    "SKU123.T": {
+                        "priceDimensions": {"SKU123.T.D": {"unit": "Hrs", "pricePerUnit": {"USD": hourly}}}
+                    }
+                }
+            },
+        }
+    )
+
+
+def test_live_prices_come_from_the_price_list_api(default_config, book):
+    pricing = boto3.client("pricing", region_name=PRICE_LIST_API_REGION, aws_access_key_id="testing",
+                           aws_secret_access_key="testing")
+    head, worker = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
+    stubber = Stubber(pricing)
+    for instance_type in sorted({head.instance_type, worker.instance_type}):
+        products = (
+            [
+                _price_list_product(instance_type, "99.0", "Training"),  # not HyperPod: ignored
+                _price_list_product(instance_type, "12.5", "HyperPod"),
+            ]
+            if instance_type == worker.instance_type
+            else []
+        )
+        stubber.add_response(
+            "get_products",
+            {"PriceList": products, "FormatVersion": "aws_v1"},
+            {
+                "ServiceCode": "AmazonSageMaker",
+                "FormatVersion": "aws_v1",
+                "Filters": [
+                    {"Type": "TERM_MATCH", "Field": "regionCode", "Value": REGION},
+                    {"Type": "TERM_MATCH", "Field": "instanceName", "Value": instance_type},
+                ],
+            },
+        )
+    with stubber:
+        result = CliRunner().invoke(
+            cli, ["cost", "--region", REGION, "--json", "--live"], obj=AwsClients(overrides={"pricing": pricing})
+        )
+    assert result.exit_code == 0, result.output
+    stubber.assert_no_pending_responses()
+    data = json.loads(result.stdout)
+    worker_line = item(data, f"HyperPod group {worker.name}")
+    assert worker_line["hourly_usd"] == pytest.approx(12.5 * worker.instance_count)
+    assert worker_line["confirmed"] is True
+    head_line = item(data, f"HyperPod group {head.name}")
+    assert head_line["hourly_usd"] == pytest.approx(book.hyperpod_instance_hour[head.instance_type].usd * head.instance_count)
+    assert f"no HyperPod price for {head.instance_type}" in result.stderr

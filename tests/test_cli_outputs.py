@@ -1,0 +1,111 @@
+"""`skyrl-hp outputs`: the outputs file from CloudFormation (moto), round-tripped through load_stack_outputs."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from click.testing import CliRunner
+from moto import mock_aws
+
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, load_stack_outputs
+
+REGION = "us-west-2"
+
+
+@pytest.fixture(autouse=True)
+def fake_aws_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("MOTO_ACCOUNT_ID", "111111111111")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def create_stack(name: str, outputs: dict[str, str]) -> None:
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    boto3.client("cloudformation", region_name=REGION).create_stack(StackName=name, TemplateBody=json.dumps(template))
+
+
+def deploy(config, drop: str | None = None) -> dict[str, dict[str, str]]:
+    """The project's outputs spread over two stacks, plus another app's stack that must be ignored."""
+    values = {key: f"value-of-{key}" for key in sorted(FIELD_BY_OUTPUT_KEY) if key != drop}
+    keys = sorted(values)
+    expected = {
+        config.names.stack("storage"): {k: values[k] for k in keys[: len(keys) // 2]},
+        config.names.stack("eks"): {k: values[k] for k in keys[len(keys) // 2 :]},
+    }
+    for name, outputs in expected.items():
+        create_stack(name, outputs)
+    create_stack("someone-elses-stack", {OutputKey.REGION.value: "eu-north-1"})
+    return expected
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["outputs", "--region", REGION, *args])
+
+
+@mock_aws
+def test_writes_the_cdk_outputs_file_format_and_round_trips(tmp_path, default_config):
+    expected = deploy(default_config)
+    file = tmp_path / "outputs.json"
+    result = run("--file", str(file))
+    assert result.exit_code == 0, result.output
+    assert json.loads(file.read_text()) == expected
+    loaded = load_stack_outputs(file, default_config)
+    for key, field in FIELD_BY_OUTPUT_KEY.items():
+        assert getattr(loaded, field) == f"value-of-{key}"
+    assert not loaded.is_placeholder
+    assert f"wrote {file}" in result.stdout
+
+
+@mock_aws
+def test_refuses_when_a_required_output_is_missing(tmp_path, default_config):
+    deploy(default_config, drop=OutputKey.FSX_MOUNT_NAME.value)
+    file = tmp_path / "outputs.json"
+    result = run("--file", str(file))
+    assert result.exit_code == 1
+    assert not file.exists()
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and OutputKey.FSX_MOUNT_NAME.value in lines[0] and "refusing to write" in lines[0]
+
+
+@mock_aws
+def test_no_project_stacks_is_one_line(tmp_path, default_config):
+    create_stack("someone-elses-stack", {OutputKey.REGION.value: "eu-north-1"})
+    result = run("--file", str(tmp_path / "outputs.json"))
+    assert result.exit_code == 1
+    assert f"no CloudFormation stacks named {default_config.name_prefix}-*" in result.stderr
+
+
+def test_check_of_a_missing_file_is_one_line(tmp_path):
+    result = run("--check", "--file", str(tmp_path / "outputs.json"))
+    assert result.exit_code == 2
+    assert "--outputs-file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_check_prints_the_typed_values(tmp_path, default_config):
+    file = tmp_path / "outputs.json"
+    file.write_text(json.dumps({default_config.names.stack("storage"): {k: f"v-{k}" for k in FIELD_BY_OUTPUT_KEY}}))
+    result = run("--check", "--file", str(file))
+    assert result.exit_code == 0, result.output
+    assert f"fsx_file_system_id: v-{OutputKey.FSX_FILE_SYSTEM_ID.value}" in result.stdout
+
+
+def test_missing_credentials_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    result = run("--file", str(tmp_path / "outputs.json"))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("outputs error: CloudFormation:")
+    assert len(result.stderr.strip().splitlines()) == 1
