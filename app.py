@@ -15,9 +15,10 @@ def main() -> None:
     app = cdk.App()
     try:
         config = load_config(app.node.try_get_context("config"))
+        # Constructs re-check what only exists once CDK has allocated it (e.g. subnet CIDRs).
+        build_platform(app, config)
     except ConfigError as error:
         fail(error.problems)
-    build_platform(app, config)
     app.synth()
 
 

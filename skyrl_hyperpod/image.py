@@ -26,9 +26,9 @@ from .runtime import fail
 # Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
 PLATFORM = "linux/amd64"
 # CloudFormation output ids of the image build stack (stacks/components/image_build.py).
-BUILD_PROJECT_OUTPUT = "ImageBuildProjectName"
-BUILD_LOG_GROUP_OUTPUT = "ImageBuildLogGroupName"
-TRAINING_IMAGE_URI_OUTPUT = "TrainingImageUri"
+BUILD_PROJECT_OUTPUT = OutputKey.IMAGE_BUILD_PROJECT_NAME.value
+BUILD_LOG_GROUP_OUTPUT = OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value
+TRAINING_IMAGE_URI_OUTPUT = OutputKey.TRAINING_IMAGE_URI.value
 
 
 def build_arg_flags(image: TrainingImageConfig) -> list[str]:

@@ -33,6 +33,9 @@ class OutputKey(str, Enum):
     HYPERPOD_EXECUTION_ROLE_ARN = "HyperPodExecutionRoleArn"
     TRAINING_ROLE_ARN = "TrainingRoleArn"
     SERVING_ROLE_ARN = "ServingRoleArn"
+    IMAGE_BUILD_PROJECT_NAME = "ImageBuildProjectName"
+    IMAGE_BUILD_LOG_GROUP_NAME = "ImageBuildLogGroupName"
+    TRAINING_IMAGE_URI = "TrainingImageUri"
 
 
 PLACEHOLDER_ACCOUNT = "111111111111"

@@ -12,7 +12,7 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.outputs import OutputKey
 
-from .components.storage import FsxLustre, PlatformBuckets, lifecycle_bucket_name
+from .components.storage import FsxLustre, PlatformBuckets
 
 
 class StorageStack(cdk.Stack):
@@ -45,11 +45,8 @@ class StorageStack(cdk.Stack):
             self,
             "Buckets",
             # Stack account/region: concrete when config.env sets them, AWS::AccountId/Region otherwise.
-            lifecycle_bucket_name=lifecycle_bucket_name(
-                config.hyperpod.lifecycle_bucket_name,
-                name_prefix=config.name_prefix,
-                account=self.account,
-                region=self.region,
+            lifecycle_bucket_name=config.names.lifecycle_bucket(
+                config.hyperpod.lifecycle_bucket_name, account=self.account, region=self.region
             ),
         )
         self.file_system = lustre.file_system

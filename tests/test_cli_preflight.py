@@ -210,15 +210,3 @@ def test_bad_config_is_exit_2(tmp_path):
     result = CliRunner().invoke(cli, ["preflight", "--config", str(file)])
     assert result.exit_code == 2
     assert all(line.startswith("config error:") for line in result.stderr.strip().splitlines())
-
-
-@pytest.mark.parametrize("configured", [None, "sagemaker-my-lifecycle-scripts"])
-def test_lifecycle_bucket_name_matches_the_storage_stack(default_config, configured):
-    from stacks.components.storage import lifecycle_bucket_name as stack_derivation
-
-    config = default_config.model_copy(
-        update={"hyperpod": default_config.hyperpod.model_copy(update={"lifecycle_bucket_name": configured})}
-    )
-    assert lifecycle_bucket_name(config, ACCOUNT, REGION) == stack_derivation(
-        configured, name_prefix=config.name_prefix, account=ACCOUNT, region=REGION
-    )

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, load_config, validate_config
+from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,7 +73,7 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ({"eks": {"public_access_cidrs": ["0.0.0.0/0"]}}, "eks.public_access_cidrs", "whole internet"),
         ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs.0", "IPv4 CIDR"),
         ({"eks": {"admin_principal_arns": ["alice"]}}, "eks.admin_principal_arns", "not an IAM role or user ARN"),
-        ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", "at most 18 characters"),
+        ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", f"at most {NAME_PREFIX_MAX} characters"),
         ({"name_prefix": "Bad_Prefix"}, "name_prefix = 'Bad_Prefix'", "should match pattern"),
         ({"hyperpod": {"lifecycle_bucket_name": "my-lifecycle-bucket"}},
          "hyperpod.lifecycle_bucket_name = 'my-lifecycle-bucket'", "must start with 'sagemaker-'"),
@@ -94,6 +95,8 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ({"network": {"vpc_cidr": "10.0.0.0/16", "hyperpod_subnet_cidr": "10.1.0.0/18"}}, "network",
          "must lie inside vpc_cidr"),
         ({"network": {"max_azs": 1}}, "network.max_azs = 1", "greater than or equal to 2"),
+        ({"network": {"hyperpod_subnet_cidr": "10.192.0.0/18"}}, "network: hyperpod_subnet_cidr 10.192.0.0/18",
+         "overlaps the VPC's public/private subnet"),
         ({"env": {"account": "12345"}}, "env.account = '12345'", "should match pattern"),
         ({"env": {"region": "mars-1"}}, "env.region = 'mars-1'", "should match pattern"),
         ({"versions": {"hyperpod_cli_commit": "main"}}, "versions.hyperpod_cli_commit = 'main'", "40-character"),

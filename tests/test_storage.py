@@ -6,12 +6,8 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
+from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 from skyrl_hyperpod.outputs import OutputKey
-from stacks.components.storage import (
-    LIFECYCLE_BUCKET_PREFIX,
-    derived_lifecycle_bucket_name,
-    lifecycle_bucket_name,
-)
 
 # Same overrides as test_network.py: the cached synth is shared.
 VARIANT_ENV_PERSISTENT_1 = {
@@ -169,12 +165,11 @@ def test_lifecycle_bucket_name_is_derived_from_the_prefix_account_and_region(sto
 
 
 def test_derived_lifecycle_bucket_name_is_readable_by_the_hyperpod_instance_policy():
-    name = derived_lifecycle_bucket_name("skyrl-hp", "111111111111", "us-west-2")
-    assert name == "sagemaker-skyrl-hp-lifecycle-111111111111-us-west-2"
-    assert name.startswith(LIFECYCLE_BUCKET_PREFIX) and LIFECYCLE_BUCKET_PREFIX == "sagemaker-"
-    assert len(name) <= 63
-    assert lifecycle_bucket_name(None, name_prefix="p", account="a", region="r") == "sagemaker-p-lifecycle-a-r"
-    assert lifecycle_bucket_name("sagemaker-mine", name_prefix="p", account="a", region="r") == "sagemaker-mine"
+    # The longest prefix the configuration allows, with the longest region names, still fits S3's 63.
+    names = validate_config({"name_prefix": "p" * NAME_PREFIX_MAX}).names
+    name = names.lifecycle_bucket(None, account="111111111111", region="ap-southeast-4")
+    assert name.startswith("sagemaker-") and len(name) <= 63
+    assert names.lifecycle_bucket("sagemaker-mine", account="a", region="r") == "sagemaker-mine"
 
 
 # --- Outputs ---------------------------------------------------------------------------------
@@ -205,7 +200,7 @@ def test_persistent_1_variant_with_a_concrete_environment(assembly_for):
     assert lustre["PerUnitStorageThroughput"] == config.fsx.per_unit_storage_throughput
     assert "MetadataConfiguration" not in lustre, "PERSISTENT_1 rejects a metadata configuration"
     name = buckets(template)[bucket_id(template, "LifecycleBucket")]["Properties"]["BucketName"]
-    assert name == derived_lifecycle_bucket_name(config.name_prefix, config.env.account, config.env.region)
+    assert name == f"sagemaker-{config.name_prefix}-lifecycle-{config.env.account}-{config.env.region}"
     assert template.to_json()["Outputs"][OutputKey.REGION.value]["Value"] == config.env.region
 
 

@@ -36,11 +36,8 @@ class CheckResult:
 
 
 def lifecycle_bucket_name(config: ProjectConfig, account: str, region: str) -> str:
-    """The lifecycle-script bucket name: the configured one, else the derived `sagemaker-<prefix>-lifecycle-...`.
-
-    Must match the storage stack's derivation (project.py documents the same pattern).
-    """
-    return config.hyperpod.lifecycle_bucket_name or f"sagemaker-{config.name_prefix}-lifecycle-{account}-{region}"
+    """The lifecycle-script bucket name: the configured one, else the derived `sagemaker-<prefix>-lifecycle-...`."""
+    return config.names.lifecycle_bucket(config.hyperpod.lifecycle_bucket_name, account=account, region=region)
 
 
 def known_regions(session: Any) -> set[str]:

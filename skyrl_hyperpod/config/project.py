@@ -25,7 +25,7 @@ from .workloads import WorkloadsConfig
 
 # Longest derived name is the lifecycle bucket "sagemaker-<prefix>-lifecycle-<account>-<region>",
 # which must fit S3's 63 characters with a 12-digit account and the longest region names.
-NAME_PREFIX_MAX = 18
+NAME_PREFIX_MAX = 15
 
 
 class DerivedNames(StrictModel):
@@ -47,6 +47,12 @@ class DerivedNames(StrictModel):
 
     def stack(self, component: str) -> str:
         return f"{self.prefix}-{component}"
+
+    def lifecycle_bucket(self, configured: str | None, *, account: str, region: str) -> str:
+        """`hyperpod.lifecycle_bucket_name`, else `sagemaker-<prefix>-lifecycle-<account>-<region>`:
+        globally unique and readable by the managed HyperPod instance policy (which reads only
+        `sagemaker-*` buckets). account/region may be CloudFormation tokens."""
+        return configured or f"sagemaker-{self.prefix}-lifecycle-{account}-{region}"
 
 
 class ProjectConfig(StrictModel):

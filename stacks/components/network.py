@@ -4,15 +4,12 @@ Address plan. `ec2.Vpc` carves its subnets sequentially from the *start* of `vpc
 aligned to its mask. The masks are derived from the VPC size (private = 1/16 of the VPC, public =
 1/256), so the public and private subnets of up to 6 AZs fit in the lower 7/16 of the VPC; the
 upper half stays free for `hyperpod_subnet_cidr` (the default puts it at the third quarter).
-`vpc_subnet_plan` computes the plan without building anything, so the configuration can validate
-it; the construct checks the plan against what the Vpc construct really allocated and raises a
-ConfigError naming `network.hyperpod_subnet_cidr` on any overlap.
+`vpc_subnet_plan` (in the configuration, which validates it) computes the plan without building
+anything; the construct checks what the Vpc construct really allocated as well, as a guard against
+a change in CDK's allocation.
 """
 
 from __future__ import annotations
-
-import ipaddress
-from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -20,65 +17,13 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.config.platform import NetworkConfig
+from skyrl_hyperpod.config.platform import NetworkConfig, hyperpod_subnet_overlaps, vpc_subnet_masks
 
 # Lustre: LNET on 988, and 1018-1023 for the client/server connections of Lustre 2.x.
 LUSTRE_PORT = 988
 LUSTRE_PORT_RANGE = (1018, 1023)
 # Flow logs answer "who talked to what" during an incident: three months covers most reviews.
 FLOW_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
-
-# Fractions of the VPC given to each subnet (as extra prefix bits): private 1/16, public 1/256.
-_PRIVATE_EXTRA_BITS = 4
-_PUBLIC_EXTRA_BITS = 8
-# ec2.Vpc accepts subnet masks from /16 to /28.
-_MIN_MASK, _MAX_MASK = 16, 28
-
-
-@dataclass(frozen=True)
-class SubnetMasks:
-    public: int
-    private: int
-
-
-def vpc_subnet_masks(vpc_cidr: str) -> SubnetMasks:
-    """Masks of the Vpc construct's public and private subnets, scaled to the VPC size."""
-    prefix = ipaddress.IPv4Network(vpc_cidr).prefixlen
-
-    def clamp(mask: int) -> int:
-        return max(_MIN_MASK, min(_MAX_MASK, mask))
-
-    return SubnetMasks(public=clamp(prefix + _PUBLIC_EXTRA_BITS), private=clamp(prefix + _PRIVATE_EXTRA_BITS))
-
-
-def vpc_subnet_plan(network: NetworkConfig) -> list[ipaddress.IPv4Network]:
-    """CIDRs ec2.Vpc allocates for `max_azs` public then `max_azs` private subnets (same algorithm:
-    sequential from the VPC start, each block aligned to its own size)."""
-    vpc = ipaddress.IPv4Network(network.vpc_cidr)
-    masks = vpc_subnet_masks(network.vpc_cidr)
-    next_free = int(vpc.network_address)
-    plan = []
-    for mask in [masks.public] * network.max_azs + [masks.private] * network.max_azs:
-        size = 2 ** (32 - mask)
-        start = -(-next_free // size) * size  # round up to the block boundary
-        plan.append(ipaddress.IPv4Network((start, mask)))
-        next_free = start + size
-    return plan
-
-
-def hyperpod_subnet_overlaps(network: NetworkConfig, allocated: list[str] | None = None) -> list[str]:
-    """One line per VPC subnet that collides with the HyperPod subnet (empty list = no collision)."""
-    hyperpod = ipaddress.IPv4Network(network.hyperpod_subnet_cidr)
-    vpc = ipaddress.IPv4Network(network.vpc_cidr)
-    cidrs = [ipaddress.IPv4Network(c) for c in allocated] if allocated is not None else vpc_subnet_plan(network)
-    upper_half = list(vpc.subnets(prefixlen_diff=1))[1]
-    return [
-        f"config error: network.hyperpod_subnet_cidr = {str(hyperpod)!r}: overlaps the VPC's public/private "
-        f"subnet {cidr} (they fill vpc_cidr from its start); choose a CIDR inside {upper_half}"
-        for cidr in cidrs
-        if cidr.overlaps(hyperpod)
-    ]
-
 
 class HyperPodSubnet(Construct):
     """A private subnet pinned by AZ *id* (stable across accounts), routed to a NAT gateway.
@@ -179,7 +124,7 @@ class PlatformNetwork(Construct):
         allocated = [s.ipv4_cidr_block for s in (*self.vpc.public_subnets, *self.vpc.private_subnets)]
         overlaps = hyperpod_subnet_overlaps(network, allocated)
         if overlaps:
-            raise ConfigError(overlaps)
+            raise ConfigError([f"config error: network: {line}" for line in overlaps])
 
         self.flow_log_group = logs.LogGroup(self, "FlowLogGroup", retention=FLOW_LOG_RETENTION)
         self.vpc.add_flow_log(

@@ -20,8 +20,6 @@ from constructs import Construct
 
 from skyrl_hyperpod.config.platform import FsxConfig
 
-# The instance role policy only reads lifecycle scripts from buckets named "sagemaker-*".
-LIFECYCLE_BUCKET_PREFIX = "sagemaker-"
 # Access logs are kept for a year of audit history, then expire.
 ACCESS_LOG_RETENTION = cdk.Duration.days(365)
 # Overwritten adapters/scripts stay recoverable for a while, without growing the bill forever.
@@ -29,17 +27,6 @@ NONCURRENT_VERSION_RETENTION = cdk.Duration.days(90)
 # Interrupted multi-part uploads of large exports otherwise cost storage invisibly.
 INCOMPLETE_UPLOAD_RETENTION = cdk.Duration.days(7)
 MINIMUM_TLS_VERSION = 1.2
-
-
-def derived_lifecycle_bucket_name(name_prefix: str, account: str, region: str) -> str:
-    """`sagemaker-<prefix>-lifecycle-<account>-<region>`: globally unique, and readable by the managed
-    HyperPod instance policy. account/region may be CloudFormation tokens (environment-agnostic synth)."""
-    return f"{LIFECYCLE_BUCKET_PREFIX}{name_prefix}-lifecycle-{account}-{region}"
-
-
-def lifecycle_bucket_name(configured: str | None, *, name_prefix: str, account: str, region: str) -> str:
-    """The configured `hyperpod.lifecycle_bucket_name`, or the derived name when it is None."""
-    return configured if configured is not None else derived_lifecycle_bucket_name(name_prefix, account, region)
 
 
 class FsxLustre(Construct):
