@@ -1,7 +1,7 @@
 """The training image's build commands, computed from the configuration so nobody retypes a ref.
 
     python -m skyrl_hyperpod.image tag                 # the tag the charts run and the build pushes
-    python -m skyrl_hyperpod.image build-args          # --build-arg flags, one per line
+    python -m skyrl_hyperpod.image build-args          # --build-arg flags, one per line (+ how to set the digest)
     python -m skyrl_hyperpod.image buildx-command [--repository-uri URI | --outputs-file outputs.json]
     python -m skyrl_hyperpod.image start-build-command # the in-cloud build (CodeBuild)
 
@@ -31,23 +31,55 @@ BUILD_LOG_GROUP_OUTPUT = OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value
 TRAINING_IMAGE_URI_OUTPUT = OutputKey.TRAINING_IMAGE_URI.value
 
 
+# The shell variable that carries the base image's digest from base_digest_steps into the build.
+DIGEST_VARIABLE = "BASE_IMAGE_DIGEST"
+_DIGEST_PLACEHOLDER = "__BASE_IMAGE_DIGEST__"
+
+
 def build_arg_flags(image: TrainingImageConfig) -> list[str]:
-    """`--build-arg NAME=value` for every Dockerfile ARG, values from the configuration."""
+    """`--build-arg NAME=value` for every Dockerfile ARG, values from the configuration; the base
+    digest is always `$BASE_IMAGE_DIGEST`, which base_digest_steps sets (pinned or resolved)."""
     flags: list[str] = []
     for name, value in image.build_args.items():
-        flags += ["--build-arg", f"{name}={value}"]
+        flags += ["--build-arg", f"{name}={_DIGEST_PLACEHOLDER if name == DIGEST_VARIABLE else value}"]
     return flags
+
+
+def shell_join(words: Sequence[str]) -> str:
+    """shlex.join, with the digest placeholder turned into a quoted expansion of the shell variable."""
+    return shlex.join(words).replace(_DIGEST_PLACEHOLDER, f'"${DIGEST_VARIABLE}"')
+
+
+def base_digest_steps(image: TrainingImageConfig) -> list[str]:
+    """Shell commands, to run in order (one per line under `set -e`, or joined with &&), that set
+    $BASE_IMAGE_DIGEST: the configured pin, else the digest the base's name points at right now.
+
+    The Dockerfile builds FROM `<BASE_IMAGE>@<BASE_IMAGE_DIGEST>`, so the build never pulls a tag:
+    the digest resolved here is the one built, the one the image's label records and the one the
+    notice tells the user to pin. `docker buildx imagetools inspect` reads the registry without
+    pulling (buildx ships with CodeBuild's standard image and with Docker Desktop)."""
+    name = image.base_image
+    if image.base_image_pinned:
+        return [f"{DIGEST_VARIABLE}={image.base_image_digest}"]
+    inspect = f"docker buildx imagetools inspect --format '{{{{.Manifest.Digest}}}}' {shlex.quote(name)}"
+    return [
+        f'{{ {DIGEST_VARIABLE}=$({inspect}) && [[ "${DIGEST_VARIABLE}" =~ ^sha256:[0-9a-f]{{64}}$ ]]; }} '
+        f'|| {{ echo "error: could not resolve the digest of {name}" >&2; false; }}',
+        f'echo "notice: base image {name} is not pinned; building FROM {name}@${DIGEST_VARIABLE}. '
+        f'For reproducible builds set training_image.base_image_digest: ${DIGEST_VARIABLE}"',
+    ]
 
 
 def image_uri(repository_uri: str, image: TrainingImageConfig) -> str:
     return f"{repository_uri}:{image.tag}"
 
 
-def docker_build_command(image: TrainingImageConfig, uri: str, context: str, *, buildx: bool) -> list[str]:
-    """The one build invocation every path uses (CodeBuild runs it with buildx=False)."""
+def docker_build_command(image: TrainingImageConfig, uri: str, context: str, *, buildx: bool) -> str:
+    """Shell text of the one build invocation every path uses (CodeBuild runs it with buildx=False);
+    it expects $BASE_IMAGE_DIGEST from base_digest_steps."""
     # --load: a docker-container buildx builder (cross-building on arm64) keeps images to itself otherwise.
     head = ["docker", "buildx", "build", "--load"] if buildx else ["docker", "build"]
-    return [*head, "--platform", PLATFORM, *build_arg_flags(image), "--tag", uri, context]
+    return shell_join([*head, "--platform", PLATFORM, *build_arg_flags(image), "--tag", uri, context])
 
 
 def buildx_command(image: TrainingImageConfig, repository_uri: str, context: Path = DOCKER_CONTEXT_DIR) -> str:
@@ -56,8 +88,9 @@ def buildx_command(image: TrainingImageConfig, repository_uri: str, context: Pat
     registry = repository_uri.split("/", 1)[0]
     region = registry.split(".")[3] if registry.count(".") >= 5 else "<region>"
     login = f"aws ecr get-login-password --region {region} | docker login --username AWS --password-stdin {registry}"
-    build = shlex.join(docker_build_command(image, uri, context_arg, buildx=True))
-    return f"{login}\n{build} \\\n  && docker push {shlex.quote(uri)}"
+    # One && chain: pasted into an interactive shell, a failed step stops the rest without exiting the shell.
+    steps = [*base_digest_steps(image), docker_build_command(image, uri, context_arg, buildx=True)]
+    return f"{login}\n" + " \\\n  && ".join(steps) + f" \\\n  && docker push {shlex.quote(uri)}"
 
 
 def repository_uri_from(config: ProjectConfig, outputs_file: Path | None) -> tuple[str, bool]:
@@ -123,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(image.tag)
         elif args.command == "build-args":
             flags = build_arg_flags(image)
-            print("\n".join(shlex.join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
+            print(f"# set ${DIGEST_VARIABLE} first:", *base_digest_steps(image), sep="\n# ", file=sys.stderr)
+            print("\n".join(shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
         elif args.command == "buildx-command":
             if args.repository_uri:
                 uri, placeholder = args.repository_uri, False

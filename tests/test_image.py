@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,13 @@ def arg_defaults(dockerfile) -> dict[str, str | None]:
 
 def test_arg_defaults_equal_the_configuration(dockerfile, default_config):
     # The configuration is the source of truth; a plain `docker build docker/` must agree with it.
-    assert arg_defaults(dockerfile) == default_config.training_image.build_args
+    # The one exception is the base digest, which has no default so that such a build cannot pull
+    # a moving tag (test_no_build_can_pull_the_base_by_a_moving_tag).
+    defaults = arg_defaults(dockerfile)
+    configured = dict(default_config.training_image.build_args)
+    assert "BASE_IMAGE_DIGEST" in defaults and defaults.pop("BASE_IMAGE_DIGEST") is None
+    configured.pop("BASE_IMAGE_DIGEST")
+    assert defaults == configured
 
 
 def test_every_build_arg_is_declared_and_used(dockerfile, default_config):
@@ -54,7 +61,7 @@ def test_every_build_arg_is_declared_and_used(dockerfile, default_config):
 
 def test_base_image_comes_from_the_arg_and_carries_the_configured_ray(dockerfile, default_config):
     froms = [rest for keyword, rest in dockerfile if keyword == "FROM"]
-    assert froms == ["${BASE_IMAGE}"]
+    assert froms == ["${BASE_IMAGE}@${BASE_IMAGE_DIGEST}"]
     base = arg_defaults(dockerfile)["BASE_IMAGE"]
     assert re.search(r"ray-([0-9.]+)-", base).group(1) == default_config.training_image.ray_version
 
@@ -65,8 +72,91 @@ def test_refs_are_full_commit_ids(dockerfile):
         assert re.fullmatch(r"[0-9a-f]{40}", defaults[name]), name
 
 
-def test_no_latest_anywhere():
-    assert not re.search(r"\blatest\b", DOCKERFILE.read_text(), re.IGNORECASE)
+# --- the base image is only ever pulled by digest ------------------------------------------------------
+#
+# Docker pulls `name` as `name:latest` and `name:tag` as whatever the tag points at today; only
+# `name[:tag]@sha256:...` is fixed. These tests expand the Dockerfile's image references the way
+# Docker does and classify what would be pulled.
+
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE = re.compile(
+    rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?"
+)
+A_DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def pulled_as(reference: str) -> str:
+    """'digest' (fixed), 'tag' (moves), 'latest' (untagged = :latest), or 'invalid' (Docker refuses)."""
+    match = _REFERENCE.fullmatch(reference)
+    if not match:
+        return "invalid"
+    if match["digest"]:
+        return "digest"
+    return "latest" if match["tag"] in (None, "latest") else "tag"
+
+
+def expand(text: str, args: dict[str, str | None]) -> str:
+    """Docker's ARG substitution (${A}, $A, ${A:-word}, ${A:+word}); an unset ARG expands to ''."""
+
+    def value(match: re.Match) -> str:
+        name = match["braced"] or match["bare"]
+        current = args.get(name) or ""
+        if match["op"] == "-":
+            return current or match["word"]
+        if match["op"] == "+":
+            return match["word"] if current else ""
+        return current
+
+    return re.sub(r"\$\{(?P<braced>\w+)(?::(?P<op>[-+])(?P<word>[^}]*))?\}|\$(?P<bare>\w+)", value, text)
+
+
+def image_references(dockerfile: list[tuple[str, str]]) -> list[str]:
+    """Every image a build pulls: FROM operands and --from= values that are not earlier stages."""
+    stages: set[str] = set()
+    references: list[str] = []
+    for keyword, rest in dockerfile:
+        words = [w for w in rest.split() if not w.startswith("--platform=")]
+        if keyword == "FROM":
+            references.append(words[0])
+            if len(words) == 3 and words[1].upper() == "AS":
+                stages.add(words[2])
+        for word in words:
+            # COPY --from=<image|stage> and RUN --mount=...,from=<image|stage>,...
+            options = dict(kv.partition("=")[::2] for kv in word.removeprefix("--mount=").split(","))
+            source = word.removeprefix("--from=") if word.startswith("--from=") else None
+            if word.startswith("--mount="):
+                source = options.get("from")
+            if source and source not in stages and not source.isdigit():
+                references.append(source)
+    return references
+
+
+def test_pulled_as_classifies_references_like_docker():
+    assert pulled_as("novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0") == "latest"
+    assert pulled_as("novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0:latest") == "latest"
+    assert pulled_as("registry.example.com:5000/team/base:v1") == "tag"
+    assert pulled_as(f"registry.example.com:5000/team/base:v1@{A_DIGEST}") == "digest"
+    assert pulled_as(f"novaskyai/base@{A_DIGEST}") == "digest"
+    assert pulled_as("novaskyai/base@") == "invalid"
+    assert expand("${A}@${B}", {"A": "x"}) == "x@"
+
+
+def test_no_build_can_pull_the_base_by_a_moving_tag(dockerfile, default_config):
+    references = image_references(dockerfile)
+    assert references, "the Dockerfile pulls no image?"
+    defaults = arg_defaults(dockerfile)
+    mirror = "111111111111.dkr.ecr.us-west-2.amazonaws.com/mirror/skyrl-train-ray-2.57.0-py3.12-cu13.0:v1"
+    tagged = validate_config({"training_image": {"base_image": mirror}})
+    for build_args in (default_config.training_image.build_args, tagged.training_image.build_args):
+        for reference in references:
+            # A bare `docker build docker/` and a build path that failed to set the digest: Docker
+            # refuses the reference rather than pulling a tag.
+            assert pulled_as(expand(reference, defaults)) == "invalid", reference
+            assert pulled_as(expand(reference, {**build_args, "BASE_IMAGE_DIGEST": ""})) == "invalid", reference
+            # With the digest the build paths pass: pulled by that digest.
+            resolved = expand(reference, {**build_args, "BASE_IMAGE_DIGEST": A_DIGEST})
+            assert pulled_as(resolved) == "digest" and resolved.endswith(f"@{A_DIGEST}"), reference
 
 
 def test_final_user_is_the_non_root_ray_user(dockerfile):
@@ -86,6 +176,7 @@ def test_training_environment_and_labels(dockerfile, default_config):
     for label in (
         "org.opencontainers.image.title",
         'org.opencontainers.image.base.name="${BASE_IMAGE}"',
+        'org.opencontainers.image.base.digest="${BASE_IMAGE_DIGEST}"',
         'skyrl-hyperpod.skyrl.ref="${SKYRL_REF}"',
         'skyrl-hyperpod.visgym.ref="${VISGYM_REF}"',
         'skyrl-hyperpod.ray.version="${RAY_VERSION}"',
@@ -124,10 +215,11 @@ def test_bad_image_configuration_is_rejected(overrides, message):
     assert any(message in problem for problem in error.value.problems), error.value.problems
 
 
-def test_digest_pins_the_base_image():
-    digest = "sha256:" + "a" * 64
-    config = validate_config({"training_image": {"base_image_digest": digest}})
-    assert config.training_image.build_args["BASE_IMAGE"].endswith(f"@{digest}")
+def test_digest_pins_the_base_image(default_config):
+    config = validate_config({"training_image": {"base_image_digest": A_DIGEST}})
+    assert config.training_image.base_image_pinned and not default_config.training_image.base_image_pinned
+    assert config.training_image.build_args["BASE_IMAGE_DIGEST"] == A_DIGEST
+    assert config.training_image.tag != default_config.training_image.tag  # a pin is an image input
 
 
 # --- the tag -------------------------------------------------------------------------------------------
@@ -180,10 +272,69 @@ def test_missing_dockerfile_is_a_clear_error(tmp_path, default_config):
 
 def test_build_args_command_lists_every_configured_value(default_config, capsys):
     assert image_cli.main(["build-args"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines == [
-        shlex.join(["--build-arg", f"{k}={v}"]) for k, v in default_config.training_image.build_args.items()
+    captured = capsys.readouterr()
+    expected = {**default_config.training_image.build_args, "BASE_IMAGE_DIGEST": "$BASE_IMAGE_DIGEST"}
+    assert [shlex.split(line) for line in captured.out.splitlines()] == [
+        ["--build-arg", f"{k}={v}"] for k, v in expected.items()
     ]
+    # ...and how to set the digest (the default base is not pinned: resolve it).
+    assert "docker buildx imagetools inspect" in captured.err
+
+
+def stub_tools(tmp_path: Path, resolved_digest: str | None) -> tuple[dict[str, str], Path]:
+    """PATH with recording stand-ins for aws and docker; `docker buildx imagetools inspect` prints
+    resolved_digest, or fails when it is None (registry unreachable)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "calls"
+    record.touch()
+    resolve = f"echo {resolved_digest}" if resolved_digest else "exit 1"
+    (bin_dir / "docker").write_text(
+        f'#!/bin/bash\nprintf "%s\\n" "docker $*" >> {record}\n'
+        f'if [ "$1 $2 $3" = "buildx imagetools inspect" ]; then {resolve}; fi\nexit 0\n'
+    )
+    (bin_dir / "aws").write_text(f'#!/bin/bash\nprintf "%s\\n" "aws $*" >> {record}\nexit 0\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin"}, record
+
+
+@pytest.mark.parametrize("registry_answers", [True, False])
+def test_buildx_command_builds_from_the_digest_it_resolves(tmp_path, default_config, capsys, registry_answers):
+    image = default_config.training_image
+    assert not image.base_image_pinned  # upstream publishes the base untagged only (docker/README.md)
+    assert image_cli.main(["buildx-command", "--repository-uri", "111111111111.dkr.ecr.us-west-2.amazonaws.com/r"]) == 0
+    env, record = stub_tools(tmp_path, A_DIGEST if registry_answers else None)
+    result = subprocess.run(["bash", "-c", capsys.readouterr().out], env=env, capture_output=True, text=True)
+    calls = record.read_text().splitlines()
+    assert f"docker buildx imagetools inspect --format {{{{.Manifest.Digest}}}} {image.base_image}" in calls
+    builds = [shlex.split(c) for c in calls if c.startswith("docker buildx build")]
+    if registry_answers:
+        assert result.returncode == 0, result.stderr
+        [build] = builds
+        assert f"BASE_IMAGE_DIGEST={A_DIGEST}" in build and f"BASE_IMAGE={image.base_image}" in build
+        [notice] = [line for line in result.stdout.splitlines() if line.startswith("notice:")]
+        assert f"training_image.base_image_digest: {A_DIGEST}" in notice
+        assert calls[-1].startswith("docker push ")
+    else:
+        # Nothing is built or pushed from an unresolved (moving) base.
+        assert result.returncode != 0 and builds == [] and not any(c.startswith("docker push") for c in calls)
+        assert f"could not resolve the digest of {image.base_image}" in result.stderr
+
+
+def test_buildx_command_uses_the_pinned_digest_without_asking_the_registry(tmp_path, capsys):
+    config_file = tmp_path / "pinned.yaml"
+    config_file.write_text(f"training_image:\n  base_image_digest: '{A_DIGEST}'\n")
+    uri = "111111111111.dkr.ecr.us-west-2.amazonaws.com/r"
+    args = ["--config", str(config_file), "buildx-command", "--repository-uri", uri]
+    assert image_cli.main(args) == 0
+    env, record = stub_tools(tmp_path, None)
+    result = subprocess.run(["bash", "-c", capsys.readouterr().out], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    calls = record.read_text().splitlines()
+    assert not any("imagetools" in c for c in calls) and "notice:" not in result.stdout
+    [build] = [shlex.split(c) for c in calls if c.startswith("docker buildx build")]
+    assert f"BASE_IMAGE_DIGEST={A_DIGEST}" in build
 
 
 def test_buildx_command_targets_the_configured_tag(default_config, capsys):
@@ -192,11 +343,12 @@ def test_buildx_command_targets_the_configured_tag(default_config, capsys):
     out = capsys.readouterr().out
     image_uri = f"{uri}:{default_config.training_image.tag}"
     build_line = next(line for line in out.splitlines() if "buildx build" in line)
-    words = shlex.split(build_line.rstrip("\\"))
+    words = shlex.split(build_line.rstrip("\\").strip().removeprefix("&& "))
     assert words[:4] == ["docker", "buildx", "build", "--load"]
     assert words[words.index("--platform") + 1] == "linux/amd64"
     assert words[words.index("--tag") + 1] == image_uri
-    for name, value in default_config.training_image.build_args.items():
+    expected = {**default_config.training_image.build_args, "BASE_IMAGE_DIGEST": "$BASE_IMAGE_DIGEST"}
+    for name, value in expected.items():
         assert f"{name}={value}" in words
     assert f"docker push {image_uri}" in out
     assert "--region us-west-2" in out

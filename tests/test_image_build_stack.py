@@ -19,9 +19,10 @@ from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint
 from conftest import cdk_json_context
 
+from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files
 from skyrl_hyperpod.image import BUILD_LOG_GROUP_OUTPUT, BUILD_PROJECT_OUTPUT, TRAINING_IMAGE_URI_OUTPUT
-from stacks.components.image_build import build_script
+from stacks.components.image_build import TrainingImageBuild, build_script
 from stacks.image_build_stack import ImageBuildStack
 
 STACK = "skyrl-hp-image-build"
@@ -84,8 +85,11 @@ def test_project_pushes_the_configured_tag_with_the_configured_build_args(templa
     assert variables["IMAGE_TAG"] == image.tag
     assert {"REPOSITORY_URI", "REPOSITORY_NAME"} <= set(variables)
     [script] = json.loads(project_properties(template_json)["Source"]["BuildSpec"])["phases"]["build"]["commands"]
+    assert script == build_script(image)  # whose behaviour the tests below run
     for name, value in image.build_args.items():
-        assert f"--build-arg {name}={value}" in script
+        if name != "BASE_IMAGE_DIGEST":
+            assert f"--build-arg {name}={value}" in script
+    assert '--build-arg BASE_IMAGE_DIGEST="$BASE_IMAGE_DIGEST"' in script
     assert '--tag "$IMAGE_URI"' in script and 'docker push "$IMAGE_URI"' in script
     assert 'IMAGE_URI="$REPOSITORY_URI:$IMAGE_TAG"' in script
 
@@ -139,6 +143,16 @@ def test_logs_go_to_a_retained_log_group(template, template_json, default_config
     assert logs_config["Status"] == "ENABLED" and "Ref" in logs_config["GroupName"]
 
 
+@pytest.mark.parametrize("days", [1, 3653])
+def test_log_retention_is_the_configured_number_of_days(days):
+    config = validate_config({"training_image": {"build_log_retention_days": days}})
+    app = cdk.App(context={**cdk_json_context(), "aws:cdk:disable-asset-staging": True})
+    stack = cdk.Stack(app, "retention", env=cdk.Environment(account="111111111111", region="us-west-2"))
+    repository = ecr.Repository.from_repository_name(stack, "Repository", config.names.ecr_repository)
+    TrainingImageBuild(stack, "Build", image=config.training_image, repository=repository)
+    Template.from_stack(stack).has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": days})
+
+
 def test_artifacts_use_a_rotating_kms_key(template, template_json):
     template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
     assert "Fn::GetAtt" in project_properties(template_json)["EncryptionKey"]
@@ -182,39 +196,80 @@ def test_build_context_is_published_as_a_zip(assembly):
     assert packaging == {"zip"}
 
 
-@pytest.mark.parametrize("tag_exists", [True, False])
-def test_build_script_builds_and_pushes_only_a_missing_tag(tmp_path, default_config, tag_exists):
-    # Run the CodeBuild script in bash with recording stand-ins for the aws and docker CLIs.
+RESOLVED_DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def run_build_script(tmp_path: Path, image, *, tag_exists: bool, registry_answers: bool = True):
+    """Run the CodeBuild script in bash with recording stand-ins for the aws and docker CLIs;
+    `docker buildx imagetools inspect` answers RESOLVED_DIGEST, or fails when the registry does not answer."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     record = tmp_path / "calls"
+    record.touch()
     missing = "" if tag_exists else '[ "$2" = describe-images ] && exit 254\n'
-    for tool in ("aws", "docker"):
+    resolve = f"echo {RESOLVED_DIGEST}" if registry_answers else "exit 1"
+    stubs = {
+        "aws": missing,
+        "docker": f'if [ "$1 $2 $3" = "buildx imagetools inspect" ]; then {resolve}; fi\n',
+    }
+    for tool, behaviour in stubs.items():
         stub = bin_dir / tool
-        stub.write_text(
-            f'#!/bin/bash\nprintf "%s\\n" "{tool} $*" >> {record}\n' + (missing if tool == "aws" else "") + "exit 0\n"
-        )
+        stub.write_text(f'#!/bin/bash\nprintf "%s\\n" "{tool} $*" >> {record}\n{behaviour}exit 0\n')
         stub.chmod(0o755)
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "REPOSITORY_URI": "111111111111.dkr.ecr.us-west-2.amazonaws.com/skyrl-hp/skyrl-train",
         "REPOSITORY_NAME": "skyrl-hp/skyrl-train",
-        "IMAGE_TAG": default_config.training_image.tag,
+        "IMAGE_TAG": image.tag,
         "AWS_REGION": "us-west-2",
     }
-    result = subprocess.run(["bash", "-c", build_script(default_config.training_image)], env=env, capture_output=True)
-    calls = record.read_text().splitlines()
-    image_uri = f"{env['REPOSITORY_URI']}:{env['IMAGE_TAG']}"
+    result = subprocess.run(["bash", "-c", build_script(image)], env=env, capture_output=True, text=True)
+    return result, record.read_text().splitlines(), f"{env['REPOSITORY_URI']}:{env['IMAGE_TAG']}"
+
+
+@pytest.mark.parametrize("tag_exists", [True, False])
+def test_build_script_builds_and_pushes_only_a_missing_tag(tmp_path, default_config, tag_exists):
+    result, calls, image_uri = run_build_script(tmp_path, default_config.training_image, tag_exists=tag_exists)
     if tag_exists:
         assert result.returncode == 0
         assert [c.split()[:3] for c in calls] == [["aws", "ecr", "describe-images"]]
-        assert b"already exists" in result.stdout
+        assert "already exists" in result.stdout
     else:
         assert result.returncode == 0, result.stderr
         assert any(c.startswith("docker login") and "111111111111.dkr.ecr.us-west-2.amazonaws.com" in c for c in calls)
-        [build] = [c for c in calls if c.startswith("docker build")]
+        [build] = [c for c in calls if c.startswith("docker build ")]
         assert build.endswith(f"--tag {image_uri} .")
         assert calls[-1] == f"docker push {image_uri}"
+
+
+def test_build_script_builds_from_the_digest_it_resolves_and_prints_it(tmp_path, default_config):
+    image = default_config.training_image
+    assert not image.base_image_pinned  # the default base is resolved at build time (docker/README.md)
+    result, calls, _ = run_build_script(tmp_path, image, tag_exists=False)
+    assert result.returncode == 0, result.stderr
+    resolve = f"docker buildx imagetools inspect --format {{{{.Manifest.Digest}}}} {image.base_image}"
+    [build] = [c.split() for c in calls if c.startswith("docker build ")]
+    assert calls.index(resolve) < calls.index(" ".join(build))
+    assert f"BASE_IMAGE_DIGEST={RESOLVED_DIGEST}" in build and f"BASE_IMAGE={image.base_image}" in build
+    [notice] = [line for line in result.stdout.splitlines() if line.startswith("notice:")]
+    assert f"training_image.base_image_digest: {RESOLVED_DIGEST}" in notice
+
+
+def test_build_script_stops_when_the_base_digest_cannot_be_resolved(tmp_path, default_config):
+    image = default_config.training_image
+    result, calls, _ = run_build_script(tmp_path, image, tag_exists=False, registry_answers=False)
+    assert result.returncode != 0
+    assert not any(c.startswith(("docker build ", "docker push")) for c in calls)  # never builds a moving base
+    assert f"could not resolve the digest of {image.base_image}" in result.stderr
+
+
+def test_build_script_uses_a_pinned_digest_as_is(tmp_path):
+    pinned = validate_config({"training_image": {"base_image_digest": RESOLVED_DIGEST}}).training_image
+    result, calls, _ = run_build_script(tmp_path, pinned, tag_exists=False, registry_answers=False)
+    assert result.returncode == 0, result.stderr
+    assert not any("imagetools" in c for c in calls) and "notice:" not in result.stdout
+    [build] = [c.split() for c in calls if c.startswith("docker build ")]
+    assert f"BASE_IMAGE_DIGEST={RESOLVED_DIGEST}" in build
 
 
 def test_build_script_passes_shellcheck(default_config):

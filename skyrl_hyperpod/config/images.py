@@ -4,6 +4,12 @@ The training image is built from `docker/` (issue 4). This module is the one sou
 its build arguments and for its tag: the Dockerfile's ARG defaults equal `build_args` (a test
 checks it), every build path passes `build_args` explicitly, and the CodeBuild project and the
 charts both read `TrainingImageConfig.tag`, which `training_image_tag` computes.
+
+The base image is always built FROM `name@sha256:...`, never from a tag: with
+`base_image_digest` set that digest is used; unset (the default, because upstream publishes the
+base only under its untagged name, i.e. `latest`), every build path resolves the name's current
+digest at build time, builds FROM it, labels the image with it and prints it for pinning
+(`skyrl_hyperpod.image.base_digest_steps`).
 """
 
 from __future__ import annotations
@@ -62,7 +68,9 @@ class TrainingImageConfig(StrictModel):
     base_image_digest: str | None = Field(
         default=None,
         pattern=r"^sha256:[0-9a-f]{64}$",
-        description="Optional sha256 digest of the base image; when set the build pulls base_image@digest.",
+        description="sha256 digest of base_image, for reproducible builds. Unset, each build resolves the "
+        "name's current digest, builds FROM it, records it in the image label org.opencontainers.image.base.digest "
+        "and prints it to pin here.",
     )
     ray_version: str = Field(default="2.57.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
     skyrl_repository: str = "https://github.com/NovaSky-AI/SkyRL"
@@ -92,7 +100,10 @@ class TrainingImageConfig(StrictModel):
             raise ValueError("must be an image name such as registry/namespace/name[:tag]")
         last_segment = value.split("/")[-1]
         if ":" in last_segment and last_segment.rsplit(":", 1)[1] == "latest":
-            raise ValueError("must not use the moving 'latest' tag: name an explicit tag or set base_image_digest")
+            raise ValueError(
+                "must not use the moving 'latest' tag: name another tag, or leave the name untagged "
+                "(each build then resolves, uses and records its current digest), or set base_image_digest"
+            )
         return value
 
     @field_validator("skyrl_repository", "visgym_repository")
@@ -121,14 +132,17 @@ class TrainingImageConfig(StrictModel):
         return self
 
     @property
-    def base_image_reference(self) -> str:
-        return f"{self.base_image}@{self.base_image_digest}" if self.base_image_digest else self.base_image
+    def base_image_pinned(self) -> bool:
+        """True when the configuration names the base image's digest; otherwise the build resolves it."""
+        return self.base_image_digest is not None
 
     @property
     def build_args(self) -> dict[str, str]:
-        """Dockerfile ARG name -> value. Every build path passes all of them."""
+        """Dockerfile ARG name -> configured value; every build path passes all of them. An empty
+        BASE_IMAGE_DIGEST means "not pinned": the build paths resolve it before `docker build`."""
         return {
-            "BASE_IMAGE": self.base_image_reference,
+            "BASE_IMAGE": self.base_image,
+            "BASE_IMAGE_DIGEST": self.base_image_digest or "",
             "RAY_VERSION": self.ray_version,
             "SKYRL_REPOSITORY": self.skyrl_repository,
             "SKYRL_REF": self.skyrl_ref,
@@ -169,7 +183,9 @@ def image_input_files(context_dir: Path = DOCKER_CONTEXT_DIR) -> list[Path]:
 def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_CONTEXT_DIR) -> str:
     """`ray<version>-skyrl-<ref12>-visgym-<ref12>-<content12>`: readable pins plus a digest of the
     build arguments and the build-context bytes, so any change to what the image is made of yields
-    a new tag (ECR tags are immutable) and nothing else does."""
+    a new tag (ECR tags are immutable) and nothing else does. With an unpinned base the arguments
+    hold the base's name only: the digest a build resolves is not known at synth time, so the same
+    tag can hold different bases in different accounts (each image's label records which one)."""
     digest = hashlib.sha256()
     digest.update(json.dumps(image.build_args, sort_keys=True).encode())
     for path in image_input_files(context_dir):

@@ -1,5 +1,7 @@
 """In-cloud build of the training image: a CodeBuild project that builds docker/ and pushes
 `<repository>:<config.training_image.tag>`, so nobody needs Docker or an x86 build host locally.
+The build runs FROM the base image's digest: the configured pin, else the digest its name points
+at when the build starts (printed in the log, recorded in the image's labels).
 
 Start it with the command `python -m skyrl_hyperpod.image start-build-command` prints
 (docker/README.md). A build whose tag already exists in ECR ends without rebuilding: tags are
@@ -8,7 +10,6 @@ derived from the image's inputs and the repository keeps them immutable.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -21,32 +22,9 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
-from skyrl_hyperpod.image import docker_build_command
+from skyrl_hyperpod.image import base_digest_steps, docker_build_command
 
-_RETENTION = {
-    1: logs.RetentionDays.ONE_DAY,
-    3: logs.RetentionDays.THREE_DAYS,
-    5: logs.RetentionDays.FIVE_DAYS,
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS,
-    90: logs.RetentionDays.THREE_MONTHS,
-    120: logs.RetentionDays.FOUR_MONTHS,
-    150: logs.RetentionDays.FIVE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-    400: logs.RetentionDays.THIRTEEN_MONTHS,
-    545: logs.RetentionDays.EIGHTEEN_MONTHS,
-    731: logs.RetentionDays.TWO_YEARS,
-    1096: logs.RetentionDays.THREE_YEARS,
-    1827: logs.RetentionDays.FIVE_YEARS,
-    2192: logs.RetentionDays.SIX_YEARS,
-    2557: logs.RetentionDays.SEVEN_YEARS,
-    2922: logs.RetentionDays.EIGHT_YEARS,
-    3288: logs.RetentionDays.NINE_YEARS,
-    3653: logs.RetentionDays.TEN_YEARS,
-}
+from .iam_wildcards import nag_rule
 
 _COMPUTE_TYPES = {
     "LARGE": codebuild.ComputeType.LARGE,
@@ -83,7 +61,7 @@ def build_context_excludes(context_dir: Path) -> list[str]:
 
 def build_script(image: TrainingImageConfig) -> str:
     """Bash run by CodeBuild; REPOSITORY_URI, REPOSITORY_NAME and IMAGE_TAG come from the project."""
-    build = shlex.join(docker_build_command(image, _IMAGE_URI_PLACEHOLDER, ".", buildx=False))
+    build = docker_build_command(image, _IMAGE_URI_PLACEHOLDER, ".", buildx=False)
     build = build.replace(_IMAGE_URI_PLACEHOLDER, '"$IMAGE_URI"')
     return "\n".join(
         [
@@ -95,6 +73,7 @@ def build_script(image: TrainingImageConfig) -> str:
             "else",
             '  aws ecr get-login-password --region "$AWS_REGION" \\',
             '    | docker login --username AWS --password-stdin "${REPOSITORY_URI%%/*}"',
+            *(f"  {step}" for step in base_digest_steps(image)),
             f"  {build}",
             '  docker push "$IMAGE_URI"',
             '  echo "pushed $IMAGE_URI"',
@@ -125,7 +104,12 @@ class TrainingImageBuild(Construct):
             enable_key_rotation=True,
         )
         # Build logs hold no secrets; CloudWatch encrypts them at rest with its own key.
-        self.log_group = logs.LogGroup(self, "Logs", retention=_RETENTION[image.build_log_retention_days])
+        self.log_group = logs.LogGroup(self, "Logs")
+        # The config already limits the retention to the periods CloudWatch Logs accepts
+        # (LOG_RETENTION_DAYS). RetentionDays cannot be looked up by day count from Python (its
+        # members' values are their names), so the number goes straight to the CloudFormation property.
+        log_group_resource: logs.CfnLogGroup = self.log_group.node.default_child
+        log_group_resource.retention_in_days = image.build_log_retention_days
         source = s3_assets.Asset(
             self,
             "BuildContext",
@@ -181,7 +165,7 @@ class TrainingImageBuild(Construct):
         )
         cdk.Validations.of(self.role).acknowledge(
             cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                id=nag_rule("IAM5[Resource::*]"),
                 reason="ecr:GetAuthorizationToken supports no resource-level permissions, so it needs '*'; it only "
                 "issues a registry login token, and every image action is scoped to the one repository",
             )
@@ -217,7 +201,7 @@ class TrainingImageBuild(Construct):
         )
         cdk.Validations.of(self.project).acknowledge(
             cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-CB3",
+                id=nag_rule("CB3"),
                 reason="docker build needs the Docker daemon, which CodeBuild runs only in privileged mode; "
                 "the project runs nothing but the build script of this construct on the docker/ sources",
             )
