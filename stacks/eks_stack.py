@@ -16,6 +16,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -36,7 +37,6 @@ KUBERAY_CHART = "kuberay-operator"
 KUBERAY_RELEASE = "kuberay-operator"
 # Not a user-facing knob yet (config.versions holds the chart and repository only).
 KUBERAY_NAMESPACE = "kuberay-system"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def hyperpod_dependencies_values(config: ProjectConfig, region: str) -> dict[str, Any]:
@@ -53,7 +53,8 @@ def hyperpod_dependencies_values(config: ProjectConfig, region: str) -> dict[str
     values: dict[str, Any] = {
         "health-monitoring-agent": {"region": region},
         # Newer revisions of the chart bundle their own KubeRay operator; this project installs the
-        # pinned KubeRay chart itself, and two operators would fight over the same CRDs.
+        # pinned KubeRay chart itself, and two operators would fight over the same CRDs. Revisions
+        # without the sub-chart ignore the key, so it is harmless there.
         "kuberay": {"enabled": False},
         "nvidia-device-plugin": {
             "affinity": {

@@ -135,7 +135,12 @@ def test_price_file_without_the_configured_instance_type_is_one_line(tmp_path, d
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("region: [", "is not valid YAML"), ("region: us-west-2\ncurrency: EUR\n", "currency")],
+    [
+        ("region: [", "is not valid YAML at line"),
+        ("- us-west-2\n", "must hold a mapping at the top level"),
+        ("", "region"),  # an empty file is an empty price book: every required field is reported
+        ("region: us-west-2\ncurrency: EUR\n", "currency"),
+    ],
 )
 def test_malformed_price_file_is_reported_per_problem(tmp_path, content, message):
     file = tmp_path / "prices.yaml"
@@ -144,6 +149,13 @@ def test_malformed_price_file_is_reported_per_problem(tmp_path, content, message
     assert result.exit_code == 2
     assert message in result.stderr
     assert all(line.startswith("cost error:") for line in result.stderr.strip().splitlines())
+
+
+def test_missing_price_file_is_one_line(tmp_path):
+    missing = tmp_path / "absent.yaml"
+    result = run("--prices", str(missing))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"cost error: file {str(missing)!r} does not exist"
 
 
 def test_bad_config_is_one_line_per_problem(tmp_path):

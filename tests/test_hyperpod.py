@@ -203,7 +203,8 @@ def test_execution_role_extra_permissions_are_scoped(default_template, default_c
     statements = _execution_role_statements(default_template)
     assert set(statements) == {
         "CniCreateInterfacesInHyperPodSubnet",
-        "CniManageInterfaces",
+        "CniManageOwnInterfaces",
+        "CniAttachToHyperPodInstances",
         "CniTagInterfaces",
         "CniDescribe",
         "PullContainerImages",
@@ -216,7 +217,17 @@ def test_execution_role_extra_permissions_are_scoped(default_template, default_c
     assert statements["PodIdentityAgent"]["Resource"] == (
         f"arn:aws:eks:us-west-2:111111111111:cluster/{default_config.names.eks_cluster}"
     )
-    # Only list-style actions that have no resource-level permissions run on "*".
+    # ENIs the CNI creates belong to this account: managing their addresses stays on this account's ENIs.
+    assert statements["CniManageOwnInterfaces"]["Resource"] == "arn:aws:ec2:us-west-2:111111111111:network-interface/*"
+    # HyperPod instances belong to a SageMaker service account: nothing may pin an instance ARN to ours.
+    rendered = json.dumps(statements)
+    assert ":111111111111:instance/" not in rendered
+    attach = statements["CniAttachToHyperPodInstances"]
+    assert attach["Resource"] == "*"
+    assert attach["Condition"] == {"StringEquals": {"aws:RequestedRegion": "us-west-2"}}
+    assert {"ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"} <= set(attach["Action"])
+    assert not any(action.startswith(("ec2:Create", "ec2:Assign")) for action in attach["Action"])
+    # Only list-style actions that have no resource-level permissions run on "*" unconditionally.
     for sid in ("CniDescribe", "PullContainerImages"):
         assert statements[sid]["Resource"] == "*"
         assert all(

@@ -15,10 +15,12 @@ from cdk_nag import AwsSolutionsChecks
 from skyrl_hyperpod.config import ProjectConfig, validate_config
 from stacks.components.observability import (
     ADDON_NAME,
+    ADDON_NAMESPACE,
     ADVANCED_ONLY_METRICS,
     COLLECTOR_SERVICE_ACCOUNT,
     LEVELLED_METRICS,
 )
+from stacks.components.workload_identity import POD_IDENTITY_SERVICE
 from stacks.observability_stack import ObservabilityStack
 from stacks.studio_stack import StudioStack
 from tests.conftest import cdk_json_context
@@ -99,7 +101,7 @@ def test_addon_is_the_hyperpod_observability_addon_with_pod_identity(default_tem
         "AWS::IAM::Role",
         {
             "Properties": {
-                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "pods.eks.amazonaws.com"}}]}
+                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}
             }
         },
     )
@@ -113,6 +115,7 @@ def test_addon_is_the_hyperpod_observability_addon_with_pod_identity(default_tem
         {"RoleArn": {"Fn::GetAtt": [role_id, "Arn"]}, "ServiceAccount": COLLECTOR_SERVICE_ACCOUNT}
     ]
     assert COLLECTOR_SERVICE_ACCOUNT == "hyperpod-observability-operator-otel-collector"
+    assert ADDON_NAMESPACE == "hyperpod-observability"  # where the add-on installs the collector
 
 
 def test_addon_configuration_follows_config(default_template, default_config):
@@ -148,19 +151,27 @@ def test_addon_configuration_reacts_to_config_changes():
     }
 
 
-def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_template):
+def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_template, default_config):
     (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
     (role,) = default_template.find_resources(
         "AWS::IAM::Role",
         {
             "Properties": {
-                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "pods.eks.amazonaws.com"}}]}
+                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}
             }
         },
     ).values()
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
-    assert trust["Condition"]["ArnEquals"]["aws:SourceArn"].endswith(":cluster/skyrl-hp-eks")
+    # Only the add-on's collector service account in its namespace, on this cluster, may assume it.
+    assert trust["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": "111111111111",
+            "aws:RequestTag/eks-cluster-name": default_config.names.eks_cluster,
+            "aws:RequestTag/kubernetes-namespace": ADDON_NAMESPACE,
+            "aws:RequestTag/kubernetes-service-account": COLLECTOR_SERVICE_ACCOUNT,
+        }
+    }
     (policy,) = role["Properties"]["Policies"]
     statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
     assert statements["RemoteWriteToThisWorkspace"]["Action"] == "aps:RemoteWrite"

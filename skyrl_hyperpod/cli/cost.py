@@ -14,10 +14,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config import ConfigError, ProjectConfig, read_yaml
 from skyrl_hyperpod.config.platform import InstanceGroupConfig
 from skyrl_hyperpod.outputs import PLACEHOLDER_REGION
 
@@ -28,6 +27,8 @@ PRICE_LIST_API_REGION = "us-east-1"
 DEFAULT_PRICE_REGION = PLACEHOLDER_REGION
 # No public number for the reference run's wall time was found; a day is the stated default.
 DEFAULT_RUN_HOURS = 24.0
+# How read_yaml (shared with the config loader) starts its problems; price-file problems say "cost error: ".
+_READ_YAML_PREFIX = "config error: "
 
 
 class _Strict(BaseModel):
@@ -93,15 +94,12 @@ def price_file_for(region: str) -> Path:
 
 
 def load_price_book(file: Path) -> PriceBook:
-    if not file.is_file():
-        raise PriceError([f"cost error: price file {str(file)!r} does not exist"])
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise PriceError([f"cost error: {file} is not valid YAML" + (f" at line {mark.line + 1}" if mark else "")]) from None
-    if not isinstance(data, dict):
-        raise PriceError([f"cost error: {file} must hold a mapping at the top level"])
+        data = read_yaml(file)
+    except ConfigError as exc:
+        # read_yaml words its one-line problems for the config file; these are about the price file.
+        problems = [f"cost error: {problem.removeprefix(_READ_YAML_PREFIX)}" for problem in exc.problems]
+        raise PriceError(problems) from None
     try:
         return PriceBook.model_validate(data)
     except ValidationError as exc:

@@ -23,6 +23,7 @@ from constructs import Construct
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.platform import VersionsConfig
 
+from .iam_wildcards import nag_rule
 from .workload_identity import pod_identity_role
 
 # HyperPod's EKS orchestrator needs the Amazon VPC CNI at v1.18.3 or newer. With no pinned version,
@@ -92,7 +93,7 @@ class EksAddons(Construct):
         self.fsx_csi_role.add_to_policy(iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"]))
         cdk.Validations.of(self.fsx_csi_role).acknowledge(
             cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                id=nag_rule("IAM5[Resource::*]"),
                 reason=(
                     "Only fsx:DescribeFileSystems, a read-only describe the FSx CSI driver's documented policy "
                     "grants on '*'; no write or delete action is granted to the controller."

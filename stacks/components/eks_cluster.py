@@ -21,6 +21,13 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.platform import SUPPORTED_KUBERNETES_VERSIONS
 
+from .iam_wildcards import (
+    LAMBDA_BASIC_EXECUTION_POLICY,
+    LAMBDA_VPC_ACCESS_POLICY,
+    managed_policy_finding,
+    nag_rule,
+)
+
 # The one place that maps a Kubernetes version to the kubectl/helm Lambda layer matching it
 # (PyPI aws-cdk.lambda-layer-kubectl-vNN). Modules are imported lazily: each one loads a 36 MB
 # jsii bundle, so only the configured version's layer is ever loaded.
@@ -41,8 +48,6 @@ _LOG_TYPES = {
 }
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-_NAG = "AwsSolutions::AwsSolutions-"
-_MANAGED_POLICY_FINDING = _NAG + "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{}]"
 
 
 def kubectl_layer_class(kubernetes_version: str) -> type:
@@ -142,7 +147,7 @@ class EksCluster(Construct):
         stack = cdk.Stack.of(self)
         cdk.Validations.of(self.cluster.role).acknowledge(
             cdk.Acknowledgment(
-                id=_MANAGED_POLICY_FINDING.format("AmazonEKSClusterPolicy"),
+                id=managed_policy_finding("AmazonEKSClusterPolicy"),
                 reason="EKS service role: AmazonEKSClusterPolicy is the policy EKS documents for the control plane.",
             )
         )
@@ -158,21 +163,20 @@ class EksCluster(Construct):
                 {"Ref": "AWS::NoValue"},
             ]
         }
-        managed = _MANAGED_POLICY_FINDING
-        ecr_public_finding = f"{_NAG}IAM4[Policy::{json.dumps(ecr_public_policy, separators=(',', ':'))}]"
+        ecr_public_finding = nag_rule(f"IAM4[Policy::{json.dumps(ecr_public_policy, separators=(',', ':'))}]")
         # Applies to the kubectl handler and its custom-resource framework Lambda, both built by
         # aws_eks_v2.KubectlProvider with fixed policies this project cannot change.
         cdk.Validations.of(provider).acknowledge(
             cdk.Acknowledgment(
-                id=managed.format("service-role/AWSLambdaBasicExecutionRole"),
+                id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
                 reason="CDK kubectl provider Lambdas: AWS-managed baseline to write their own CloudWatch logs.",
             ),
             cdk.Acknowledgment(
-                id=managed.format("service-role/AWSLambdaVPCAccessExecutionRole"),
+                id=managed_policy_finding(LAMBDA_VPC_ACCESS_POLICY),
                 reason="CDK kubectl provider Lambdas run in the VPC to reach the private EKS API; ENI permissions.",
             ),
             cdk.Acknowledgment(
-                id=managed.format("AmazonEC2ContainerRegistryReadOnly"),
+                id=managed_policy_finding("AmazonEC2ContainerRegistryReadOnly"),
                 reason="Added by aws_eks_v2 to the kubectl handler so Helm can pull OCI charts from ECR; read-only.",
             ),
             cdk.Acknowledgment(
@@ -180,11 +184,11 @@ class EksCluster(Construct):
                 reason="Added by aws_eks_v2 (aws partition only) for Helm OCI charts on ECR Public; read-only.",
             ),
             cdk.Acknowledgment(
-                id=f"{_NAG}IAM5[Resource::<{handler_logical_id}.Arn>:*]",
+                id=nag_rule(f"IAM5[Resource::<{handler_logical_id}.Arn>:*]"),
                 reason="The custom-resource framework may invoke any version of the kubectl handler function only.",
             ),
             cdk.Acknowledgment(
-                id=f"{_NAG}L1",
+                id=nag_rule("L1"),
                 reason=(
                     "aws_eks_v2 picks the kubectl handler runtime (determineLatestPythonRuntime: python3.13), "
                     "the version its AWS CLI layer is built and tested against."
@@ -195,7 +199,7 @@ class EksCluster(Construct):
         if missing_log_types:
             cdk.Validations.of(self.cluster).acknowledge(
                 cdk.Acknowledgment(
-                    id=f"{_NAG}EKS2",
+                    id=nag_rule("EKS2"),
                     reason=(
                         "Control-plane log types are the user's choice (eks.control_plane_log_types); "
                         f"{', '.join(missing_log_types)} are off to limit CloudWatch cost; enable them in the config."
@@ -205,7 +209,7 @@ class EksCluster(Construct):
         if self.public_endpoint:
             cdk.Validations.of(self.cluster).acknowledge(
                 cdk.Acknowledgment(
-                    id=f"{_NAG}EKS1",
+                    id=nag_rule("EKS1"),
                     reason="The public endpoint is opt-in and restricted to the CIDRs in eks.public_access_cidrs.",
                 )
             )

@@ -23,9 +23,16 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from .eks_cluster import CLUSTER_ADMIN_POLICY
+from .iam_wildcards import (
+    LAMBDA_BASIC_EXECUTION_POLICY,
+    LAMBDA_VPC_ACCESS_POLICY,
+    managed_policy_finding,
+    nag_rule,
+)
+
 HANDLER_DIR = Path(__file__).with_name("helm_from_git")
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
-_MANAGED_POLICY_FINDING = "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{}]"
 
 
 def load_handler() -> ModuleType:
@@ -84,23 +91,23 @@ class GitHelmInstaller(Construct):
             principal=role.role_arn,
             access_policies=[
                 eks.AccessPolicy.from_access_policy_name(
-                    "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                    CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER
                 )
             ],
         )
         cdk.Validations.of(role).acknowledge(
             cdk.Acknowledgment(
-                id=_MANAGED_POLICY_FINDING.format("service-role/AWSLambdaBasicExecutionRole"),
+                id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
                 reason="AWS-managed baseline for a Lambda to write its own CloudWatch logs; nothing else.",
             ),
             cdk.Acknowledgment(
-                id=_MANAGED_POLICY_FINDING.format("service-role/AWSLambdaVPCAccessExecutionRole"),
+                id=managed_policy_finding(LAMBDA_VPC_ACCESS_POLICY),
                 reason="AWS-managed ENI permissions to run in the VPC, next to the private EKS API endpoint.",
             ),
         )
         cdk.Validations.of(self.function).acknowledge(
             cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-L1",
+                id=nag_rule("L1"),
                 reason=(
                     "Same runtime aws_eks_v2 gives its kubectl handler (determineLatestPythonRuntime: python3.13), "
                     "the version the shared AWS CLI layer is built and tested against."

@@ -12,7 +12,7 @@ from constructs import Construct
 
 from skyrl_hyperpod.config.platform import HyperPodConfig, InstanceGroupConfig
 
-from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern
+from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern, managed_policy_finding
 from .lifecycle import LifecycleScripts
 
 # Reads lifecycle scripts from sagemaker-* buckets and lets nodes report to HyperPod.
@@ -58,21 +58,29 @@ class HyperPodExecutionRole(Construct):
                     ],
                 ),
                 iam.PolicyStatement(
-                    sid="CniManageInterfaces",
+                    sid="CniManageOwnInterfaces",
                     actions=[
                         "ec2:AssignPrivateIpAddresses",
                         "ec2:UnassignPrivateIpAddresses",
+                        "ec2:DeleteNetworkInterface",
+                    ],
+                    resources=[network_interfaces],
+                ),
+                # HyperPod instances live in a SageMaker service account; only their ENIs are in this
+                # account's VPC. Attaching, detaching and modifying an ENI is authorized against that
+                # instance too, and the permission that lets the service account attach an ENI is
+                # deleted by permission id: as in the HyperPod-on-EKS execution-role policy, these
+                # run on "*", pinned to the deployment region.
+                iam.PolicyStatement(
+                    sid="CniAttachToHyperPodInstances",
+                    actions=[
                         "ec2:AttachNetworkInterface",
                         "ec2:DetachNetworkInterface",
-                        "ec2:DeleteNetworkInterface",
-                        "ec2:DeleteNetworkInterfacePermission",
                         "ec2:ModifyNetworkInterfaceAttribute",
+                        "ec2:DeleteNetworkInterfacePermission",
                     ],
-                    resources=[
-                        network_interfaces,
-                        ec2_arn("instance"),
-                        ec2_arn("security-group", security_group.security_group_id),
-                    ],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
                 ),
                 iam.PolicyStatement(
                     sid="CniTagInterfaces",
@@ -123,11 +131,9 @@ class HyperPodExecutionRole(Construct):
             # The managed policy grants s3:GetObject on sagemaker-* buckets but no KMS access.
             lifecycle_bucket.encryption_key.grant_decrypt(self.role)
 
-        # As cdk-nag renders the ARN of an AWS managed policy.
-        managed_policy_arn = f"arn:<AWS::Partition>:iam::aws:policy/{INSTANCE_ROLE_MANAGED_POLICY}"
         cdk.Validations.of(self.role).acknowledge(
             cdk.Acknowledgment(
-                id=f"AwsSolutions::AwsSolutions-IAM4[Policy::{managed_policy_arn}]",
+                id=managed_policy_finding(INSTANCE_ROLE_MANAGED_POLICY),
                 reason=(
                     f"{INSTANCE_ROLE_MANAGED_POLICY} is the policy HyperPod requires on every cluster "
                     "instance role (node agent, lifecycle scripts from sagemaker-* buckets)"
@@ -141,12 +147,11 @@ class HyperPodExecutionRole(Construct):
                     "the VPC CNI on HyperPod nodes creates, attaches and tags ENIs whose ids exist only at "
                     "run time; creation itself is pinned to the HyperPod subnet and security group"
                 ),
-                arn_pattern("ec2", r"instance/\*"): (
-                    "HyperPod node instance ids are assigned at run time (ENI attach/detach by the VPC CNI)"
-                ),
                 r"Resource::\*": (
                     "ec2:Describe* and ecr:GetAuthorizationToken have no resource-level permissions; ECR "
-                    "image pulls include EKS add-on and HyperPod agent images in AWS-owned registries"
+                    "image pulls include EKS add-on and HyperPod agent images in AWS-owned registries; ENI "
+                    "attach/detach/modify name HyperPod instances owned by a SageMaker service account whose "
+                    "id is not known here, and ENI permissions are deleted by id (region-pinned by condition)"
                 ),
             },
         )

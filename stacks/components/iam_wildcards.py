@@ -1,4 +1,4 @@
-"""Acknowledge cdk-nag's granular IAM5 (wildcard) findings with a reason per expected pattern.
+"""cdk-nag finding ids, and acknowledgment of granular IAM5 (wildcard) findings with a reason per pattern.
 
 cdk-nag reports each wildcard separately, with the resource rendered from the *final*
 template (`Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:...:network-interface/*`, or a
@@ -21,7 +21,23 @@ import jsii
 from aws_cdk import aws_iam as iam
 from constructs import IConstruct, IValidation
 
-IAM5 = "AwsSolutions::AwsSolutions-IAM5"
+AWS_SOLUTIONS_RULE_PREFIX = "AwsSolutions::AwsSolutions-"
+# AWS managed policies CDK attaches to the Lambdas it creates (custom-resource handlers).
+LAMBDA_BASIC_EXECUTION_POLICY = "service-role/AWSLambdaBasicExecutionRole"
+LAMBDA_VPC_ACCESS_POLICY = "service-role/AWSLambdaVPCAccessExecutionRole"
+
+
+def nag_rule(rule: str) -> str:
+    """The id cdk-nag prints for an AwsSolutions rule or granular finding, e.g. `nag_rule("L1")`."""
+    return f"{AWS_SOLUTIONS_RULE_PREFIX}{rule}"
+
+
+def managed_policy_finding(policy_name: str) -> str:
+    """The IAM4 finding id of the AWS managed policy `policy_name` (e.g. `service-role/AWSLambdaBasicExecutionRole`)."""
+    return nag_rule(f"IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy_name}]")
+
+
+IAM5 = nag_rule("IAM5")
 # One ARN field as cdk-nag renders it: a literal (`us-west-2`) or a flattened reference
 # (`<AWS::Region>`, which itself contains colons).
 _ARN_FIELD = r"(?:<[^<>]*>|[^:<>]*)"

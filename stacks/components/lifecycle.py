@@ -9,12 +9,16 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
 
-from .iam_wildcards import acknowledge_iam_wildcards
+from .iam_wildcards import (
+    LAMBDA_BASIC_EXECUTION_POLICY,
+    acknowledge_iam_wildcards,
+    managed_policy_finding,
+    nag_rule,
+)
 
 LIFECYCLE_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle_scripts"
 # The script HyperPod runs on every new node; it calls the others in the same directory.
 ON_CREATE_SCRIPT = "on_create.sh"
-LAMBDA_BASIC_EXECUTION_POLICY = "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 
 
 class LifecycleScripts(Construct):
@@ -50,13 +54,13 @@ class LifecycleScripts(Construct):
         )
         cdk.Validations.of(handler).acknowledge(
             cdk.Acknowledgment(
-                id=f"AwsSolutions::AwsSolutions-IAM4[Policy::{LAMBDA_BASIC_EXECUTION_POLICY}]",
+                id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
                 reason="CDK's BucketDeployment handler uses AWSLambdaBasicExecutionRole only to write its own logs",
             )
         )
         cdk.Validations.of(handler).acknowledge(
             cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-L1",
+                id=nag_rule("L1"),
                 reason="the runtime of CDK's BucketDeployment handler is chosen by aws-cdk-lib, not by this project",
             )
         )

@@ -16,10 +16,12 @@ from constructs import Construct
 from skyrl_hyperpod.config.platform import ObservabilityConfig
 
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern
+from .workload_identity import pod_identity_role
 
 ADDON_NAME = "amazon-sagemaker-hyperpod-observability"
-# The add-on installs its collector in this namespace under this service account; the Pod
-# Identity association names only the service account (the add-on fixes the namespace).
+# The add-on installs its collector in this namespace under this service account. The Pod Identity
+# association names only the service account (the add-on fixes the namespace); the collector role's
+# trust policy pins both.
 ADDON_NAMESPACE = "hyperpod-observability"
 COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 # HyperPod writes cluster and node logs under /aws/sagemaker/Clusters/<cluster name>/<cluster id>.
@@ -123,7 +125,7 @@ class HyperPodObservability(Construct):
         )
 
     def _collector_role(self, eks_cluster: eks.ICluster) -> iam.Role:
-        """Role of the OpenTelemetry collector, through EKS Pod Identity, limited to this cluster."""
+        """Role of the OpenTelemetry collector, through EKS Pod Identity, for its service account only."""
         stack = cdk.Stack.of(self)
         log_groups = stack.format_arn(
             service="logs",
@@ -131,19 +133,13 @@ class HyperPodObservability(Construct):
             resource_name=HYPERPOD_LOG_GROUP_PATTERN,
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
-        role = iam.Role(
+        role = pod_identity_role(
             self,
             "CollectorRole",
+            cluster=eks_cluster,
+            namespace=ADDON_NAMESPACE,
+            service_account=COLLECTOR_SERVICE_ACCOUNT,
             description=f"{ADDON_NAME}: {ADDON_NAMESPACE}/{COLLECTOR_SERVICE_ACCOUNT} via EKS Pod Identity",
-            assumed_by=iam.SessionTagsPrincipal(
-                iam.ServicePrincipal(
-                    "pods.eks.amazonaws.com",
-                    conditions={
-                        "StringEquals": {"aws:SourceAccount": stack.account},
-                        "ArnEquals": {"aws:SourceArn": eks_cluster.cluster_arn},
-                    },
-                )
-            ),
             inline_policies={
                 "MetricsAndLogs": iam.PolicyDocument(
                     statements=[

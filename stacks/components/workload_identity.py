@@ -11,6 +11,7 @@ association does not need either to exist when it is created.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks as eks_l1
@@ -34,6 +35,7 @@ def pod_identity_role(
     namespace: str,
     service_account: str,
     description: str,
+    inline_policies: Mapping[str, iam.PolicyDocument] | None = None,
 ) -> iam.Role:
     """An IAM role only EKS Pod Identity can assume, and only for `namespace/service_account` of `cluster`."""
     principal = iam.ServicePrincipal(POD_IDENTITY_SERVICE).with_conditions(
@@ -47,7 +49,13 @@ def pod_identity_role(
         }
     )
     # Pod Identity assumes the role with session tags: sts:TagSession is required next to sts:AssumeRole.
-    return iam.Role(scope, construct_id, assumed_by=iam.SessionTagsPrincipal(principal), description=description)
+    return iam.Role(
+        scope,
+        construct_id,
+        assumed_by=iam.SessionTagsPrincipal(principal),
+        description=description,
+        inline_policies=dict(inline_policies) if inline_policies else None,
+    )
 
 
 def adapters_object_arn(bucket: s3.IBucket, prefix: str) -> str:
