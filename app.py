@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""CDK app entry point: `cdk synth` / `cdk deploy`. Configuration: `-c config=FILE` or $SKYRL_HP_CONFIG."""
+"""CDK app entry point: `cdk synth` / `cdk deploy`.
+
+Configuration: $SKYRL_HP_CONFIG, the one way the CDK app, the cdk8s app and the CLI all read, so the
+manifests can never be built from a different file than the stacks.
+"""
 
 from skyrl_hyperpod.runtime import fail, prefer_venv_node
 
@@ -14,7 +18,11 @@ from stacks import build_platform  # noqa: E402
 def main() -> None:
     app = cdk.App()
     try:
-        config = load_config(app.node.try_get_context("config"))
+        if app.node.try_get_context("config") is not None:
+            raise ConfigError(
+                ["config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE (the cdk8s app and the CLI read only that)"]
+            )
+        config = load_config(None)
         # Constructs re-check what only exists once CDK has allocated it (e.g. subnet CIDRs).
         build_platform(app, config)
     except ConfigError as error:

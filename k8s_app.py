@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""cdk8s app entry point: `cdk8s synth` writes one manifest file per chart to dist/.
+"""cdk8s app entry point: `cdk8s synth` writes one manifest file per chart to dist/ (or `-o DIR`).
 
-Configuration: $SKYRL_HP_CONFIG (same file as the CDK app). Stack outputs: the file written by
+Configuration: $SKYRL_HP_CONFIG, the one way the CDK app, this app and the CLI all read (cdk8s
+never sees `cdk -c` context). Stack outputs: the file written by
 `cdk deploy --outputs-file <file>`, at workloads.outputs_file or $SKYRL_HP_OUTPUTS; without it the
 manifests use placeholder values and are not deployable. Manifests are validated before writing.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -23,10 +23,10 @@ from charts import ChartInputs, build_charts, manifests  # noqa: E402
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config  # noqa: E402
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR  # noqa: E402
 from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs  # noqa: E402
+from skyrl_hyperpod.validation import validate_manifests  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent
 JOB_SCRIPT = REPO_ROOT / "docker" / "train_job.py"
-OUTDIR = "dist"
 
 
 def stack_outputs(config: ProjectConfig) -> StackOutputs:
@@ -47,30 +47,19 @@ def read_job_script(path: Path = JOB_SCRIPT) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def validate(documents: list[dict], config: ProjectConfig) -> list[str]:
-    """Schema and cross-checks of skyrl_hyperpod.validation; skipped with a warning if that module is absent."""
-    try:
-        module = importlib.import_module("skyrl_hyperpod.validation")
-    except ModuleNotFoundError as exc:
-        if exc.name != "skyrl_hyperpod.validation":
-            raise
-        module = None
-    validate_manifests = getattr(module, "validate_manifests", None)
-    if validate_manifests is None:
-        print("warning: skyrl_hyperpod.validation is not available: manifests NOT validated", file=sys.stderr)
-        return []
-    return validate_manifests(documents, config=config)
-
-
 def main() -> None:
     try:
         config = load_config(None)
         inputs = ChartInputs(config=config, outputs=stack_outputs(config), job_script=read_job_script())
     except ConfigError as error:
         fail(error.problems)
-    app = cdk8s.App(outdir=OUTDIR, yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
+    # No outdir: cdk8s.App takes $CDK8S_OUTDIR, which `cdk8s synth -o DIR` sets (default dist/).
+    app = cdk8s.App(yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
     charts = build_charts(app, inputs)
-    problems = validate(manifests(charts), config)
+    try:
+        problems = validate_manifests(manifests(charts), config=config)
+    except ConfigError as error:  # e.g. the KubeRay CRDs are not where KUBERAY_CRDS_DIR says
+        problems = error.problems
     if problems:
         fail(problems)
     app.synth()

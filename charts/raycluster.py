@@ -1,13 +1,16 @@
 """The long-lived training RayCluster `skyrl-visgym` (name from the configuration).
 
-Head on the CPU group, one GPU worker pod per node of the GPU group; requests are the catalog's
-allocatable figures, so changing the instance type or count in the configuration rescales it.
+Head on the CPU group, sized to leave room for the RayService head on the same node; one GPU worker
+pod per node of the GPU group, requesting what that group's nodes expose (instance type and
+threads_per_core), so changing either in the configuration rescales it.
 """
 
 from __future__ import annotations
 
 import cdk8s
 from constructs import Construct
+
+from skyrl_hyperpod.config.serving import training_head_size
 
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
 from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
@@ -20,8 +23,8 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
     training, hyperpod, workloads = config.training, config.hyperpod, config.workloads
     layout = inputs.layout
     owner = (training.run_as_user, training.run_as_group)
-    head_cpus, head_memory = allocatable_pod(hyperpod.head_group.spec)
-    worker_cpus, worker_memory = allocatable_pod(layout.spec)
+    head_cpus, head_memory = training_head_size(training, config.serving, hyperpod)
+    worker_cpus, worker_memory = allocatable_pod(layout.group)
     prepare = prepare_shared_dirs_container(
         image=inputs.training_image,
         mount_path=workloads.shared_mount_path,

@@ -1,8 +1,8 @@
 """One RayJob per experiment: SkyRL's VisGym GRPO entry point through docker/train_job.py.
 
 Default: submitted to the long-lived RayCluster (clusterSelector), as the reference run does;
-experiments then queue on it. With training.self_contained_jobs each RayJob creates its own
-cluster (same spec) and deletes it when done.
+experiments then queue on it, and KubeRay cannot retry them. With training.self_contained_jobs each
+RayJob creates its own cluster (same spec), is retried on a fresh one, and deletes it when done.
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ class TrainingJobsChart(cdk8s.Chart):
             props = RayJobProps(
                 entrypoint=entrypoint(inputs, run),
                 submission_mode="K8sJobMode",
-                backoff_limit=training.job_backoff_limit,
                 active_deadline_seconds=training.job_active_deadline_seconds,
                 cluster_name=None if cluster_spec else training.raycluster_name,
                 cluster_spec=cluster_spec,
                 ttl_seconds_after_finished=training.job_ttl_seconds_after_finished,
+                backoff_limit=training.effective_job_backoff_limit,
                 runtime_env_yaml=runtime_env,
             )
             self.jobs.append(RayJob(self, run.job_name, name=run.job_name, namespace=inputs.namespace, props=props))

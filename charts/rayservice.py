@@ -67,7 +67,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
     config = inputs.config
     serving, hyperpod, workloads = config.serving, config.hyperpod, config.workloads
     worker_group = hyperpod.worker_group
-    worker_cpus, worker_memory = allocatable_pod(worker_group.spec)
+    worker_cpus, worker_memory = allocatable_pod(worker_group)
     head = RayPodProps(
         container_name="ray-head",
         image=config.serving_image.image,

@@ -18,7 +18,8 @@ import yaml
 
 from charts import ChartInputs, build_charts, serve_config
 from charts.rayjob import entrypoint
-from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.config import INSTANCE_CATALOG, validate_config
+from skyrl_hyperpod.config.serving import training_head_size
 from skyrl_hyperpod.config.training import resolve_runs
 from skyrl_hyperpod.outputs import OutputKey, StackOutputs
 
@@ -107,7 +108,6 @@ def test_service_accounts_match_the_pod_identity_associations(default_charts, de
 def test_raycluster_head(default_charts, default_config):
     cluster = one(default_charts, "RayCluster")
     head = cluster["spec"]["headGroupSpec"]
-    spec = default_config.hyperpod.head_group.spec
     assert cluster["metadata"]["name"] == default_config.training.raycluster_name == "skyrl-visgym"
     assert cluster["spec"]["rayVersion"] == default_config.training_image.ray_version == "2.57.0"
     assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
@@ -115,11 +115,8 @@ def test_raycluster_head(default_charts, default_config):
     pod = head["template"]["spec"]
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": default_config.hyperpod.head_group.instance_type}
     container = ray_container(head["template"])
-    assert container["resources"]["requests"] == {
-        "cpu": str(spec.allocatable_vcpus),
-        "memory": f"{spec.allocatable_memory_gib}Gi",
-    }
-    assert int(container["resources"]["requests"]["cpu"]) < spec.vcpus
+    cpus, memory = training_head_size(default_config.training, default_config.serving, default_config.hyperpod)
+    assert container["resources"]["requests"] == {"cpu": str(cpus), "memory": f"{memory}Gi"}
     assert pod["serviceAccountName"] == default_config.workloads.training_service_account
     assert "tolerations" not in pod
 
@@ -177,7 +174,8 @@ def test_rayjob_submits_to_the_long_lived_cluster_by_default(default_charts, def
     assert "rayClusterSpec" not in spec and spec["shutdownAfterJobFinishes"] is False
     assert "deletionStrategy" not in spec
     assert spec["submissionMode"] == "K8sJobMode"
-    assert spec["backoffLimit"] == default_config.training.job_backoff_limit
+    # KubeRay rejects retries with clusterSelector: a retry deletes and recreates the job's cluster.
+    assert "backoffLimit" not in spec
     assert spec["activeDeadlineSeconds"] == default_config.training.job_active_deadline_seconds
 
 
@@ -237,6 +235,7 @@ def test_self_contained_rayjob_creates_and_deletes_its_own_cluster():
     assert "clusterSelector" not in spec
     assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 600
     assert "deletionStrategy" not in spec  # cannot be combined with shutdownAfterJobFinishes
+    assert spec["backoffLimit"] == config.training.effective_job_backoff_limit == 1
     long_lived = one(synth(validate_config({})), "RayCluster")["spec"]
     assert spec["rayClusterSpec"] == long_lived
 
@@ -295,7 +294,7 @@ def test_scaling_the_gpu_group_rescales_cluster_and_skyrl_consistently(instance_
     assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == count
     assert container["resources"]["limits"]["nvidia.com/gpu"] == spec.gpus
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == spec.efa_interfaces
-    assert container["resources"]["requests"]["cpu"] == str(spec.allocatable_vcpus)
+    assert container["resources"]["requests"]["cpu"] == str(config.hyperpod.worker_group.allocatable_vcpus)
     assert group["template"]["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"] == instance_type
     overrides = skyrl_overrides(one(charts, "RayJob"))
     gpus = count * spec.gpus
@@ -398,7 +397,12 @@ def test_synth_is_deterministic(default_config, default_charts):
 
 
 def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
-    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "SKYRL_HP_OUTPUTS": str(tmp_path / "none.json")}
+    # `cdk8s synth -o DIR` passes DIR as CDK8S_OUTDIR.
+    env = {
+        "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+        "SKYRL_HP_OUTPUTS": str(tmp_path / "none.json"),
+        "CDK8S_OUTDIR": str(tmp_path / "out"),
+    }
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "k8s_app.py")],
         cwd=tmp_path,
@@ -407,17 +411,14 @@ def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
         text=True,
         check=False,
     )
-    if not (REPO_ROOT / "docker" / "train_job.py").is_file():
-        assert result.returncode == 2 and "train_job.py" in result.stderr
-        return
     assert result.returncode == 0, result.stderr
     assert "PLACEHOLDER" in result.stderr
-    files = sorted(p.name for p in (tmp_path / "dist").iterdir())
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == [
         f"{chart}.k8s.yaml"
         for chart in ("01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice")
     ]
-    platform = list(yaml.safe_load_all((tmp_path / "dist" / "01-platform.k8s.yaml").read_text()))
+    platform = list(yaml.safe_load_all((tmp_path / "out" / "01-platform.k8s.yaml").read_text()))
     config_map = next(doc for doc in platform if doc["kind"] == "ConfigMap")
     assert config_map["data"]["train_job.py"] == (REPO_ROOT / "docker" / "train_job.py").read_text()
 
@@ -451,3 +452,59 @@ def test_manifests_pass_the_validation_step(overrides):
     config = validate_config(overrides)
     inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
     assert validation.validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []
+
+
+def ray_pod_templates(charts: dict[str, list[dict]]) -> list[dict]:
+    """Every Ray pod template: RayCluster, RayService and self-contained RayJob clusters."""
+    cluster_specs = [doc["spec"] for doc in objects(charts, "RayCluster")]
+    cluster_specs += [doc["spec"]["rayClusterConfig"] for doc in objects(charts, "RayService")]
+    cluster_specs += [
+        job["spec"]["rayClusterSpec"] for job in objects(charts, "RayJob") if "rayClusterSpec" in job["spec"]
+    ]
+    templates = []
+    for spec in cluster_specs:
+        templates.append(spec["headGroupSpec"]["template"])
+        templates += [group["template"] for group in spec["workerGroupSpecs"]]
+    return templates
+
+
+def cpu_and_memory_gib(container: dict) -> tuple[int, int]:
+    requests = container["resources"]["requests"]
+    assert requests["memory"].endswith("Gi")
+    return int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
+
+
+_HEAD = {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1}
+_WORKERS = {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance_count": 3}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"hyperpod": {"worker_group": {**_WORKERS, "threads_per_core": 2}}},
+        {"hyperpod": {"head_group": {**_HEAD, "threads_per_core": 1}}},
+        {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge"}}},
+        {"training": {"self_contained_jobs": True}},
+    ],
+    ids=["defaults", "workers-ht-on", "head-ht-off", "g7e-48xlarge", "self-contained"],
+)
+def test_ray_pods_request_no_more_than_their_node_exposes(overrides):
+    config = validate_config(overrides)
+    groups = {group.instance_type: group for group in (config.hyperpod.head_group, config.hyperpod.worker_group)}
+    charts = synth(config)
+    heads: list[tuple[int, int]] = []
+    for template in ray_pod_templates(charts):
+        group = groups[template["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"]]
+        catalog = INSTANCE_CATALOG[group.instance_type]
+        # The catalog counts 2 threads per core; threads_per_core 1 (hyperthreading off) halves the vCPUs.
+        node_vcpus = catalog.vcpus * group.threads_per_core // 2
+        cpus, memory = cpu_and_memory_gib(ray_container(template))
+        assert cpus < node_vcpus and memory < catalog.memory_gib, (group.instance_type, cpus, node_vcpus)
+        if group is config.hyperpod.head_group:
+            heads.append((cpus, memory))
+    # The training head (the RayCluster's or a self-contained RayJob's) and the serving head share one head node.
+    head = config.hyperpod.head_group
+    assert len(heads) == 2
+    assert sum(cpus for cpus, _ in heads) < INSTANCE_CATALOG[head.instance_type].vcpus * head.threads_per_core // 2
+    assert sum(memory for _, memory in heads) < INSTANCE_CATALOG[head.instance_type].memory_gib

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, load_config, validate_config
+from skyrl_hyperpod.config.platform import InstanceGroupConfig
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -34,10 +35,34 @@ def test_defaults_reproduce_the_reference_deployment(default_config):
     assert not default_config.eks.endpoint_public
 
 
-def test_catalog_allocatable_leaves_room_for_system_daemons():
-    for instance_type, spec in INSTANCE_CATALOG.items():
-        assert 0 < spec.allocatable_vcpus < spec.vcpus, instance_type
-        assert 0 < spec.allocatable_memory_gib < spec.memory_gib, instance_type
+def exposed_vcpus(instance_type: str, threads_per_core: int) -> int:
+    """What the OS sees: the catalog lists vCPUs with 2 threads per core; 1 thread per core halves them."""
+    return INSTANCE_CATALOG[instance_type].vcpus * threads_per_core // 2
+
+
+@pytest.mark.parametrize("threads_per_core", [1, 2])
+@pytest.mark.parametrize("instance_type", sorted(INSTANCE_CATALOG))
+def test_group_allocatable_fits_what_the_node_exposes_and_leaves_room_for_daemons(instance_type, threads_per_core):
+    group = InstanceGroupConfig(
+        name="g", instance_type=instance_type, instance_count=1, threads_per_core=threads_per_core
+    )
+    node = exposed_vcpus(instance_type, threads_per_core)
+    assert group.node_vcpus == node
+    assert 0 < group.allocatable_vcpus < node
+    assert 0 < group.allocatable_memory_gib < INSTANCE_CATALOG[instance_type].memory_gib
+
+
+def test_hyperthreading_off_halves_what_a_gpu_worker_pod_may_request():
+    def worker(threads_per_core: int) -> InstanceGroupConfig:
+        return InstanceGroupConfig(
+            name="w", instance_type="ml.g7e.12xlarge", instance_count=1, threads_per_core=threads_per_core
+        )
+
+    # ml.g7e.12xlarge: 48 vCPUs with hyperthreading, 24 cores. At least 2 vCPUs stay for the kubelet,
+    # HyperPod agents and daemon sets.
+    assert worker(1).allocatable_vcpus <= 24 - 2
+    assert 24 < worker(2).allocatable_vcpus <= 48 - 2
+    assert worker(1).allocatable_memory_gib == worker(2).allocatable_memory_gib
 
 
 def test_yaml_file_overrides_only_what_it_names(tmp_path):
@@ -154,3 +179,20 @@ def test_cdk_app_prints_one_line_per_problem_and_no_traceback(tmp_path):
     assert result.stderr.strip() == "config error: fsx.storage_capacity_gib = 1000: must be 1200, 2400 or a multiple of 2400 GiB"
     assert "Traceback" not in result.stderr
     assert not out.exists() or not any(out.iterdir())  # nothing half-written
+
+
+def test_cdk_context_config_is_refused_so_stacks_and_manifests_read_the_same_file(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        env={
+            "PATH": str(Path(sys.executable).parent),
+            "CDK_CONTEXT_JSON": '{"config": "mine.yaml"}',
+            "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skyrl_hyperpod.config import ConfigError, validate_config
-from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank
+from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank, training_head_size
 from skyrl_hyperpod.config.training import (
     DERIVED_KEYS,
     OVERRIDABLE_KEYS,
@@ -130,6 +130,58 @@ def test_worker_replicas_beyond_the_instance_count_are_rejected():
 def test_shm_that_does_not_fit_the_pod_is_rejected():
     message = only_problem({"training": {"worker_shm_gib": 400}})
     assert "worker_shm_gib = 400" in message
+    message = only_problem({"training": {"head_memory_gib": 64, "head_shm_gib": 40}})
+    assert "training.head_shm_gib = 40" in message and "64 GiB" in message
+
+
+def test_training_head_leaves_room_for_the_serving_head(default_config):
+    training, serving, hyperpod = default_config.training, default_config.serving, default_config.hyperpod
+    head = hyperpod.head_group
+    cpus, memory = training_head_size(training, serving, hyperpod)
+    assert cpus + serving.head_cpus == head.allocatable_vcpus
+    assert memory + serving.head_memory_gib == head.allocatable_memory_gib
+    # The Ray head keeps most of the node: GCS and the object store need memory.
+    assert memory >= head.allocatable_memory_gib // 2 and memory >= 2 * training.head_shm_gib
+
+
+def test_explicit_training_head_is_used_as_given():
+    config = validate_config({"training": {"head_cpus": 16, "head_memory_gib": 128}})
+    assert training_head_size(config.training, config.serving, config.hyperpod) == (16, 128)
+
+
+@pytest.mark.parametrize(
+    ("data", "fields"),
+    [
+        ({"training": {"head_cpus": 58}}, "training.head_cpus + serving.head_cpus = 58 + 8"),
+        ({"serving": {"head_cpus": 59}}, "training.head_cpus + serving.head_cpus = 0 + 59"),
+        ({"training": {"head_memory_gib": 450}}, "training.head_memory_gib + serving.head_memory_gib = 450 + 32"),
+        (
+            {"hyperpod": {"head_group": {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,
+                                         "threads_per_core": 1}},
+             "training": {"head_cpus": 24}},
+            "training.head_cpus + serving.head_cpus = 24 + 8",
+        ),
+    ],
+)
+def test_heads_that_cannot_share_the_head_node_are_rejected(data, fields):
+    message = only_problem(data)
+    assert fields in message and "ml.r5d.16xlarge" in message
+
+
+def test_retries_are_set_only_for_jobs_that_own_their_cluster(default_config):
+    assert default_config.training.job_backoff_limit is None
+    assert default_config.training.effective_job_backoff_limit is None
+    own = validate_config({"training": {"self_contained_jobs": True}}).training
+    assert own.effective_job_backoff_limit == 1
+    no_retry = validate_config({"training": {"self_contained_jobs": True, "job_backoff_limit": 0}}).training
+    assert no_retry.effective_job_backoff_limit == 0
+    assert validate_config({"training": {"job_backoff_limit": 0}}).training.effective_job_backoff_limit is None
+
+
+def test_retries_on_the_shared_cluster_are_rejected():
+    # KubeRay rejects backoffLimit > 0 with clusterSelector (a retry recreates the job's cluster).
+    message = only_problem({"training": {"job_backoff_limit": 2}})
+    assert "training: job_backoff_limit = 2" in message and "self_contained_jobs" in message
 
 
 def test_lora_rank_above_max_lora_rank_is_rejected():

@@ -83,17 +83,20 @@ class RayCluster(_RayObject):
 class RayJobProps:
     entrypoint: str
     submission_mode: SubmissionMode
-    backoff_limit: int
     active_deadline_seconds: int
     # Exactly one of: an existing cluster's name, or the spec of a cluster the job creates.
     cluster_name: str | None = None
     cluster_spec: RayClusterSpecProps | None = None
     ttl_seconds_after_finished: int = 0
+    # Retries delete and recreate the job's cluster: only for a job that owns one.
+    backoff_limit: int | None = None
     runtime_env_yaml: str | None = None
 
     def __post_init__(self) -> None:
         if (self.cluster_name is None) == (self.cluster_spec is None):
             raise ValueError("RayJobProps needs exactly one of cluster_name and cluster_spec")
+        if self.cluster_name is not None and self.backoff_limit:
+            raise ValueError("RayJobProps: KubeRay rejects backoff_limit with an existing cluster (clusterSelector)")
 
 
 class RayJob(_RayObject):
@@ -103,9 +106,10 @@ class RayJob(_RayObject):
         spec: dict = {
             "entrypoint": props.entrypoint,
             "submissionMode": props.submission_mode,
-            "backoffLimit": props.backoff_limit,
             "activeDeadlineSeconds": props.active_deadline_seconds,
         }
+        if props.backoff_limit is not None:
+            spec["backoffLimit"] = props.backoff_limit
         if props.runtime_env_yaml:
             spec["runtimeEnvYAML"] = props.runtime_env_yaml
         if props.cluster_name is not None:

@@ -2,7 +2,7 @@
 
 KubeRay's pod templates are core PodTemplateSpecs inside a custom resource, so they are built as
 data here (cdk8s-plus objects cannot be nested in an ApiObject). Every figure comes from the
-props, which the charts fill from the configuration and the instance catalog.
+props, which the charts fill from the configuration (instance groups and the catalog).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from skyrl_hyperpod.config import InstanceSpec
+from skyrl_hyperpod.config.platform import InstanceGroupConfig
+from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL
 
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
@@ -64,9 +64,9 @@ class RayPodProps:
     labels: dict[str, str] = field(default_factory=dict)
 
 
-def allocatable_pod(spec: InstanceSpec) -> tuple[int, int]:
-    """(vCPUs, GiB) one pod per node may request after system reservations (catalog figures)."""
-    return spec.allocatable_vcpus, spec.allocatable_memory_gib
+def allocatable_pod(group: InstanceGroupConfig) -> tuple[int, int]:
+    """(vCPUs, GiB) one pod per node of the group may request after system reservations."""
+    return group.allocatable_vcpus, group.allocatable_memory_gib
 
 
 def ray_pod_template(props: RayPodProps) -> dict:

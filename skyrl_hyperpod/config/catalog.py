@@ -1,18 +1,25 @@
 """Instance catalog: the one place that knows what each HyperPod instance type offers.
 
-Everything that depends on an instance type (pod requests, GPU counts, EFA devices, SkyRL
-placement, cost) reads it from here. Sources: ../shared/FACTS.md for ml.g7e.12xlarge and
-ml.r5d.16xlarge; the other sizes follow the sagemaker-hyperpod-cli instance constants
-(`INSTANCE_RESOURCES`). EFA counts for ml.g7e.24xlarge/48xlarge are unconfirmed.
+Everything that depends on an instance type (GPU counts, EFA devices, SkyRL placement, cost,
+and through InstanceGroupConfig the pod requests) reads it from here. Sources: ../shared/FACTS.md
+for ml.g7e.12xlarge and ml.r5d.16xlarge; the other sizes follow the sagemaker-hyperpod-cli instance
+constants (`INSTANCE_RESOURCES`). EFA counts for ml.g7e.24xlarge/48xlarge are unconfirmed.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Every catalog type lists its vCPUs with hyperthreading on: two threads per core. What a node
+# exposes also depends on its group's threads_per_core (InstanceGroupConfig.node_vcpus).
+THREADS_PER_CORE_WITH_HYPERTHREADING = 2
+
 
 class InstanceSpec(BaseModel):
-    """What one instance offers, before Kubernetes and HyperPod take their share."""
+    """What one instance type offers, before Kubernetes and HyperPod take their share.
+
+    Pod-sized figures (allocatable vCPUs and memory) belong to InstanceGroupConfig: the vCPUs a node
+    exposes depend on the group's threads_per_core, not on the type alone."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -25,14 +32,9 @@ class InstanceSpec(BaseModel):
     local_nvme: str | None = None
 
     @property
-    def allocatable_vcpus(self) -> int:
-        """vCPUs a pod may request: leaves room for kubelet, HyperPod agents and daemon sets."""
-        return self.vcpus - max(2, self.vcpus // 12)
-
-    @property
-    def allocatable_memory_gib(self) -> int:
-        """Memory a pod may request after system reservations (kubelet, agents, page cache)."""
-        return self.memory_gib - max(8, self.memory_gib // 10)
+    def physical_cores(self) -> int:
+        """Cores behind `vcpus`: the catalog counts vCPUs with hyperthreading on."""
+        return self.vcpus // THREADS_PER_CORE_WITH_HYPERTHREADING
 
 
 _RTX_PRO_6000 = "NVIDIA RTX PRO 6000 Blackwell Server Edition"

@@ -198,7 +198,9 @@ class InstanceGroupConfig(StrictModel):
     instance_type: str = Field(description="An instance type from the catalog (skyrl_hyperpod/config/catalog.py).")
     instance_count: int = Field(ge=0, le=256, description="Nodes in the group.")
     ebs_volume_gb: int = Field(default=500, ge=1, le=16384, description="Secondary EBS volume mounted at /opt/sagemaker.")
-    threads_per_core: Literal[1, 2] = 1
+    threads_per_core: Literal[1, 2] = Field(
+        default=1, description="1 turns hyperthreading off: the node then exposes half the catalog's vCPUs."
+    )
     deep_health_checks: list[DeepHealthCheck] = Field(default_factory=list, description="GPU groups only.")
     training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$")
 
@@ -227,6 +229,22 @@ class InstanceGroupConfig(StrictModel):
     @property
     def spec(self) -> InstanceSpec:
         return INSTANCE_CATALOG[self.instance_type]
+
+    @property
+    def node_vcpus(self) -> int:
+        """vCPUs the OS, and so the kubelet, sees on one node of this group."""
+        return self.spec.physical_cores * self.threads_per_core
+
+    @property
+    def allocatable_vcpus(self) -> int:
+        """vCPUs one pod per node may request: leaves room for kubelet, HyperPod agents and daemon sets."""
+        return self.node_vcpus - max(2, self.node_vcpus // 12)
+
+    @property
+    def allocatable_memory_gib(self) -> int:
+        """Memory one pod per node may request after system reservations (kubelet, agents, page cache)."""
+        memory = self.spec.memory_gib
+        return memory - max(8, memory // 10)
 
 
 class HyperPodConfig(StrictModel):

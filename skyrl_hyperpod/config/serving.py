@@ -80,6 +80,36 @@ class ServingConfig(StrictModel):
         return self
 
 
+def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpod: HyperPodConfig) -> tuple[int, int]:
+    """(vCPUs, GiB) of the training head pod: explicit, or what one head node has left after the
+    serving head, so the RayService head schedules beside the training RayCluster."""
+    head = hyperpod.head_group
+    cpus = training.head_cpus or head.allocatable_vcpus - serving.head_cpus
+    memory = training.head_memory_gib or head.allocatable_memory_gib - serving.head_memory_gib
+    return cpus, memory
+
+
+def _check_head_node(serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig) -> None:
+    """Both heads on one head node: their requests together must fit what a pod there may request."""
+    head = hyperpod.head_group
+    training_cpus, training_memory = training_head_size(training, serving, hyperpod)
+    for key, unit, allocatable, training_value, serving_value in (
+        ("head_cpus", "vCPUs", head.allocatable_vcpus, training_cpus, serving.head_cpus),
+        ("head_memory_gib", "GiB", head.allocatable_memory_gib, training_memory, serving.head_memory_gib),
+    ):
+        if training_value < 1 or training_value + serving_value > allocatable:
+            raise ValueError(
+                f"training.{key} + serving.{key} = {training_value} + {serving_value}: both heads share one "
+                f"{head.instance_type} node (threads_per_core {head.threads_per_core}), where pods may request "
+                f"{allocatable} {unit}"
+            )
+    if training.head_shm_gib * 2 > training_memory:
+        raise ValueError(
+            f"training.head_shm_gib = {training.head_shm_gib}: /dev/shm counts against the pod's memory; keep it at "
+            f"most half of the training head's {training_memory} GiB"
+        )
+
+
 def effective_max_lora_rank(serving: ServingConfig, training: TrainingConfig) -> int:
     if serving.max_lora_rank is not None:
         return serving.max_lora_rank
@@ -95,7 +125,8 @@ def _lora_rank(training: TrainingConfig, index: int) -> int:
 def check_serving(
     serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, workloads: WorkloadsConfig
 ) -> None:
-    """Cross-checks against the training runs and the GPU group; ValueError naming field, value, rule."""
+    """Cross-checks against the training runs, the GPU group and the head node the two heads share;
+    ValueError naming field, value, rule."""
     rank = effective_max_lora_rank(serving, training)
     for index, experiment in enumerate(training.experiments):
         lora_rank = _lora_rank(training, index)
@@ -122,18 +153,12 @@ def check_serving(
             f"max_replicas = {serving.max_replicas}: {serving.worker_replicas} worker pod(s) x {group.spec.gpus} GPUs "
             f"hold {capacity} replica(s) of {serving.tensor_parallel_size} GPU(s)"
         )
-    if serving.worker_shm_gib * 2 > group.spec.allocatable_memory_gib:
+    if serving.worker_shm_gib * 2 > group.allocatable_memory_gib:
         raise ValueError(
             f"worker_shm_gib = {serving.worker_shm_gib}: keep /dev/shm at most half of the "
-            f"{group.spec.allocatable_memory_gib} GiB a pod may use"
+            f"{group.allocatable_memory_gib} GiB a pod may use"
         )
-    head = hyperpod.head_group.spec
-    if serving.head_cpus > head.allocatable_vcpus or serving.head_memory_gib > head.allocatable_memory_gib:
-        raise ValueError(
-            f"head_cpus/head_memory_gib = {serving.head_cpus}/{serving.head_memory_gib}: a "
-            f"{hyperpod.head_group.instance_type} pod may request {head.allocatable_vcpus} vCPUs and "
-            f"{head.allocatable_memory_gib} GiB"
-        )
+    _check_head_node(serving, training=training, hyperpod=hyperpod)
     publish = serving.publish
     names = [experiment.name for experiment in training.experiments]
     if publish.experiment is not None and publish.experiment not in names:

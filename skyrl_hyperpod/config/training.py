@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import InstanceSpec
-from .platform import HyperPodConfig, StrictModel
+from .platform import HyperPodConfig, InstanceGroupConfig, StrictModel
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
 
 # KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
@@ -149,6 +149,10 @@ class Experiment(StrictModel):
         return self.run_id or self.name
 
 
+# One retry on a fresh cluster: rides out a lost node; resume_mode=latest continues from the checkpoint.
+DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT = 1
+
+
 class TrainingConfig(StrictModel):
     """SkyRL GRPO training: knobs, experiments, the RayCluster and the RayJobs."""
 
@@ -178,13 +182,25 @@ class TrainingConfig(StrictModel):
     # The training image's non-root `ray` user; files on /shared belong to it.
     run_as_user: int = Field(default=1000, ge=1, description="UID of the training image's ray user.")
     run_as_group: int = Field(default=100, ge=0, description="GID of the training image's ray user.")
-    # RayCluster sizing. CPU and memory requests come from the catalog's allocatable figures.
+    # RayCluster sizing. Worker requests are the GPU group's allocatable figures (one pod per node).
     worker_replicas: int | None = Field(default=None, gt=0, description="Default: every node of the GPU group.")
     worker_gpus: int | None = Field(
         default=None, gt=0, description="GPUs per worker pod. Default: all of the instance's."
     )
     worker_shm_gib: int = Field(default=64, gt=0, description="/dev/shm (memory-backed) per worker pod: NCCL and vLLM.")
     head_shm_gib: int = Field(default=8, gt=0, description="/dev/shm per head pod.")
+    head_cpus: int | None = Field(
+        default=None,
+        gt=0,
+        description="Training head pod vCPUs. Default: the head node's allocatable vCPUs minus serving.head_cpus, "
+        "so the RayService head schedules beside the training RayCluster.",
+    )
+    head_memory_gib: int | None = Field(
+        default=None,
+        gt=0,
+        description="Training head pod memory (GCS, object store, /dev/shm). Default: the head node's allocatable "
+        "memory minus serving.head_memory_gib.",
+    )
     head_service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
         default="ClusterIP", description="ClusterIP keeps the dashboard in-cluster (kubectl port-forward)."
     )
@@ -194,8 +210,11 @@ class TrainingConfig(StrictModel):
         description="false: submit to the long-lived RayCluster (clusterSelector); true: each RayJob creates its own "
         "cluster and deletes it when done.",
     )
-    job_backoff_limit: int = Field(
-        default=1, ge=0, description="Retries; resume_mode=latest resumes from the last checkpoint."
+    job_backoff_limit: int | None = Field(
+        default=None,
+        ge=0,
+        description="Self-contained jobs only: retries, each on a fresh cluster (resume_mode=latest resumes from the "
+        "last checkpoint). Default: 1. KubeRay cannot retry a job on the shared RayCluster (clusterSelector).",
     )
     job_active_deadline_seconds: int = Field(
         default=172800, gt=0, description="Give up after this long (default 48 h)."
@@ -246,6 +265,24 @@ class TrainingConfig(StrictModel):
                 raise ValueError(f"{where}.overrides[{key!r}] = {first.get('input')!r}: {first['msg']}") from None
         return self
 
+    @model_validator(mode="after")
+    def _retries_need_own_cluster(self) -> TrainingConfig:
+        # A KubeRay retry deletes and recreates the job's cluster: KubeRay rejects backoffLimit > 0
+        # with clusterSelector (older operators deleted the shared RayCluster instead).
+        if not self.self_contained_jobs and self.job_backoff_limit:
+            raise ValueError(
+                f"job_backoff_limit = {self.job_backoff_limit}: needs self_contained_jobs: true; KubeRay cannot retry "
+                "a job on the shared RayCluster (resubmit it: kubectl delete, then apply the RayJob again)"
+            )
+        return self
+
+    @property
+    def effective_job_backoff_limit(self) -> int | None:
+        """RayJob spec.backoffLimit, or None to leave it out (jobs on the shared RayCluster)."""
+        if not self.self_contained_jobs:
+            return None
+        return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
+
 
 def rayjob_name(training: TrainingConfig, experiment: Experiment) -> str:
     return f"{training.raycluster_name}-{experiment.name}"
@@ -255,10 +292,17 @@ def rayjob_name(training: TrainingConfig, experiment: Experiment) -> str:
 class WorkerLayout:
     """What the RayCluster's GPU worker group offers SkyRL."""
 
-    instance_type: str
-    spec: InstanceSpec
+    group: InstanceGroupConfig
     replicas: int
     gpus_per_pod: int
+
+    @property
+    def instance_type(self) -> str:
+        return self.group.instance_type
+
+    @property
+    def spec(self) -> InstanceSpec:
+        return self.group.spec
 
     @property
     def total_gpus(self) -> int:
@@ -268,8 +312,7 @@ class WorkerLayout:
 def worker_layout(training: TrainingConfig, hyperpod: HyperPodConfig) -> WorkerLayout:
     group = hyperpod.worker_group
     return WorkerLayout(
-        instance_type=group.instance_type,
-        spec=group.spec,
+        group=group,
         replicas=training.worker_replicas or group.instance_count,
         gpus_per_pod=training.worker_gpus or group.spec.gpus,
     )
@@ -446,15 +489,12 @@ def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: 
             f"worker_replicas = {layout.replicas}: hyperpod.worker_group has {hyperpod.worker_group.instance_count} "
             f"instances (one worker pod per node)"
         )
-    for field, shm, spec in (
-        ("worker_shm_gib", training.worker_shm_gib, layout.spec),
-        ("head_shm_gib", training.head_shm_gib, hyperpod.head_group.spec),
-    ):
-        if shm * 2 > spec.allocatable_memory_gib:
-            raise ValueError(
-                f"{field} = {shm}: /dev/shm counts against the pod's memory; keep it at most half of the "
-                f"{spec.allocatable_memory_gib} GiB a pod may use"
-            )
+    worker_memory = layout.group.allocatable_memory_gib
+    if training.worker_shm_gib * 2 > worker_memory:
+        raise ValueError(
+            f"worker_shm_gib = {training.worker_shm_gib}: /dev/shm counts against the pod's memory; keep it at most "
+            f"half of the {worker_memory} GiB a pod may use"
+        )
     runs: list[ResolvedRun] = []
     for experiment in training.experiments:
         knobs = SkyRLKnobs.model_validate({**training.knobs.model_dump(by_alias=True), **experiment.overrides})
