@@ -9,6 +9,11 @@ Every figure is the median wall time of fresh processes started the way a user s
 node_modules' CLIs). Peak memory is the largest resident set of the whole process tree (Python, the
 jsii Node runtime and the CLIs), sampled every 20 ms. Ratios are what the targets are about; absolute
 seconds vary between machines.
+
+The manifest validation keeps an on-disk cache of its slow, pure steps (parsed KubeRay CRDs, Ray's
+Serve schemas; see skyrl_hyperpod/validation/_cache.py). `cdk8s synth` and the scaling runs are
+measured both cold (SKYRL_HP_VALIDATION_CACHE=off: a fresh checkout, CI without a cache) and warm
+(a cache private to this run, filled by the warm-up run); the 1.2 x target is judged on the cold figure.
 """
 
 from __future__ import annotations
@@ -42,11 +47,14 @@ s3.Bucket(stack, "Bucket")
 app.synth()
 """
 
+CDK8S_COLD = "cdk8s synth + validation (cold cache)"
+CDK8S_WARM = "cdk8s synth + validation (warm cache)"
 TARGETS = {  # ratio to the baseline, median against median
     "cdk synth (whole app)": 1.5,
-    "cdk8s synth + validation": 1.2,
+    CDK8S_COLD: 1.2,
     "test suite": 4.0,
 }
+REPORTED_RATIOS = [*TARGETS, CDK8S_WARM]  # the warm figure is shown for reference, not judged
 MARGINAL_EXPERIMENT_TARGET_MS = 20.0
 TEST_SUITE_MEMORY_TARGET_MIB = 2048
 
@@ -98,12 +106,14 @@ def measure(name: str, command: list[str], cwd: Path, env: dict[str, str], repea
     return result
 
 
-def base_env(validation: bool, config_file: Path | None = None) -> dict[str, str]:
+def base_env(validation: bool, validation_cache: Path | None, config_file: Path | None = None) -> dict[str, str]:
+    """validation_cache: a directory for the manifest validation's cache, or None for no cache (cold)."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(BIN), str(NODE_BIN), env.get("PATH", "")])
     env["CDK_DISABLE_CLI_TELEMETRY"] = "true"
     env["CDK8S_CHECK_UPGRADE"] = "false"  # no registry call inside the measurement
     env["CDK_VALIDATION"] = "true" if validation else "false"
+    env["SKYRL_HP_VALIDATION_CACHE"] = str(validation_cache) if validation_cache is not None else "off"
     env.pop("SKYRL_HP_CONFIG", None)
     if config_file is not None:
         env["SKYRL_HP_CONFIG"] = str(config_file)
@@ -139,12 +149,14 @@ def main() -> None:
     cdk = [str(NODE_BIN / "cdk"), "synth", "--quiet", "--no-notices"]
     cdk8s = [str(NODE_BIN / "cdk8s"), "synth"]
 
+    warm_cache = work / "validation-cache"  # private to this run: filled by the first warm-up run
     results: dict[str, dict] = {}
     modes = [True] + ([] if "validation-off" in args.skip else [False])
     for validation in modes:
         label = f"CDK_VALIDATION={'on' if validation else 'off'}"
         print(f"\n{label} (median of {args.repeat}, after one warm-up run)")
-        env = base_env(validation)
+        env = base_env(validation, warm_cache)
+        cold_env = base_env(validation, None)
         figures = {
             "baseline: one-bucket cdk synth": measure(
                 "baseline: one-bucket cdk synth", [*cdk, "-o", str(work / "base.out")], baseline_dir, env, args.repeat
@@ -152,9 +164,8 @@ def main() -> None:
             "cdk synth (whole app)": measure(
                 "cdk synth (whole app)", [*cdk, "-o", str(work / "cdk.out")], REPO, env, args.repeat
             ),
-            "cdk8s synth + validation": measure(
-                "cdk8s synth + validation", cdk8s, REPO, env, args.repeat
-            ),
+            CDK8S_COLD: measure(CDK8S_COLD, cdk8s, REPO, cold_env, args.repeat),
+            CDK8S_WARM: measure(CDK8S_WARM, cdk8s, REPO, env, args.repeat),
         }
         if "tests" not in args.skip:
             figures["test suite"] = measure(
@@ -163,34 +174,43 @@ def main() -> None:
             )
         baseline = figures["baseline: one-bucket cdk synth"].median
         print(f"\n  ratios to the baseline ({baseline:.2f} s):")
-        for name, target in TARGETS.items():
+        for name in REPORTED_RATIOS:
             if name in figures:
                 ratio = figures[name].median / baseline
-                verdict = "meets" if ratio <= target else "MISSES"
-                print(f"    {name:<38} {ratio:5.2f} x   target <= {target} x: {verdict}")
+                if name in TARGETS:
+                    verdict = "meets" if ratio <= TARGETS[name] else "MISSES"
+                    print(f"    {name:<42} {ratio:5.2f} x   target <= {TARGETS[name]} x: {verdict}")
+                else:
+                    print(f"    {name:<42} {ratio:5.2f} x   (reference)")
         if "test suite" in figures:
             peak = figures["test suite"].peak_rss_mib
             verdict = "meets" if peak <= TEST_SUITE_MEMORY_TARGET_MIB else "MISSES"
-            print(f"    {'test suite peak memory':<38} {peak:5.0f} MiB target <= {TEST_SUITE_MEMORY_TARGET_MIB}: {verdict}")
+            print(f"    {'test suite peak memory':<42} {peak:5.0f} MiB target <= {TEST_SUITE_MEMORY_TARGET_MIB}: {verdict}")
         results[label] = {
             name: {"median_s": m.median, "runs_s": m.seconds, "peak_rss_mib": m.peak_rss_mib}
             for name, m in figures.items()
         }
-        results[label]["ratios"] = {n: figures[n].median / baseline for n in TARGETS if n in figures}
+        results[label]["ratios"] = {n: figures[n].median / baseline for n in REPORTED_RATIOS if n in figures}
 
     if "scaling" not in args.skip:
-        print("\nscaling: cdk8s synth with N RayJob experiments")
-        scaling = {}
-        for count in (1, 10, 100):
-            cfg = experiments_config(count, work)
-            scaling[count] = measure(
-                f"{count:>3} experiment(s)", cdk8s, REPO,
-                base_env(True, cfg), args.repeat,
+        results["scaling"] = {}
+        for cache_label, cache in (("cold cache", None), ("warm cache", warm_cache)):
+            print(f"\nscaling: cdk8s synth with N RayJob experiments ({cache_label}, CDK_VALIDATION=on)")
+            scaling = {}
+            for count in (1, 10, 100):
+                cfg = experiments_config(count, work)
+                scaling[count] = measure(
+                    f"{count:>3} experiment(s)", cdk8s, REPO, base_env(True, cache, cfg), args.repeat
+                )
+            marginal_ms = (scaling[100].median - scaling[1].median) / 99 * 1000
+            verdict = "meets" if marginal_ms <= MARGINAL_EXPERIMENT_TARGET_MS else "MISSES"
+            print(
+                f"  marginal cost per experiment: {marginal_ms:.1f} ms   "
+                f"target <= {MARGINAL_EXPERIMENT_TARGET_MS} ms: {verdict}"
             )
-        marginal_ms = (scaling[100].median - scaling[1].median) / 99 * 1000
-        verdict = "meets" if marginal_ms <= MARGINAL_EXPERIMENT_TARGET_MS else "MISSES"
-        print(f"  marginal cost per experiment: {marginal_ms:.1f} ms   target <= {MARGINAL_EXPERIMENT_TARGET_MS} ms: {verdict}")
-        results["scaling"] = {str(n): m.median for n, m in scaling.items()} | {"marginal_ms": marginal_ms}
+            results["scaling"][cache_label] = {str(n): m.median for n, m in scaling.items()} | {
+                "marginal_ms": marginal_ms
+            }
 
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -16,8 +16,7 @@ import pytest
 from aws_cdk import aws_ecr as ecr
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint
-from conftest import cdk_json_context
+from conftest import cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files
@@ -168,8 +167,7 @@ def test_outputs_name_the_project_the_log_group_and_the_image(template_json, def
 
 
 def test_cfn_lint_reports_no_errors(template_json):
-    args = ManualArgs(regions=["us-west-2"], ignore_checks=["W", "I"])
-    assert [f"{m.rule.id} {m.message}" for m in lint(json.dumps(template_json), config=args)] == []
+    assert cfn_lint_errors(template_json) == []
 
 
 def test_stack_without_a_repository_is_a_clear_error(default_config):

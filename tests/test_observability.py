@@ -23,7 +23,7 @@ from stacks.components.observability import (
 from stacks.components.workload_identity import POD_IDENTITY_SERVICE
 from stacks.observability_stack import ObservabilityStack
 from stacks.studio_stack import StudioStack
-from tests.conftest import cdk_json_context
+from conftest import cdk_json_context
 
 ENV = cdk.Environment(account="111111111111", region="us-west-2")
 

@@ -313,12 +313,15 @@ def test_lock_held_elsewhere_times_out_with_a_clear_error(shared, skyrl, capsys)
 # --- two pods at once ---------------------------------------------------------------------------------
 
 RUNNER = """
-import importlib.util, os, sys, time
+import functools, importlib.util, os, sys, time
 from pathlib import Path
 spec = importlib.util.spec_from_file_location("train_job", {train_job!r})
 train_job = importlib.util.module_from_spec(spec)
 sys.modules["train_job"] = train_job
 spec.loader.exec_module(train_job)
+# The same flock, re-tried every 0.1 s instead of every LOCK_POLL_SECONDS (5 s): the waiting process
+# must still see the lock held, wait, and find the preparation done once it gets the lock.
+train_job.exclusive_lock = functools.partial(train_job.exclusive_lock, poll_seconds=0.1)
 control = Path({control!r})
 
 def slow_download(repo_id, subfolder, destination):
