@@ -144,7 +144,7 @@ def test_skyrl_dir_matches_the_image_configuration():
     ("change", "message"),
     [
         (("--train-rows", "0"), "--train-rows: 0 must be at least 1"),
-        (("--eval-seed", "-1"), "--eval-seed: -1 must be 0 or more"),
+        (("--eval-seed", "-1"), "--eval-seed: -1 must be at least 0"),
         (("--model-dir", "models/x"), "must be an absolute path"),
         (("--model-repo", "not a repo"), "is not a Hugging Face repository id"),
         (("--model-subfolder", "../escape"), "is not a relative folder"),
