@@ -48,7 +48,8 @@ class TrainingJobsChart(cdk8s.Chart):
         super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
         config = inputs.config
         training = config.training
-        runtime_env = yaml.safe_dump({"env_vars": training.runtime_env_vars}) if training.runtime_env_vars else None
+        env_vars = training.effective_runtime_env_vars
+        runtime_env = yaml.safe_dump({"env_vars": env_vars}) if env_vars else None
         cluster_spec = training_cluster_spec(inputs) if training.self_contained_jobs else None
         self.jobs: list[RayJob] = []
         for run in resolve_runs(training, config.hyperpod, config.workloads):

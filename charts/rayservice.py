@@ -68,6 +68,8 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
     serving, hyperpod, workloads = config.serving, config.hyperpod, config.workloads
     worker_group = hyperpod.worker_group
     worker_cpus, worker_memory = allocatable_pod(worker_group)
+    # Ray Serve LLM's S3 client resolves the adapters bucket in the deployment's region.
+    region_env = (("AWS_REGION", inputs.outputs.region),)
     head = RayPodProps(
         container_name="ray-head",
         image=config.serving_image.image,
@@ -77,6 +79,9 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         memory_gib=serving.head_memory_gib,
         shm_gib=serving.head_shm_gib,
         ports=(*HEAD_PORTS, SERVE_PORT),
+        env=region_env,
+        # The ingress (OpenAI router) may run on the head and may read the base model's config.
+        shared=inputs.shared_volume(read_only=True),
     )
     worker = RayPodProps(
         container_name="ray-worker",
@@ -88,6 +93,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         shm_gib=serving.worker_shm_gib,
         gpus=worker_group.spec.gpus,
         ports=(SERVE_PORT,),
+        env=region_env,
         # Read-only: serving never writes to the training outputs.
         shared=inputs.shared_volume(read_only=True),
     )

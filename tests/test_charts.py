@@ -211,8 +211,6 @@ def test_rayjob_entrypoint_runs_the_mounted_script_with_typed_values(default_cha
 
 def test_entrypoint_is_accepted_by_the_training_script(default_config):
     script = REPO_ROOT / "docker" / "train_job.py"
-    if not script.is_file():
-        pytest.skip("docker/train_job.py not written yet")
     (run,) = resolve_runs(default_config.training, default_config.hyperpod, default_config.workloads)
     inputs = ChartInputs(config=default_config, outputs=StackOutputs.placeholder(default_config), job_script="")
     words = shlex.split(entrypoint(inputs, run))
@@ -240,11 +238,12 @@ def test_self_contained_rayjob_creates_and_deletes_its_own_cluster():
     assert spec["rayClusterSpec"] == long_lived
 
 
-def test_runtime_env_is_emitted_only_when_configured(default_charts):
-    assert "runtimeEnvYAML" not in one(default_charts, "RayJob")["spec"]
+def test_runtime_env_carries_the_configured_variables(default_config):
     config = validate_config({"training": {"runtime_env_vars": {"NCCL_DEBUG": "INFO"}}})
     runtime_env = yaml.safe_load(one(synth(config), "RayJob")["spec"]["runtimeEnvYAML"])
-    assert runtime_env == {"env_vars": {"NCCL_DEBUG": "INFO"}}
+    assert runtime_env["env_vars"]["NCCL_DEBUG"] == "INFO"
+    contained = validate_config({"training": {"self_contained_jobs": True}})
+    assert "runtimeEnvYAML" not in one(synth(contained), "RayJob")["spec"]  # nothing to add there
 
 
 def test_n_experiments_give_n_rayjobs_with_distinct_runs():
@@ -444,14 +443,12 @@ def test_k8s_app_rejects_a_bad_config_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("overrides", [{}, {"training": {"self_contained_jobs": True}}])
 def test_manifests_pass_the_validation_step(overrides):
-    validation = pytest.importorskip("skyrl_hyperpod.validation")
-    if not hasattr(validation, "validate_manifests"):
-        pytest.skip("skyrl_hyperpod.validation.validate_manifests not written yet")
     from charts import manifests
+    from skyrl_hyperpod.validation import validate_manifests
 
     config = validate_config(overrides)
     inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
-    assert validation.validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []
+    assert validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []
 
 
 def ray_pod_templates(charts: dict[str, list[dict]]) -> list[dict]:
@@ -508,3 +505,25 @@ def test_ray_pods_request_no_more_than_their_node_exposes(overrides):
     assert len(heads) == 2
     assert sum(cpus for cpus, _ in heads) < INSTANCE_CATALOG[head.instance_type].vcpus * head.threads_per_core // 2
     assert sum(memory for _, memory in heads) < INSTANCE_CATALOG[head.instance_type].memory_gib
+
+
+def test_jobs_on_the_shared_cluster_wait_for_gpus_instead_of_failing_after_skyrls_default(default_config, default_charts):
+    # A second experiment on the shared RayCluster must outwait the first, not give up after 180 s.
+    env = yaml.safe_load(one(default_charts, "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
+    assert env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.job_active_deadline_seconds)
+    explicit = validate_config({"training": {"runtime_env_vars": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "600"}}})
+    assert explicit.training.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "600"
+
+
+def test_serving_pods_know_their_region_and_see_the_base_model(default_config, default_charts):
+    service = one(default_charts, "RayService")
+    cluster = service["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [g["template"]["spec"] for g in cluster["workerGroupSpecs"]]
+    llm_config = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]["args"]["llm_configs"][0]
+    region = StackOutputs.placeholder(default_config).region
+    for pod in pods:
+        container = pod["containers"][0]
+        assert {"name": "AWS_REGION", "value": region} in container["env"]
+        shared = {m["mountPath"]: m for m in container["volumeMounts"]}[default_config.workloads.shared_mount_path]
+        assert shared["readOnly"] is True
+        assert llm_config["model_loading_config"]["model_source"].startswith(shared["mountPath"] + "/")

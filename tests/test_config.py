@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, load_config, validate_config
 from skyrl_hyperpod.config.platform import InstanceGroupConfig
@@ -63,6 +64,17 @@ def test_hyperthreading_off_halves_what_a_gpu_worker_pod_may_request():
     assert worker(1).allocatable_vcpus <= 24 - 2
     assert 24 < worker(2).allocatable_vcpus <= 48 - 2
     assert worker(1).allocatable_memory_gib == worker(2).allocatable_memory_gib
+
+
+def test_daemon_set_reservation_is_at_least_four_vcpus_on_gpu_nodes_and_configurable():
+    def worker(**extra) -> InstanceGroupConfig:
+        return InstanceGroupConfig(name="w", instance_type="ml.g7e.12xlarge", instance_count=1, **extra)
+
+    # Device plugins, CNI, CSI, HyperPod agents and collectors all run beside the Ray worker.
+    assert worker().node_vcpus - worker().allocatable_vcpus >= 4
+    assert worker(system_reserved_vcpus=6).allocatable_vcpus == worker().node_vcpus - 6
+    with pytest.raises(ValidationError, match="system_reserved_vcpus 24 leaves nothing for Ray"):
+        worker(system_reserved_vcpus=24)
 
 
 def test_yaml_file_overrides_only_what_it_names(tmp_path):

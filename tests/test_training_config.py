@@ -153,7 +153,7 @@ def test_explicit_training_head_is_used_as_given():
     ("data", "fields"),
     [
         ({"training": {"head_cpus": 58}}, "training.head_cpus + serving.head_cpus = 58 + 8"),
-        ({"serving": {"head_cpus": 59}}, "training.head_cpus + serving.head_cpus = 0 + 59"),
+        ({"serving": {"head_cpus": 56}}, "training.head_cpus + serving.head_cpus = 0 + 56"),
         ({"training": {"head_memory_gib": 450}}, "training.head_memory_gib + serving.head_memory_gib = 450 + 32"),
         (
             {"hyperpod": {"head_group": {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,

@@ -202,6 +202,12 @@ class InstanceGroupConfig(StrictModel):
         default=1, description="1 turns hyperthreading off: the node then exposes half the catalog's vCPUs."
     )
     deep_health_checks: list[DeepHealthCheck] = Field(default_factory=list, description="GPU groups only.")
+    system_reserved_vcpus: int | None = Field(
+        default=None,
+        ge=1,
+        description="vCPUs per node left to kubelet, HyperPod agents and daemon sets (device plugins, CNI, CSI, "
+        "observability) when sizing Ray pods. Default: max(4, node vCPUs / 8), at most half the node.",
+    )
     training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$")
 
     @field_validator("name")
@@ -224,6 +230,11 @@ class InstanceGroupConfig(StrictModel):
             raise ValueError(
                 f"deep_health_checks {self.deep_health_checks} need a GPU instance type; {self.instance_type} has none"
             )
+        if self.system_reserved_vcpus is not None and self.system_reserved_vcpus >= self.node_vcpus:
+            raise ValueError(
+                f"system_reserved_vcpus {self.system_reserved_vcpus} leaves nothing for Ray: a {self.instance_type} "
+                f"node with threads_per_core {self.threads_per_core} exposes {self.node_vcpus} vCPUs"
+            )
         return self
 
     @property
@@ -238,7 +249,8 @@ class InstanceGroupConfig(StrictModel):
     @property
     def allocatable_vcpus(self) -> int:
         """vCPUs one pod per node may request: leaves room for kubelet, HyperPod agents and daemon sets."""
-        return self.node_vcpus - max(2, self.node_vcpus // 12)
+        reserved = self.system_reserved_vcpus or min(self.node_vcpus // 2, max(4, self.node_vcpus // 8))
+        return self.node_vcpus - reserved
 
     @property
     def allocatable_memory_gib(self) -> int:

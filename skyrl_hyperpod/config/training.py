@@ -30,6 +30,9 @@ RAYJOB_NAME_MAX = 47
 # SkyRL's VisGym recipe (tested upstream on 8 GPUs) uses train batch 32 and mini batch 16. When
 # the configuration leaves them unset they are derived: the smallest sizes at least these that
 # SkyRL accepts for the actual data-parallel size (on 8 GPUs that is exactly 32/16).
+# SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
+SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"
+
 RECIPE_TRAIN_BATCH_SIZE = 32
 RECIPE_MINI_BATCH_SIZE = 16
 
@@ -282,6 +285,19 @@ class TrainingConfig(StrictModel):
         if not self.self_contained_jobs:
             return None
         return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
+
+
+    @property
+    def effective_runtime_env_vars(self) -> dict[str, str]:
+        """runtime_env_vars, plus SkyRL's placement-group timeout for jobs on the shared RayCluster.
+
+        SkyRL's driver gives up after SKYRL_RAY_PG_TIMEOUT_IN_S (180 s by default) when it cannot get
+        its GPUs; on the shared cluster a second experiment must instead wait for the first to finish,
+        so the timeout is raised to the job's own deadline unless set explicitly.
+        """
+        if self.self_contained_jobs:
+            return dict(self.runtime_env_vars)
+        return {SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV: str(self.job_active_deadline_seconds)} | self.runtime_env_vars
 
 
 def rayjob_name(training: TrainingConfig, experiment: Experiment) -> str:
