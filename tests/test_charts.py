@@ -527,3 +527,20 @@ def test_serving_pods_know_their_region_and_see_the_base_model(default_config, d
         shared = {m["mountPath"]: m for m in container["volumeMounts"]}[default_config.workloads.shared_mount_path]
         assert shared["readOnly"] is True
         assert llm_config["model_loading_config"]["model_source"].startswith(shared["mountPath"] + "/")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"hyperpod": {"worker_group": {"name": "gpu", "instance_type": "ml.g7e.48xlarge", "instance_count": 8}}},
+        {"training": {"experiments": [{"name": "rank-64", "overrides": {"trainer.policy.model.lora.rank": 64}}]}},
+    ],
+)
+def test_generated_overrides_parse_with_skyrls_own_config_classes(overrides):
+    from skyrl_hyperpod.validation import skyrl_overrides, validate_skyrl_overrides
+
+    assert skyrl_overrides.unavailable_reason() is None, "SkyRL's config classes must be installed for this check"
+    config = validate_config(overrides)
+    for run in resolve_runs(config.training, config.hyperpod, config.workloads):
+        assert validate_skyrl_overrides([f"{key}={value}" for key, value in run.overrides().items()]) == []
