@@ -395,21 +395,21 @@ def test_synth_is_deterministic(default_config, default_charts):
     assert synth(default_config) == default_charts
 
 
-def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
-    # `cdk8s synth -o DIR` passes DIR as CDK8S_OUTDIR.
-    env = {
-        "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
-        "SKYRL_HP_OUTPUTS": str(tmp_path / "none.json"),
-        "CDK8S_OUTDIR": str(tmp_path / "out"),
-    }
-    result = subprocess.run(
+def run_k8s_app(cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """The cdk8s app as `cdk8s synth` starts it: a fresh process with only the given environment."""
+    return subprocess.run(
         [sys.executable, str(REPO_ROOT / "k8s_app.py")],
-        cwd=tmp_path,
-        env=env,
+        cwd=cwd,
+        env={"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
+    # `cdk8s synth -o DIR` passes DIR as CDK8S_OUTDIR.
+    result = run_k8s_app(tmp_path, SKYRL_HP_OUTPUTS=str(tmp_path / "none.json"), CDK8S_OUTDIR=str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert "PLACEHOLDER" in result.stderr
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
@@ -425,15 +425,7 @@ def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
 def test_k8s_app_rejects_a_bad_config_in_one_line(tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("training:\n  worker_gpus: 9\n")
-    env = {"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "SKYRL_HP_CONFIG": str(config)}
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "k8s_app.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_k8s_app(tmp_path, SKYRL_HP_CONFIG=str(config))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "config error: training: worker_gpus = 9: ml.g7e.12xlarge has 2 GPUs per instance"

@@ -21,12 +21,7 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.platform import SUPPORTED_KUBERNETES_VERSIONS
 
-from .iam_wildcards import (
-    LAMBDA_BASIC_EXECUTION_POLICY,
-    LAMBDA_VPC_ACCESS_POLICY,
-    managed_policy_finding,
-    nag_rule,
-)
+from .iam_wildcards import managed_policy_finding, nag_rule, vpc_lambda_managed_policies
 
 # The one place that maps a Kubernetes version to the kubectl/helm Lambda layer matching it
 # (PyPI aws-cdk.lambda-layer-kubectl-vNN). Modules are imported lazily: each one loads a 36 MB
@@ -167,14 +162,7 @@ class EksCluster(Construct):
         # Applies to the kubectl handler and its custom-resource framework Lambda, both built by
         # aws_eks_v2.KubectlProvider with fixed policies this project cannot change.
         cdk.Validations.of(provider).acknowledge(
-            cdk.Acknowledgment(
-                id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
-                reason="CDK kubectl provider Lambdas: AWS-managed baseline to write their own CloudWatch logs.",
-            ),
-            cdk.Acknowledgment(
-                id=managed_policy_finding(LAMBDA_VPC_ACCESS_POLICY),
-                reason="CDK kubectl provider Lambdas run in the VPC to reach the private EKS API; ENI permissions.",
-            ),
+            *vpc_lambda_managed_policies("CDK kubectl provider Lambdas"),
             cdk.Acknowledgment(
                 id=managed_policy_finding("AmazonEC2ContainerRegistryReadOnly"),
                 reason="Added by aws_eks_v2 to the kubectl handler so Helm can pull OCI charts from ECR; read-only.",

@@ -24,12 +24,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from .eks_cluster import CLUSTER_ADMIN_POLICY
-from .iam_wildcards import (
-    LAMBDA_BASIC_EXECUTION_POLICY,
-    LAMBDA_VPC_ACCESS_POLICY,
-    managed_policy_finding,
-    nag_rule,
-)
+from .iam_wildcards import nag_rule, vpc_lambda_managed_policies
 
 HANDLER_DIR = Path(__file__).with_name("helm_from_git")
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
@@ -95,16 +90,7 @@ class GitHelmInstaller(Construct):
                 )
             ],
         )
-        cdk.Validations.of(role).acknowledge(
-            cdk.Acknowledgment(
-                id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
-                reason="AWS-managed baseline for a Lambda to write its own CloudWatch logs; nothing else.",
-            ),
-            cdk.Acknowledgment(
-                id=managed_policy_finding(LAMBDA_VPC_ACCESS_POLICY),
-                reason="AWS-managed ENI permissions to run in the VPC, next to the private EKS API endpoint.",
-            ),
-        )
+        cdk.Validations.of(role).acknowledge(*vpc_lambda_managed_policies("Git Helm installer"))
         cdk.Validations.of(self.function).acknowledge(
             cdk.Acknowledgment(
                 id=nag_rule("L1"),

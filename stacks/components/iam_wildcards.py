@@ -43,6 +43,20 @@ IAM5 = nag_rule("IAM5")
 _ARN_FIELD = r"(?:<[^<>]*>|[^:<>]*)"
 
 
+def vpc_lambda_managed_policies(who: str) -> list[cdk.Acknowledgment]:
+    """Acknowledgments for the two AWS-managed policies every in-VPC Lambda role carries."""
+    return [
+        cdk.Acknowledgment(
+            id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
+            reason=f"{who}: AWS-managed baseline for a Lambda to write its own CloudWatch logs; nothing else.",
+        ),
+        cdk.Acknowledgment(
+            id=managed_policy_finding(LAMBDA_VPC_ACCESS_POLICY),
+            reason=f"{who}: AWS-managed ENI permissions to run in the VPC, next to the private EKS API endpoint.",
+        ),
+    ]
+
+
 def arn_pattern(service: str, resource: str) -> str:
     """Regex for `Resource::arn:<partition>:<service>:<region>:<account>:<resource>` findings.
 
