@@ -13,17 +13,10 @@ import os
 import sys
 from pathlib import Path
 
-from skyrl_hyperpod.runtime import fail, prefer_venv_node
-
-prefer_venv_node()
-
-import cdk8s  # noqa: E402
-
-from charts import ChartInputs, build_charts, manifests  # noqa: E402
-from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config  # noqa: E402
-from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR  # noqa: E402
-from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs  # noqa: E402
-from skyrl_hyperpod.validation import validate_manifests  # noqa: E402
+from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config
+from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
+from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
+from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
 
 REPO_ROOT = Path(__file__).resolve().parent
 JOB_SCRIPT = REPO_ROOT / "docker" / "train_job.py"
@@ -50,9 +43,17 @@ def read_job_script(path: Path = JOB_SCRIPT) -> str:
 def main() -> None:
     try:
         config = load_config(None)
-        inputs = ChartInputs(config=config, outputs=stack_outputs(config), job_script=read_job_script())
+        outputs, job_script = stack_outputs(config), read_job_script()
     except ConfigError as error:
         fail(error.problems)
+    # Imported once the inputs are known to be good: a bad file fails before cdk8s's Node process starts.
+    prefer_venv_node()
+    import cdk8s
+
+    from charts import ChartInputs, build_charts, manifests
+    from skyrl_hyperpod.validation import validate_manifests
+
+    inputs = ChartInputs(config=config, outputs=outputs, job_script=job_script)
     # No outdir: cdk8s.App takes $CDK8S_OUTDIR, which `cdk8s synth -o DIR` sets (default dist/).
     app = cdk8s.App(yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
     charts = build_charts(app, inputs)
@@ -63,6 +64,7 @@ def main() -> None:
     if problems:
         fail(problems)
     app.synth()
+    exit_after_synth()
 
 
 if __name__ == "__main__":

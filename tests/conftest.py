@@ -1,15 +1,23 @@
-"""Shared fixtures: the default platform is synthesized once per test session (once per xdist worker)."""
+"""Shared fixtures: the default platform is synthesized once per test session, in the one xdist worker that runs
+the CDK test modules (see `pytest_xdist_make_scheduler`)."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from skyrl_hyperpod.runtime import prefer_venv_node
+
+# pytest caches its assertion-rewritten test modules in __pycache__ (gitignored) unless bytecode writing is
+# off; with PYTHONDONTWRITEBYTECODE set (as on some CI images) every run re-parses and rewrites all the
+# test modules, ~1.5 s of each run. Only this test process is affected.
+sys.dont_write_bytecode = False
 
 prefer_venv_node()
 # aws-cdk-lib's built-in synth-time CloudFormation validation is off in the tests: every template they
@@ -19,9 +27,10 @@ prefer_venv_node()
 # `cdk synth` / `cdk deploy` keep it on (see README, "Performance").
 os.environ["CDK_VALIDATION"] = "false"
 
-import aws_cdk as cdk  # noqa: E402
-
 from skyrl_hyperpod.config import ProjectConfig, load_config, validate_config  # noqa: E402
+
+if TYPE_CHECKING:
+    import aws_cdk as cdk
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # KubeRay CRDs are read from ../shared (never committed); override with KUBERAY_CRDS_DIR.
@@ -57,8 +66,56 @@ def cfn_lint_errors(template: dict) -> list[str]:
     return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]
 
 
+@functools.cache
+def _shared_aws_client(service: str, region: str):
+    # Creating a botocore client builds a class with one method per API operation (~20-50 ms); the
+    # clients carry no state of their own, so the whole session shares them.
+    from skyrl_hyperpod.cli.common import new_session
+
+    return new_session(None, region).client(service)
+
+
+@pytest.fixture
+def stub_aws():
+    """stub_aws(service, region="us-west-2") -> (client, Stubber): a client whose calls botocore's Stubber
+    answers, checking each request and each stubbed answer against botocore's service model. The Stubbers
+    are deactivated when the test ends."""
+    from botocore.stub import Stubber
+
+    stubbers = []
+
+    def stub(service: str, region: str = "us-west-2"):
+        client = _shared_aws_client(service, region)
+        stubber = Stubber(client)
+        stubbers.append(stubber)
+        return client, stubber
+
+    yield stub
+    for stubber in stubbers:
+        stubber.deactivate()
+
+
+def stub_cloudformation(stub_aws, stacks: dict[str, dict[str, str]], region: str = "us-west-2"):
+    """A CloudFormation client whose one describe_stacks call lists `stacks` ({stack name: {output key:
+    value}}, all CREATE_COMPLETE)."""
+    from datetime import datetime, timezone
+
+    client, stubber = stub_aws("cloudformation", region)
+    created = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    described = [
+        {"StackName": name, "StackStatus": "CREATE_COMPLETE", "CreationTime": created,
+         "Outputs": [{"OutputKey": key, "OutputValue": value} for key, value in outputs.items()]}
+        for name, outputs in stacks.items()
+    ]  # fmt: skip
+    stubber.add_response("describe_stacks", {"Stacks": described}, {})
+    stubber.activate()
+    return client
+
+
 def synth_platform(config: ProjectConfig, outdir: Path) -> cdk.cx_api.CloudAssembly:
     """Synthesize the whole CDK app in-process (cdk-nag included), like `cdk synth` would."""
+    import aws_cdk as cdk
+
     from stacks import build_platform
 
     context = {**cdk_json_context(), "aws:cdk:disable-asset-staging": True}
@@ -108,3 +165,34 @@ def pytest_collection_finish(session):
     gc.collect()
     gc.freeze()
 
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    # pytest's unraisable-exception check runs gc.collect() five times after the session; over the ~1 GB
+    # the tests leave behind (CDK apps, parsed schemas) that is ~0.9 s of walking objects that are about
+    # to be freed by the process exit anyway.
+    import gc
+
+    gc.freeze()
+
+
+# pytest-xdist: test modules that share the expensive CDK set-up (the platform synth, cfn-lint's rules,
+# cdk-nag) run as one unit in one worker, so two workers never both pay for it. Every other module is its
+# own unit. (xdist's `loadgroup` mode does not work with pytest 9's node ids, hence a scheduler.)
+CDK_MODULES = frozenset({
+    "tests/test_templates.py", "tests/test_cli_review.py", "tests/test_eks.py", "tests/test_hyperpod.py",
+    "tests/test_network.py", "tests/test_storage.py", "tests/test_registry.py", "tests/test_observability.py",
+    "tests/test_image_build_stack.py",
+})  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "cdk" if module in CDK_MODULES else module
+
+    return SharedSetupScheduling(config, log) if config.getvalue("dist") == "loadscope" else None

@@ -1,16 +1,18 @@
-"""`skyrl-hp outputs`: the outputs file from CloudFormation (moto), round-tripped through load_stack_outputs."""
+"""`skyrl-hp outputs`: the outputs file from CloudFormation (a Stubber-checked describe_stacks answer), round-tripped
+through load_stack_outputs."""
 
 from __future__ import annotations
 
 import json
 
-import boto3
 import pytest
 from click.testing import CliRunner
-from moto import mock_aws
 
 from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients
 from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, load_stack_outputs
+
+from conftest import stub_cloudformation
 
 REGION = "us-west-2"
 
@@ -19,7 +21,6 @@ REGION = "us-west-2"
 def fake_aws_env(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("MOTO_ACCOUNT_ID", "111111111111")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
@@ -27,37 +28,28 @@ def fake_aws_env(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
 
 
-def create_stack(name: str, outputs: dict[str, str]) -> None:
-    template = {
-        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
-        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
-    }
-    boto3.client("cloudformation", region_name=REGION).create_stack(StackName=name, TemplateBody=json.dumps(template))
-
-
-def deploy(config, drop: str | None = None) -> dict[str, dict[str, str]]:
-    """The project's outputs spread over two stacks, plus another app's stack that must be ignored."""
+def deploy(config, drop: str | None = None) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """The project's outputs spread over two stacks, plus another app's stack that must be ignored:
+    (the project's stacks, everything CloudFormation lists)."""
     values = {key: f"value-of-{key}" for key in sorted(FIELD_BY_OUTPUT_KEY) if key != drop}
     keys = sorted(values)
     expected = {
         config.names.stack("storage"): {k: values[k] for k in keys[: len(keys) // 2]},
         config.names.stack("eks"): {k: values[k] for k in keys[len(keys) // 2 :]},
     }
-    for name, outputs in expected.items():
-        create_stack(name, outputs)
-    create_stack("someone-elses-stack", {OutputKey.REGION.value: "eu-north-1"})
-    return expected
+    return expected, {**expected, "someone-elses-stack": {OutputKey.REGION.value: "eu-north-1"}}
 
 
-def run(*args):
-    return CliRunner().invoke(cli, ["outputs", "--region", REGION, *args])
+def run(*args, stub_aws=None, stacks: dict[str, dict[str, str]] | None = None):
+    """`skyrl-hp outputs ...`; with `stacks`, CloudFormation (stubbed) lists them."""
+    obj = AwsClients(overrides={"cloudformation": stub_cloudformation(stub_aws, stacks, REGION)}) if stacks is not None else None
+    return CliRunner().invoke(cli, ["outputs", "--region", REGION, *args], obj=obj)
 
 
-@mock_aws
-def test_writes_the_cdk_outputs_file_format_and_round_trips(tmp_path, default_config):
-    expected = deploy(default_config)
+def test_writes_the_cdk_outputs_file_format_and_round_trips(tmp_path, default_config, stub_aws):
+    expected, listed = deploy(default_config)
     file = tmp_path / "outputs.json"
-    result = run("--file", str(file))
+    result = run("--file", str(file), stub_aws=stub_aws, stacks=listed)
     assert result.exit_code == 0, result.output
     assert json.loads(file.read_text()) == expected
     loaded = load_stack_outputs(file, default_config)
@@ -67,11 +59,10 @@ def test_writes_the_cdk_outputs_file_format_and_round_trips(tmp_path, default_co
     assert f"wrote {file}" in result.stdout
 
 
-@mock_aws
-def test_refuses_when_a_required_output_is_missing(tmp_path, default_config):
-    deploy(default_config, drop=OutputKey.FSX_MOUNT_NAME.value)
+def test_refuses_when_a_required_output_is_missing(tmp_path, default_config, stub_aws):
+    _, listed = deploy(default_config, drop=OutputKey.FSX_MOUNT_NAME.value)
     file = tmp_path / "outputs.json"
-    result = run("--file", str(file))
+    result = run("--file", str(file), stub_aws=stub_aws, stacks=listed)
     assert result.exit_code == 1
     assert not file.exists()
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
@@ -79,10 +70,9 @@ def test_refuses_when_a_required_output_is_missing(tmp_path, default_config):
     assert len(lines) == 1 and OutputKey.FSX_MOUNT_NAME.value in lines[0] and "refusing to write" in lines[0]
 
 
-@mock_aws
-def test_no_project_stacks_is_one_line(tmp_path, default_config):
-    create_stack("someone-elses-stack", {OutputKey.REGION.value: "eu-north-1"})
-    result = run("--file", str(tmp_path / "outputs.json"))
+def test_no_project_stacks_is_one_line(tmp_path, default_config, stub_aws):
+    someone_elses = {"someone-elses-stack": {OutputKey.REGION.value: "eu-north-1"}}
+    result = run("--file", str(tmp_path / "outputs.json"), stub_aws=stub_aws, stacks=someone_elses)
     assert result.exit_code == 1
     assert f"no CloudFormation stacks named {default_config.name_prefix}-*" in result.stderr
 

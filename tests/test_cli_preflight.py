@@ -1,33 +1,44 @@
-"""`skyrl-hp preflight`: read-only checks against moto (sts, ec2, s3, ecr, eks, ssm, cloudformation, sagemaker)
-and botocore's Stubber for Service Quotas, whose list calls moto does not implement."""
+"""`skyrl-hp preflight`: read-only checks against a stubbed AWS account.
+
+Every AWS answer goes through botocore's Stubber, which checks both the request the CLI sends (parameters
+and their values) and the answer given here against botocore's own service models, so a misspelt
+parameter or a response shape AWS does not return fails the test. The account's contents (zones,
+offerings, bootstrap version, existing names, stacks, quotas) are the `Account` below.
+"""
 
 from __future__ import annotations
 
-import json
+import functools
 from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
-import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
 from click.testing import CliRunner
-from moto import mock_aws
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
 from skyrl_hyperpod.cli.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
+from skyrl_hyperpod.config import validate_config
+
+from conftest import stub_cloudformation
 
 ACCOUNT = "111111111111"
 REGION = "us-west-2"
+# AZ ids -> names; only the ids are stable across accounts, which is why the config names ids.
+ZONES = {
+    "us-west-2": {"usw2-az1": "us-west-2a", "usw2-az2": "us-west-2b", "usw2-az3": "us-west-2c", "usw2-az4": "us-west-2d"},
+    "us-east-1": {f"use1-az{n}": f"us-east-1{letter}" for n, letter in zip(range(1, 7), "abcdef")},
+}
+CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 @pytest.fixture(autouse=True)
 def fake_aws_env(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("MOTO_ACCOUNT_ID", ACCOUNT)
-    # The default AMI catalogue is irrelevant here and dominates moto's EC2 start-up time.
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
@@ -42,48 +53,121 @@ def needed_counts(config) -> Counter:
     return counts
 
 
-def quotas_client(config, region=REGION, shortfall: str | None = None, applied: bool = True):
-    """Service Quotas stubbed with the cluster-usage quotas the config needs (one short if asked)."""
-    client = boto3.client("service-quotas", region_name=region)
-    stubber = Stubber(client)
-    quotas = [
-        {"QuotaName": QUOTA_NAME.format(instance_type=t), "Value": float(n - 1 if t == shortfall else n),
-         "ServiceCode": "sagemaker"}
-        for t, n in needed_counts(config).items()
-    ]
-    unrelated = [{"QuotaName": "Maximum number of clusters", "Value": 4.0, "ServiceCode": "sagemaker"}]
-    stubber.add_response("list_service_quotas", {"Quotas": (quotas if applied else []) + unrelated},
-                         {"ServiceCode": "sagemaker"})
-    if not applied:
-        stubber.add_response("list_aws_default_service_quotas", {"Quotas": quotas}, {"ServiceCode": "sagemaker"})
-    stubber.activate()
-    return client, stubber
+@dataclass
+class Account:
+    """What the stubbed account holds in one region. By default: everything the default config needs, and
+    none of the names the stacks will create."""
+
+    config: object
+    region: str = REGION
+    # AZ id -> EC2 instance types offered there; None: every type the config needs, in every zone.
+    offered: dict[str, set[str]] | None = None
+    bootstrap_version: str | None = "27"
+    quota_shortfall: str | None = None  # an instance type whose applied quota is one short
+    quotas_applied: bool = True  # False: only AWS's default quota values exist
+    bucket_exists: bool = False
+    repository_exists: bool = False
+    stacks: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def clients(self, stub_aws, config) -> tuple[AwsClients, list[Stubber]]:
+        """Stubbed clients for one preflight run, for the effective `config` (it may differ from the default)."""
+        stubbers: list[Stubber] = []
+
+        def stub(service: str) -> tuple[object, Stubber]:
+            client, stubber = stub_aws(service, self.region)
+            stubbers.append(stubber)
+            return client, stubber
+
+        sts, stubber = stub("sts")
+        stubber.add_response("get_caller_identity", {
+            "Account": ACCOUNT, "Arn": f"arn:aws:iam::{ACCOUNT}:user/tester", "UserId": "AIDAEXAMPLE"})
+
+        ec2, stubber = stub("ec2")
+        zones = ZONES[self.region]
+        stubber.add_response("describe_availability_zones", {"AvailabilityZones": [
+            {"ZoneId": zone_id, "ZoneName": name, "RegionName": self.region, "State": "available"}
+            for zone_id, name in zones.items()]}, {"AllAvailabilityZones": True})
+        az_id = config.network.hyperpod_az_id
+        wanted = sorted(t.removeprefix("ml.") for t in needed_counts(config))
+        offered = set(wanted) if self.offered is None else self.offered.get(az_id, set())
+        stubber.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
+            {"InstanceType": t, "LocationType": "availability-zone-id", "Location": az_id}
+            for t in wanted if t in offered]}, {
+            "LocationType": "availability-zone-id",
+            "Filters": [{"Name": "location", "Values": [az_id]}, {"Name": "instance-type", "Values": wanted}]})
+
+        quotas, stubber = stub("service-quotas")
+        values = [{"QuotaName": QUOTA_NAME.format(instance_type=t), "ServiceCode": "sagemaker",
+                   "Value": float(n - 1 if t == self.quota_shortfall else n)} for t, n in needed_counts(config).items()]
+        unrelated = [{"QuotaName": "Maximum number of clusters", "Value": 4.0, "ServiceCode": "sagemaker"}]
+        stubber.add_response("list_service_quotas", {"Quotas": (values if self.quotas_applied else []) + unrelated},
+                             {"ServiceCode": "sagemaker"})
+        if not self.quotas_applied:
+            stubber.add_response("list_aws_default_service_quotas", {"Quotas": values}, {"ServiceCode": "sagemaker"})
+
+        ssm, stubber = stub("ssm")
+        parameter = f"/cdk-bootstrap/{DEFAULT_BOOTSTRAP_QUALIFIER}/version"
+        if self.bootstrap_version is None:
+            stubber.add_client_error("get_parameter", "ParameterNotFound", http_status_code=400,
+                                     expected_params={"Name": parameter})
+        else:
+            stubber.add_response("get_parameter", {"Parameter": {
+                "Name": parameter, "Type": "String", "Value": self.bootstrap_version}}, {"Name": parameter})
+
+        s3, stubber = stub("s3")
+        bucket = {"Bucket": lifecycle_bucket_name(config, ACCOUNT, self.region), "ExpectedBucketOwner": ACCOUNT}
+        if self.bucket_exists:
+            stubber.add_response("head_bucket", {}, bucket)
+        else:
+            stubber.add_client_error("head_bucket", "404", http_status_code=404, expected_params=bucket)
+
+        ecr, stubber = stub("ecr")
+        repository = config.names.ecr_repository
+        if self.repository_exists:
+            stubber.add_response("describe_repositories", {"repositories": [{"repositoryName": repository}]},
+                                 {"repositoryNames": [repository]})
+        else:
+            stubber.add_client_error("describe_repositories", "RepositoryNotFoundException", http_status_code=400,
+                                     expected_params={"repositoryNames": [repository]})
+
+        eks, stubber = stub("eks")
+        stubber.add_client_error("describe_cluster", "ResourceNotFoundException", http_status_code=404,
+                                 expected_params={"name": config.names.eks_cluster})
+
+        sagemaker, stubber = stub("sagemaker")
+        stubber.add_response("list_clusters", {"ClusterSummaries": []},
+                             {"NameContains": config.names.hyperpod_cluster})
+
+        overrides = {"sts": sts, "ec2": ec2, "service-quotas": quotas, "ssm": ssm, "s3": s3, "ecr": ecr, "eks": eks,
+                     "sagemaker": sagemaker, "cloudformation": stub_cloudformation(stub_aws, self.stacks, self.region)}
+        for stubber in stubbers:
+            stubber.activate()
+        return AwsClients(overrides=overrides), stubbers
 
 
-def bootstrap(region=REGION, version="27"):
-    boto3.client("ssm", region_name=region).put_parameter(
-        Name=f"/cdk-bootstrap/{DEFAULT_BOOTSTRAP_QUALIFIER}/version", Value=version, Type="String"
-    )
+@pytest.fixture
+def preflight(stub_aws):
+    """preflight(account, *args, config_file=None, config=None): run `skyrl-hp preflight` against `account`;
+    `config` is what `config_file` holds (default: the account's)."""
+    return functools.partial(run_preflight, stub_aws)
 
 
-def preflight(config, *args, region=REGION, quotas=None, config_file=None):
-    client, stubber = quotas or quotas_client(config, region)
+def run_preflight(stub_aws, account: Account, *args, config_file=None, config=None):
+    clients, stubbers = account.clients(stub_aws, config or account.config)
     extra = ["--config", config_file] if config_file else []
-    result = CliRunner().invoke(cli, ["preflight", "--region", region, *extra, *args],
-                                obj=AwsClients(overrides={"service-quotas": client}))
-    return result, stubber
+    result = CliRunner().invoke(cli, ["preflight", "--region", account.region, *extra, *args], obj=clients)
+    return result, stubbers
 
 
 def line_for(result, name: str) -> str:
     return next(line for line in result.stdout.splitlines() if f" {name}:" in line)
 
 
-@mock_aws
-def test_everything_in_place_passes(default_config):
-    bootstrap()
-    result, stubber = preflight(default_config)
+def test_everything_in_place_passes(default_config, preflight):
+    result, stubbers = preflight(Account(default_config))
     assert result.exit_code == 0, result.output
-    stubber.assert_no_pending_responses()
+    for stubber in stubbers:
+        stubber.assert_no_pending_responses()  # every check asked AWS, with the parameters stubbed above
     assert result.stdout.splitlines()[-1] == "all checks passed"
     assert f"account {ACCOUNT}" in line_for(result, "credentials")
     for instance_type, count in needed_counts(default_config).items():
@@ -94,11 +178,9 @@ def test_everything_in_place_passes(default_config):
         assert line_for(result, f"name {kind}").startswith("PASS")
 
 
-@mock_aws
-def test_quota_below_the_configured_count_fails_with_a_hint(default_config):
-    bootstrap()
+def test_quota_below_the_configured_count_fails_with_a_hint(default_config, preflight):
     worker = default_config.hyperpod.worker_group.instance_type
-    result, _ = preflight(default_config, quotas=quotas_client(default_config, shortfall=worker))
+    result, _ = preflight(Account(default_config, quota_shortfall=worker))
     assert result.exit_code == 1
     line = line_for(result, f"quota {worker}")
     assert line.startswith("FAIL")
@@ -106,89 +188,68 @@ def test_quota_below_the_configured_count_fails_with_a_hint(default_config):
     assert "fix: request an increase" in line
 
 
-@mock_aws
-def test_unraised_quotas_fall_back_to_the_aws_defaults(default_config):
-    bootstrap()
-    result, stubber = preflight(default_config, quotas=quotas_client(default_config, applied=False))
+def test_unraised_quotas_fall_back_to_the_aws_defaults(default_config, preflight):
+    result, stubbers = preflight(Account(default_config, quotas_applied=False))
     assert result.exit_code == 0, result.output
-    stubber.assert_no_pending_responses()
+    for stubber in stubbers:
+        stubber.assert_no_pending_responses()
     assert "(default)" in line_for(result, f"quota {default_config.hyperpod.worker_group.instance_type}")
 
 
-@mock_aws
-def test_missing_cdk_bootstrap_fails_with_the_command_to_run(default_config):
-    result, _ = preflight(default_config)
+def test_missing_cdk_bootstrap_fails_with_the_command_to_run(default_config, preflight):
+    result, _ = preflight(Account(default_config, bootstrap_version=None))
     assert result.exit_code == 1
     assert line_for(result, "cdk bootstrap").endswith(f"fix: run: cdk bootstrap aws://{ACCOUNT}/{REGION}")
 
 
-@mock_aws
-def test_old_cdk_bootstrap_fails(default_config):
-    bootstrap(version="5")
-    result, _ = preflight(default_config)
+def test_old_cdk_bootstrap_fails(default_config, preflight):
+    result, _ = preflight(Account(default_config, bootstrap_version="5"))
     assert result.exit_code == 1
     assert line_for(result, "cdk bootstrap").startswith("FAIL")
 
 
-@mock_aws
-def test_name_collisions_outside_the_projects_stacks_fail(default_config):
-    bootstrap()
-    boto3.client("ecr", region_name=REGION).create_repository(repositoryName=default_config.names.ecr_repository)
-    bucket = lifecycle_bucket_name(default_config, ACCOUNT, REGION)
-    boto3.client("s3", region_name=REGION).create_bucket(
-        Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
-    )
-    result, _ = preflight(default_config)
+def test_name_collisions_outside_the_projects_stacks_fail(default_config, preflight):
+    result, _ = preflight(Account(default_config, bucket_exists=True, repository_exists=True,
+                                  stacks={"someone-elses-stack": {}}))
     assert result.exit_code == 1
     assert line_for(result, "name ECR repository").startswith("FAIL")
     assert default_config.names.ecr_repository in line_for(result, "name ECR repository")
     assert line_for(result, "name lifecycle bucket").startswith("FAIL")
-    assert bucket in line_for(result, "name lifecycle bucket")
+    assert lifecycle_bucket_name(default_config, ACCOUNT, REGION) in line_for(result, "name lifecycle bucket")
 
 
-@mock_aws
-def test_existing_names_owned_by_the_deployed_stack_pass(default_config):
-    bootstrap()
-    boto3.client("ecr", region_name=REGION).create_repository(repositoryName=default_config.names.ecr_repository)
-    boto3.client("cloudformation", region_name=REGION).create_stack(
-        StackName=default_config.names.stack("registry"),
-        TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}),
-    )
-    result, _ = preflight(default_config)
+def test_existing_names_owned_by_the_deployed_stack_pass(default_config, preflight):
+    result, _ = preflight(Account(default_config, repository_exists=True,
+                                  stacks={default_config.names.stack("registry"): {}}))
     assert result.exit_code == 0, result.output
     assert "belongs to the deployed stack" in line_for(result, "name ECR repository")
 
 
-@mock_aws
 def test_unknown_region_fails_and_skips_the_rest(default_config):
-    result, _ = preflight(default_config, region="xx-nowhere-1")
+    result = CliRunner().invoke(cli, ["preflight", "--region", "xx-nowhere-1"], obj=AwsClients())
     assert result.exit_code == 1
     assert line_for(result, "region").startswith("FAIL")
     assert "SKIP" in line_for(result, "remaining checks")
     assert "Traceback" not in result.output
 
 
-@mock_aws
-def test_az_id_not_in_the_region_fails(tmp_path, default_config):
-    bootstrap()
+def test_az_id_not_in_the_region_fails(tmp_path, default_config, preflight):
     file = tmp_path / "config.yaml"
-    file.write_text(yaml.safe_dump({"network": {"hyperpod_az_id": "usw2-az9"}}))
-    result, _ = preflight(default_config, config_file=str(file))
+    overrides = {"network": {"hyperpod_az_id": "usw2-az9"}}
+    file.write_text(yaml.safe_dump(overrides))
+    result, _ = preflight(Account(default_config), config_file=str(file), config=validate_config(overrides))
     assert result.exit_code == 1
     assert "usw2-az9 is not an availability zone id" in line_for(result, "hyperpod AZ id")
 
 
-@mock_aws
-def test_instance_type_not_offered_in_the_az_fails(tmp_path, default_config):
-    # moto's offering data: in us-east-1, use1-az4 has r5d.16xlarge but no g7e.12xlarge.
-    region = "us-east-1"
-    bootstrap(region)
-    file = tmp_path / "config.yaml"
-    file.write_text(yaml.safe_dump({"network": {"hyperpod_az_id": "use1-az4"}}))
+def test_instance_type_not_offered_in_the_az_fails(tmp_path, default_config, preflight):
     worker = default_config.hyperpod.worker_group.instance_type
     head = default_config.hyperpod.head_group.instance_type
-    result, _ = preflight(default_config, region=region, quotas=quotas_client(default_config, region),
-                          config_file=str(file))
+    file = tmp_path / "config.yaml"
+    overrides = {"network": {"hyperpod_az_id": "use1-az4"}}
+    file.write_text(yaml.safe_dump(overrides))
+    account = Account(default_config, region="us-east-1", offered={"use1-az4": {head.removeprefix("ml.")}})
+    result, _ = preflight(account, config_file=str(file), config=validate_config(overrides))
     assert result.exit_code == 1
     assert line_for(result, f"offering {worker}").startswith("FAIL")
     assert line_for(result, f"offering {head}").startswith("PASS")

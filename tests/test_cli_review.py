@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
@@ -23,6 +22,10 @@ STACK = "skyrl-hp-test"
 
 
 def create_only(resource_type: str) -> list[str]:
+    # Imported here: cfn-lint's schema package takes ~0.4 s to import, which every xdist worker would pay
+    # at collection (only the one running this module needs it).
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
     return PROVIDER_SCHEMA_MANAGER.get_resource_schema(DEFAULT_SCHEMA_REGION, resource_type).schema.get(
         "createOnlyProperties", []
     )

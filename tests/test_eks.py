@@ -1,8 +1,8 @@
 """EKS stack: cluster, add-ons, workload identities, KubeRay and the git-pinned HyperPod charts.
 
-The stack is synthesized in a small App next to a fixture VPC, security group and bucket (the real
-ones come from the network/storage stacks): two synths in total, default config and one variant,
-each with cdk-nag attached as in build_platform.
+The default config's stack is the one in the whole platform (the session's synth); the variant is
+synthesized in a small App next to a fixture VPC, security group and bucket, with cdk-nag attached as in
+build_platform.
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ def synth_eks(config: ProjectConfig, outdir: Path) -> tuple[dict, Path]:
 
 
 @pytest.fixture(scope="module")
-def default(default_config, tmp_path_factory):
-    template, outdir = synth_eks(default_config, tmp_path_factory.mktemp("eks-default"))
-    return SimpleNamespace(config=default_config, template=template, outdir=outdir)
+def default(default_config, platform_assembly):
+    """The EKS stack of the whole platform (default config)."""
+    stack = platform_assembly.get_stack_by_name(default_config.names.stack("eks"))
+    return SimpleNamespace(config=default_config, template=stack.template, outdir=Path(platform_assembly.directory))
 
 
 @pytest.fixture(scope="module")
@@ -212,9 +213,9 @@ def test_cluster_has_no_managed_capacity_and_uses_access_entries(default):
 def test_cluster_runs_in_private_subnets_with_the_hyperpod_security_group(default):
     vpc_config = cluster_props(default.template)["ResourcesVpcConfig"]
     outputs = [subnet["Fn::GetStackOutput"]["OutputName"] for subnet in vpc_config["SubnetIds"]]
-    assert len(outputs) == 2 and all("PrivateSubnet" in name for name in outputs)
+    assert len(outputs) == 2 and all("privatesubnet" in name.lower() for name in outputs)
     [security_group] = vpc_config["SecurityGroupIds"]
-    assert "HyperPodSg" in security_group["Fn::GetStackOutput"]["OutputName"]
+    assert "HyperPodSecurityGroup" in security_group["Fn::GetStackOutput"]["OutputName"]
 
 
 def test_endpoint_is_private_by_default(default):

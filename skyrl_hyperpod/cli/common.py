@@ -68,8 +68,8 @@ def resolve_region(explicit: str | None, config: ProjectConfig, session_region: 
 class AwsClients:
     """Creates (and caches) boto3 clients from one session.
 
-    Tests pass an instance with `overrides` (botocore Stubber-wrapped clients for the APIs moto does not
-    implement) through click's context object; everything else talks to moto or AWS unchanged.
+    Tests pass an instance with `overrides` (botocore Stubber-wrapped clients) through click's context
+    object; a service without an override gets a real client.
     """
 
     def __init__(self, session: Any = None, overrides: dict[str, Any] | None = None):
