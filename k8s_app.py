@@ -47,14 +47,11 @@ def main() -> None:
     except ConfigError as error:
         fail(error.problems)
     # Imported once the inputs are known to be good: a bad file fails before cdk8s's Node process starts.
-    from skyrl_hyperpod.validation import serve_config, validate_manifests
-
-    # Ray's Serve classes (for the RayService check) import in a child process while the charts are built.
-    serve_config.prepare(config.serving_image.ray_version)
     prefer_venv_node()
     import cdk8s
 
     from charts import ChartInputs, build_charts, manifests
+    from skyrl_hyperpod.validation import validate_manifests
 
     inputs = ChartInputs(config=config, outputs=outputs, job_script=job_script)
     # No outdir: cdk8s.App takes $CDK8S_OUTDIR, which `cdk8s synth -o DIR` sets (default dist/).

@@ -363,18 +363,6 @@ def test_serve_config_rules_from_ray(serve, path, default_config):
     assert any(path in line for line in problems), problems
 
 
-def test_serve_config_checked_in_the_prepared_child_process_gives_the_same_answers(default_config):
-    ray_version = default_config.serving_image.ray_version
-    assert serve_config.unavailable_reason(ray_version) is None  # Ray is pinned in requirements-dev.txt
-    bad = ray_service(default_config, serve_app(route_prefx="/", args={"llm_configs": [dict(llm_config(), lora_confg={})]}))
-    in_process = problems_for(bad, default_config)
-    serve_config.prepare(ray_version)
-    child, _ = serve_config._prepared
-    from_child = problems_for(bad, default_config)
-    assert serve_config._prepared is None and child.wait(timeout=60) == 0  # the child answered, then exited
-    assert from_child == in_process and any("route_prefx: unknown key" in line for line in from_child)
-
-
 def test_serve_config_that_is_not_yaml_is_rejected(default_config):
     doc = ray_service(default_config)
     doc["spec"]["serveConfigV2"] = "applications: [\n"

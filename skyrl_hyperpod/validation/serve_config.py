@@ -6,17 +6,12 @@ subclasses without changes; the public module also imports vLLM, which this chec
 Ray is imported lazily, only when a RayService is validated. Ray's deploy schema ignores unknown
 keys for forward compatibility, so, like KubeRay's pruning, unknown keys are reported from the
 fields Ray's own models declare. A config that passed is remembered on disk (keyed by its text
-and the Ray, pydantic and checker versions), so repeated synths skip the ~1 s Ray import; `prepare`
-starts that import in a child process early in a synth, so that it overlaps the rest of the work.
+and the Ray, pydantic and checker versions), so repeated synths skip the ~0.8 s Ray import.
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import json
-import subprocess
-import sys
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -37,84 +32,18 @@ def _installed(distribution: str) -> str | None:
         return None
 
 
-def _version_problem(ray_version: str) -> str | None:
+def unavailable_reason(ray_version: str) -> str | None:
+    """Why the check cannot run here (None when it can)."""
     installed = _installed("ray")
     if installed is None:
         return f"ray[serve]=={ray_version} is not installed (pip install -r requirements-dev.txt)"
     if installed != ray_version:
         return f"installed Ray {installed} differs from the serving image's Ray {ray_version}"
-    return None
-
-
-def unavailable_reason(ray_version: str) -> str | None:
-    """Why the check cannot run here (None when it can)."""
-    problem = _version_problem(ray_version)
-    if problem is not None:
-        return problem
     try:
         _ray_models()
     except ImportError as exc:
-        return f"Ray {_installed('ray')} is installed but its Serve schema does not import here ({exc})"
+        return f"Ray {installed} is installed but its Serve schema does not import here ({exc})"
     return None
-
-
-# The child started by `prepare`, and the Ray version it checks against.
-_prepared: tuple[subprocess.Popen, str] | None = None
-
-
-def _cache_key(text: str, ray_version: str) -> str:
-    return _cache.digest(text, ray_version, _installed("ray") or "", _installed("pydantic") or "", _CHECKER_VERSION)
-
-
-def prepare(ray_version: str) -> None:
-    """Start importing Ray's Serve classes (~1 s) in a child process, so that the import runs on another core
-    while the caller builds and checks everything else; the next `serve_config_problems` call for this Ray
-    version asks the child. Nothing happens when Ray at `ray_version` is not installed. The child runs at a
-    lower priority, so that when the answer turns out to be cached it takes little from this process; one
-    that is never asked is killed when this process exits."""
-    global _prepared
-    if _prepared is not None or _version_problem(ray_version) is not None:
-        return
-    child = subprocess.Popen(
-        [sys.executable, "-c", f"import os; os.nice(10); from {__name__} import _answer_prepared_check; _answer_prepared_check()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    atexit.register(child.kill)
-    _prepared = (child, ray_version)
-
-
-def _answer_prepared_check() -> None:
-    """The child of `prepare`: import Ray's classes, then check the one config that arrives on stdin."""
-    try:
-        _ray_models()
-    except ImportError:
-        answer: dict = {"problems": None}  # the parent checks in-process and reports why it cannot
-    else:
-        answer = {"problems": _check(json.loads(sys.stdin.readline()))}
-    print(json.dumps(answer))
-
-
-def _release_prepared() -> None:
-    global _prepared
-    if _prepared is not None:
-        _prepared[0].kill()
-        _prepared = None
-
-
-def _problems_from_prepared(config: dict, ray_version: str) -> list[str] | None:
-    """The prepared child's problems for `config`; None when there is no child for this version or it
-    cannot answer (the caller then checks in-process)."""
-    global _prepared
-    if _prepared is None or _prepared[1] != ray_version:
-        return None
-    child, _ = _prepared
-    _prepared = None
-    try:
-        output, _ = child.communicate(json.dumps(config) + "\n", timeout=300)
-        return json.loads(output.strip().splitlines()[-1])["problems"]
-    except (OSError, ValueError, TypeError, IndexError, KeyError, subprocess.SubprocessError):
-        child.kill()
-        return None
 
 
 def _ray_models():
@@ -135,9 +64,8 @@ def serve_config_problems(text: Any, ray_version: str) -> tuple[list[str], str |
     """(problems as "<path in serveConfigV2>: <message>", reason the check was skipped or None)."""
     if not isinstance(text, str):
         return [f".: must be a YAML string, got {show(text)}"], None
-    key = _cache_key(text, ray_version)
+    key = _cache.digest(text, ray_version, _installed("ray") or "", _installed("pydantic") or "", _CHECKER_VERSION)
     if _cache.load("serve-config-ok", key) is not None:
-        _release_prepared()
         return [], None
     import yaml
 
@@ -149,12 +77,10 @@ def serve_config_problems(text: Any, ray_version: str) -> tuple[list[str], str |
         return [f".: not valid YAML{where}: {getattr(exc, 'problem', exc)}"], None
     if not isinstance(config, dict):
         return [f".: must be a mapping with 'applications', got {show(config)}"], None
-    problems = _problems_from_prepared(config, ray_version)
-    if problems is None:
-        reason = unavailable_reason(ray_version)
-        if reason is not None:
-            return [], reason
-        problems = _check(config)
+    reason = unavailable_reason(ray_version)
+    if reason is not None:
+        return [], reason
+    problems = _check(config)
     if not problems:
         _cache.store("serve-config-ok", key, True)
     return problems, None
