@@ -5,14 +5,32 @@ Configuration: $SKYRL_HP_CONFIG, the one way the CDK app, the cdk8s app and the 
 manifests can never be built from a different file than the stacks.
 """
 
+import json
+import os
+from pathlib import Path
+
 from skyrl_hyperpod.config import ConfigError, load_config
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
 
 
+def cli_context() -> dict:
+    """The context the CDK CLI passes the app (`-c key=value`, cdk.json, cdk.context.json), read where
+    aws-cdk-lib's App reads it: $CDK_CONTEXT_JSON, plus the JSON file named by
+    $CONTEXT_OVERFLOW_LOCATION_ENV when the context is too large for the environment."""
+    context = json.loads(os.environ.get("CDK_CONTEXT_JSON") or "{}")
+    overflow = os.environ.get("CONTEXT_OVERFLOW_LOCATION_ENV")
+    if overflow:
+        context.update(json.loads(Path(overflow).read_text(encoding="utf-8")))
+    return context
+
+
 def main() -> None:
-    # The configuration is checked before aws-cdk-lib and its Node process start: a bad file fails in a
-    # fraction of a second.
+    # Both checks run before aws-cdk-lib and its Node process start: bad input fails in a fraction of a second.
     try:
+        if "config" in cli_context():
+            raise ConfigError(
+                ["config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE (the cdk8s app and the CLI read only that)"]
+            )
         config = load_config(None)
     except ConfigError as error:
         fail(error.problems)
@@ -23,10 +41,6 @@ def main() -> None:
 
     app = cdk.App()
     try:
-        if app.node.try_get_context("config") is not None:
-            raise ConfigError(
-                ["config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE (the cdk8s app and the CLI read only that)"]
-            )
         # Constructs re-check what only exists once CDK has allocated it (e.g. subnet CIDRs).
         build_platform(app, config)
     except ConfigError as error:

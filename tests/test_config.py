@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -193,15 +194,19 @@ def test_cdk_app_prints_one_line_per_problem_and_no_traceback(tmp_path):
     assert not out.exists() or not any(out.iterdir())  # nothing half-written
 
 
-def test_cdk_context_config_is_refused_so_stacks_and_manifests_read_the_same_file(tmp_path):
+@pytest.mark.parametrize("channel", ["environment", "overflow file"])
+def test_cdk_context_config_is_refused_so_stacks_and_manifests_read_the_same_file(tmp_path, channel):
+    # The CDK CLI hands the app its context in $CDK_CONTEXT_JSON, or in a file when it is too large.
+    context = {"config": "mine.yaml", "@aws-cdk/core:newStyleStackSynthesis": True}
+    if channel == "environment":
+        passed = {"CDK_CONTEXT_JSON": json.dumps(context)}
+    else:
+        (tmp_path / "context.json").write_text(json.dumps(context))
+        passed = {"CDK_CONTEXT_JSON": "{}", "CONTEXT_OVERFLOW_LOCATION_ENV": str(tmp_path / "context.json")}
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=REPO_ROOT,
-        env={
-            "PATH": str(Path(sys.executable).parent),
-            "CDK_CONTEXT_JSON": '{"config": "mine.yaml"}',
-            "CDK_OUTDIR": str(tmp_path / "cdk.out"),
-        },
+        env={"PATH": str(Path(sys.executable).parent), "CDK_OUTDIR": str(tmp_path / "cdk.out"), **passed},
         capture_output=True,
         text=True,
         timeout=120,
