@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Benchmark of the edit-synth-test loop, measured against a one-bucket CDK app in the same run.
 
-    .venv/bin/python bench/run.py                 # everything, 5 repetitions
+    .venv/bin/python bench/run.py                 # everything, 5 interleaved rounds
     .venv/bin/python bench/run.py --repeat 3 --skip tests
 
 Every figure is the median wall time of fresh processes started the way a user starts them
 (`cdk synth`, `cdk8s synth`, `pytest`), with the project's own pinned toolchain (the venv's Node 24
 started through skyrl_hyperpod/bin/jsii-node, node_modules' CLIs) for the baseline and the project
-alike; the baseline on Node's default flags is printed for reference. Peak memory is the largest resident set of the whole process tree (Python, the
-jsii Node runtime and the CLIs), sampled every 20 ms. Ratios are what the targets are about; absolute
-seconds vary between machines.
+alike; the baseline on Node's default flags is printed for reference. The commands run in rounds (each
+once per round, after one warm-up run each), and every ratio is the median of the ratios measured within
+a round, so that a drift of the machine's speed during the run does not end up in a ratio. Peak memory
+is the largest resident set of the whole process tree (Python, the jsii Node runtime, the CLIs, the
+test workers), sampled every 20 ms. Ratios are what the targets are about; absolute seconds vary
+between machines.
 
 The manifest validation keeps an on-disk cache of its slow, pure steps (parsed KubeRay CRDs, Ray's
 Serve schemas; see skyrl_hyperpod/validation/_cache.py). `cdk8s synth` and the scaling runs are
@@ -50,6 +53,7 @@ s3.Bucket(stack, "Bucket")
 app.synth()
 """
 
+BASELINE = "baseline: one-bucket cdk synth"
 STOCK_BASELINE = "baseline on Node's default flags"
 CDK8S_COLD = "cdk8s synth + validation (cold cache)"
 CDK8S_WARM = "cdk8s synth + validation (warm cache)"
@@ -99,15 +103,34 @@ def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float,
     return elapsed, peak
 
 
-def measure(name: str, command: list[str], cwd: Path, env: dict[str, str], repeat: int) -> Measurement:
-    result = Measurement(name)
-    run_once(command, cwd, env)  # warm-up: file-system caches, __pycache__, npm's first start
+@dataclass(frozen=True)
+class Job:
+    command: list[str]
+    cwd: Path
+    env: dict[str, str]
+
+
+def measure_interleaved(jobs: dict[str, Job], repeat: int) -> dict[str, Measurement]:
+    """Each job once as a warm-up (file-system caches, __pycache__, npm's first start, the validation
+    cache), then `repeat` rounds that run every job once, in the same order. Interleaving keeps a slow
+    drift of the machine's speed (other tenants, thermal state) out of the ratios: within a round, the
+    baseline and the project run seconds apart."""
+    results = {name: Measurement(name) for name in jobs}
+    for job in jobs.values():
+        run_once(job.command, job.cwd, job.env)
     for _ in range(repeat):
-        seconds, peak = run_once(command, cwd, env)
-        result.seconds.append(seconds)
-        result.peak_rss_mib = max(result.peak_rss_mib, peak / 2**20)
-    print(f"  {name:<40} median {result.median:6.2f} s  peak {result.peak_rss_mib:6.0f} MiB", flush=True)
-    return result
+        for name, job in jobs.items():
+            seconds, peak = run_once(job.command, job.cwd, job.env)
+            results[name].seconds.append(seconds)
+            results[name].peak_rss_mib = max(results[name].peak_rss_mib, peak / 2**20)
+    for name, result in results.items():
+        print(f"  {name:<40} median {result.median:6.2f} s  peak {result.peak_rss_mib:6.0f} MiB", flush=True)
+    return results
+
+
+def paired_ratio(figure: Measurement, baseline: Measurement) -> float:
+    """Median over the rounds of (figure / baseline) measured in the same round."""
+    return statistics.median(f / b for f, b in zip(figure.seconds, baseline.seconds, strict=True))
 
 
 def base_env(validation: bool, validation_cache: Path | None, config_file: Path | None = None,
@@ -140,7 +163,7 @@ def experiments_config(count: int, directory: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=5, help="timed repetitions per figure (default 5)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument(
         "--skip", action="append", default=[], choices=["tests", "scaling", "validation-off"],
         help="leave a group of measurements out",
@@ -162,39 +185,29 @@ def main() -> None:
     modes = [True] + ([] if "validation-off" in args.skip else [False])
     for validation in modes:
         label = f"CDK_VALIDATION={'on' if validation else 'off'}"
-        print(f"\n{label} (median of {args.repeat}, after one warm-up run)")
+        print(f"\n{label} (medians of {args.repeat} interleaved rounds, after one warm-up run each)")
         env = base_env(validation, warm_cache)
-        cold_env = base_env(validation, None)
-        figures = {
-            "baseline: one-bucket cdk synth": measure(
-                "baseline: one-bucket cdk synth", [*cdk, "-o", str(work / "base.out")], baseline_dir, env, args.repeat
-            ),
+        jobs = {
+            BASELINE: Job([*cdk, "-o", str(work / "base.out")], baseline_dir, env),
             # For reference: the same baseline on Node's default flags (not the wrapper's).
-            STOCK_BASELINE: measure(
-                STOCK_BASELINE, [*cdk, "-o", str(work / "base.out")], baseline_dir,
-                base_env(validation, warm_cache, jsii_node=str(BIN / "node")), args.repeat,
-            ),
-            "cdk synth (whole app)": measure(
-                "cdk synth (whole app)", [*cdk, "-o", str(work / "cdk.out")], REPO, env, args.repeat
-            ),
-            CDK8S_COLD: measure(CDK8S_COLD, cdk8s, REPO, cold_env, args.repeat),
-            CDK8S_WARM: measure(CDK8S_WARM, cdk8s, REPO, env, args.repeat),
+            STOCK_BASELINE: Job([*cdk, "-o", str(work / "base.out")], baseline_dir,
+                                base_env(validation, warm_cache, jsii_node=str(BIN / "node"))),
+            "cdk synth (whole app)": Job([*cdk, "-o", str(work / "cdk.out")], REPO, env),
+            CDK8S_COLD: Job(cdk8s, REPO, base_env(validation, None)),
+            CDK8S_WARM: Job(cdk8s, REPO, env),
         }
         if "tests" not in args.skip:
-            figures["test suite"] = measure(
-                "test suite", [str(BIN / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"], REPO, env,
-                max(1, args.repeat // 2),
-            )
-        baseline = figures["baseline: one-bucket cdk synth"].median
-        print(f"\n  ratios to the baseline ({baseline:.2f} s):")
-        for name in REPORTED_RATIOS:
-            if name in figures:
-                ratio = figures[name].median / baseline
-                if name in TARGETS:
-                    verdict = "meets" if ratio <= TARGETS[name] else "MISSES"
-                    print(f"    {name:<42} {ratio:5.2f} x   target <= {TARGETS[name]} x: {verdict}")
-                else:
-                    print(f"    {name:<42} {ratio:5.2f} x   (reference)")
+            jobs["test suite"] = Job([str(BIN / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"], REPO, env)
+        figures = measure_interleaved(jobs, args.repeat)
+        baseline = figures[BASELINE]
+        ratios = {name: paired_ratio(figures[name], baseline) for name in REPORTED_RATIOS if name in figures}
+        print(f"\n  ratios to the baseline (median {baseline.median:.2f} s; median of the per-round ratios):")
+        for name, ratio in ratios.items():
+            if name in TARGETS:
+                verdict = "meets" if ratio <= TARGETS[name] else "MISSES"
+                print(f"    {name:<42} {ratio:5.2f} x   target <= {TARGETS[name]} x: {verdict}")
+            else:
+                print(f"    {name:<42} {ratio:5.2f} x   (reference)")
         if "test suite" in figures:
             peak = figures["test suite"].peak_rss_mib
             verdict = "meets" if peak <= TEST_SUITE_MEMORY_TARGET_MIB else "MISSES"
@@ -203,19 +216,21 @@ def main() -> None:
             name: {"median_s": m.median, "runs_s": m.seconds, "peak_rss_mib": m.peak_rss_mib}
             for name, m in figures.items()
         }
-        results[label]["ratios"] = {n: figures[n].median / baseline for n in REPORTED_RATIOS if n in figures}
+        results[label]["ratios"] = ratios
 
     if "scaling" not in args.skip:
         results["scaling"] = {}
         for cache_label, cache in (("cold cache", None), ("warm cache", warm_cache)):
             print(f"\nscaling: cdk8s synth with N RayJob experiments ({cache_label}, CDK_VALIDATION=on)")
-            scaling = {}
-            for count in (1, 10, 100):
-                cfg = experiments_config(count, work)
-                scaling[count] = measure(
-                    f"{count:>3} experiment(s)", cdk8s, REPO, base_env(True, cache, cfg), args.repeat
-                )
-            marginal_ms = (scaling[100].median - scaling[1].median) / 99 * 1000
+            by_name = measure_interleaved(
+                {f"{count:>3} experiment(s)": Job(cdk8s, REPO, base_env(True, cache, experiments_config(count, work)))
+                 for count in (1, 10, 100)},
+                args.repeat,
+            )  # fmt: skip
+            scaling = {count: by_name[f"{count:>3} experiment(s)"] for count in (1, 10, 100)}
+            marginal_ms = statistics.median(
+                hundred - one for hundred, one in zip(scaling[100].seconds, scaling[1].seconds, strict=True)
+            ) / 99 * 1000
             verdict = "meets" if marginal_ms <= MARGINAL_EXPERIMENT_TARGET_MS else "MISSES"
             print(
                 f"  marginal cost per experiment: {marginal_ms:.1f} ms   "

@@ -286,6 +286,21 @@ def test_crds_dir_comes_from_the_environment_variable(monkeypatch, tmp_path, def
     assert "missing" in line and "KUBERAY_CRDS_DIR" in line and "fetch_crds" in line
 
 
+@pytest.mark.parametrize("kind", sorted(crd_module.KUBERAY_KINDS))
+def test_reading_only_the_v1_entry_of_a_crd_gives_what_a_full_parse_gives(kind):
+    data = (KUBERAY_CRDS_DIR / crd_module.KUBERAY_KINDS[kind].file_name).read_bytes()
+    full = yaml.load(data, Loader=yaml.CSafeLoader)
+    full["spec"]["versions"] = [v for v in full["spec"]["versions"] if v["name"] == "v1"]
+    assert len(full["spec"]["versions"]) == 1
+    assert crd_module._v1_only_document(data) == full
+
+
+def test_a_crd_in_another_layout_is_parsed_whole(default_config):
+    flow_style = yaml.safe_dump({"spec": {"names": {"kind": "RayJob"}, "versions": [{"name": "v1"}]}},
+                                default_flow_style=True).encode()
+    assert crd_module._v1_only_document(flow_style) is None
+
+
 def test_crds_that_are_not_v1_7_0_are_refused(tmp_path, default_config):
     for spec in crd_module.KUBERAY_KINDS.values():
         data = (KUBERAY_CRDS_DIR / spec.file_name).read_bytes()
