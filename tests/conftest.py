@@ -27,10 +27,10 @@ prefer_venv_node()
 # `cdk synth` / `cdk deploy` keep it on (see README, "Performance").
 os.environ["CDK_VALIDATION"] = "false"
 
-from skyrl_hyperpod.config import ProjectConfig, load_config, validate_config  # noqa: E402
-
 if TYPE_CHECKING:
     import aws_cdk as cdk
+
+    from skyrl_hyperpod.config import ProjectConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # KubeRay CRDs are read from ../shared (never committed); override with KUBERAY_CRDS_DIR.
@@ -126,6 +126,8 @@ def synth_platform(config: ProjectConfig, outdir: Path) -> cdk.cx_api.CloudAssem
 
 @pytest.fixture(scope="session")
 def default_config() -> ProjectConfig:
+    from skyrl_hyperpod.config import load_config
+
     return load_config(None)
 
 
@@ -149,6 +151,8 @@ def assembly_for():
         key = json.dumps(overrides, sort_keys=True)
         if key not in cache:
             import tempfile
+
+            from skyrl_hyperpod.config import validate_config
 
             cache[key] = synth_platform(validate_config(overrides), Path(tempfile.mkdtemp(prefix="cdk.out.")))
         return cache[key]
