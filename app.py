@@ -17,10 +17,16 @@ def cli_context() -> dict:
     """The context the CDK CLI passes the app (`-c key=value`, cdk.json, cdk.context.json), read where
     aws-cdk-lib's App reads it: $CDK_CONTEXT_JSON, plus the JSON file named by
     $CONTEXT_OVERFLOW_LOCATION_ENV when the context is too large for the environment."""
-    context = json.loads(os.environ.get("CDK_CONTEXT_JSON") or "{}")
     overflow = os.environ.get("CONTEXT_OVERFLOW_LOCATION_ENV")
-    if overflow:
-        context.update(json.loads(Path(overflow).read_text(encoding="utf-8")))
+    try:
+        context = json.loads(os.environ.get("CDK_CONTEXT_JSON") or "{}")
+        if overflow:
+            context.update(json.loads(Path(overflow).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as error:
+        source = f"CDK_CONTEXT_JSON or {overflow}" if overflow else "CDK_CONTEXT_JSON"
+        raise ConfigError([f"config error: the CDK context ({source}) is not readable JSON: {error}"]) from None
+    if not isinstance(context, dict):
+        raise ConfigError([f"config error: the CDK context (CDK_CONTEXT_JSON) is {type(context).__name__}, not an object"])
     return context
 
 

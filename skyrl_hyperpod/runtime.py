@@ -29,11 +29,17 @@ def exit_after_synth() -> NoReturn:
 
     Runs the atexit handlers (jsii's stops its Node process and removes its temporary runtime copy),
     flushes stdout/stderr, then leaves with os._exit: freeing the tens of thousands of objects that
-    aws-cdk-lib's Python bindings define takes ~0.2 s and has no effect a caller can see."""
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    aws-cdk-lib's Python bindings define takes ~0.2 s and has no effect a caller can see. Only for
+    entry points that start no non-daemon threads (they would not be joined). A flush that fails
+    (e.g. a closed pipe) exits 120, as the interpreter itself would."""
+    atexit._run_exitfuncs()  # CPython's own (underscored) API; there is no public one
+    code = 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe, or a stream already closed
+            code = 120
+    os._exit(code)
 
 
 def fail(problems: list[str], code: int = 2) -> None:

@@ -14,9 +14,9 @@ import pytest
 
 from skyrl_hyperpod.runtime import prefer_venv_node
 
-# pytest caches its assertion-rewritten test modules in __pycache__ (gitignored) unless bytecode writing is
-# off; with PYTHONDONTWRITEBYTECODE set (as on some CI images) every run re-parses and rewrites all the
-# test modules, ~1.5 s of each run. Only this test process is affected.
+# With PYTHONDONTWRITEBYTECODE set (as on some CI images) pytest cannot cache its assertion-rewritten test
+# modules and re-parses and rewrites them all on every run (~0.9 s). Bytecode writing is turned back on for
+# the test processes only; the caches go to __pycache__ (gitignored), for the project's own modules too.
 sys.dont_write_bytecode = False
 
 prefer_venv_node()
@@ -66,6 +66,23 @@ def cfn_lint_errors(template: dict) -> list[str]:
     return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]
 
 
+# Placeholders for the AWS account and region the CLI tests talk to.
+TEST_ACCOUNT = "111111111111"
+TEST_REGION = "us-west-2"
+
+
+@pytest.fixture
+def fake_aws_env(monkeypatch, tmp_path):
+    """Credentials that sign but reach nothing, and none of the developer's own AWS configuration."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @functools.cache
 def _shared_aws_client(service: str, region: str):
     # Creating a botocore client builds a class with one method per API operation (~20-50 ms); the
@@ -77,14 +94,14 @@ def _shared_aws_client(service: str, region: str):
 
 @pytest.fixture
 def stub_aws():
-    """stub_aws(service, region="us-west-2") -> (client, Stubber): a client whose calls botocore's Stubber
+    """stub_aws(service, region=TEST_REGION) -> (client, Stubber): a client whose calls botocore's Stubber
     answers, checking each request and each stubbed answer against botocore's service model. The Stubbers
     are deactivated when the test ends."""
     from botocore.stub import Stubber
 
     stubbers = []
 
-    def stub(service: str, region: str = "us-west-2"):
+    def stub(service: str, region: str = TEST_REGION):
         client = _shared_aws_client(service, region)
         stubber = Stubber(client)
         stubbers.append(stubber)
@@ -95,7 +112,16 @@ def stub_aws():
         stubber.deactivate()
 
 
-def stub_cloudformation(stub_aws, stacks: dict[str, dict[str, str]], region: str = "us-west-2"):
+def add_modeled_error(client, stubber, method: str, code: str, http_status_code: int, expected_params: dict) -> None:
+    """Stub an error answer whose code the service model lists for that operation (the Stubber itself does
+    not check error codes), so the code the CLI handles is one AWS documents."""
+    operation = client.meta.method_to_api_mapping[method]
+    modeled = {shape.name for shape in client.meta.service_model.operation_model(operation).error_shapes}
+    assert code in modeled, f"{operation} does not return {code!r}; modeled errors: {sorted(modeled)}"
+    stubber.add_client_error(method, code, http_status_code=http_status_code, expected_params=expected_params)
+
+
+def stub_cloudformation(stub_aws, stacks: dict[str, dict[str, str]], region: str = TEST_REGION):
     """A CloudFormation client whose one describe_stacks call lists `stacks` ({stack name: {output key:
     value}}, all CREATE_COMPLETE)."""
     from datetime import datetime, timezone
@@ -173,9 +199,10 @@ def pytest_collection_finish(session):
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
-    # pytest's unraisable-exception check runs gc.collect() five times after the session; over the ~1 GB
-    # the tests leave behind (CDK apps, parsed schemas) that is ~0.9 s of walking objects that are about
-    # to be freed by the process exit anyway.
+    # After the session, pytest's unraisable-exception check runs a full gc.collect() over the ~1 GB the
+    # tests leave behind (CDK apps, parsed schemas, jsii proxies): ~0.9-2 s spent on objects the process
+    # exit frees anyway. The price: a __del__ of garbage left at the very end no longer runs, so an
+    # unraisable exception from one would go unreported (each test's own are still collected).
     import gc
 
     gc.freeze()

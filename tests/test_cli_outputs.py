@@ -12,20 +12,10 @@ from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
 from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, load_stack_outputs
 
+from conftest import TEST_REGION as REGION
 from conftest import stub_cloudformation
 
-REGION = "us-west-2"
-
-
-@pytest.fixture(autouse=True)
-def fake_aws_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("fake_aws_env")
 
 
 def deploy(config, drop: str | None = None) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:

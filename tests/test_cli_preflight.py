@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import pytest
 import yaml
@@ -19,31 +18,20 @@ from botocore.stub import Stubber
 from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.common import AwsClients
+from skyrl_hyperpod.cli.common import AwsClients, new_session
 from skyrl_hyperpod.cli.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
 from skyrl_hyperpod.config import validate_config
 
-from conftest import stub_cloudformation
+from conftest import TEST_ACCOUNT as ACCOUNT
+from conftest import TEST_REGION as REGION
+from conftest import add_modeled_error, stub_cloudformation
 
-ACCOUNT = "111111111111"
-REGION = "us-west-2"
+pytestmark = pytest.mark.usefixtures("fake_aws_env")
 # AZ ids -> names; only the ids are stable across accounts, which is why the config names ids.
 ZONES = {
     "us-west-2": {"usw2-az1": "us-west-2a", "usw2-az2": "us-west-2b", "usw2-az3": "us-west-2c", "usw2-az4": "us-west-2d"},
     "us-east-1": {f"use1-az{n}": f"us-east-1{letter}" for n, letter in zip(range(1, 7), "abcdef")},
 }
-CREATED = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-@pytest.fixture(autouse=True)
-def fake_aws_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    for name in ("AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def needed_counts(config) -> Counter:
@@ -108,8 +96,7 @@ class Account:
         ssm, stubber = stub("ssm")
         parameter = f"/cdk-bootstrap/{DEFAULT_BOOTSTRAP_QUALIFIER}/version"
         if self.bootstrap_version is None:
-            stubber.add_client_error("get_parameter", "ParameterNotFound", http_status_code=400,
-                                     expected_params={"Name": parameter})
+            add_modeled_error(ssm, stubber, "get_parameter", "ParameterNotFound", 400, {"Name": parameter})
         else:
             stubber.add_response("get_parameter", {"Parameter": {
                 "Name": parameter, "Type": "String", "Value": self.bootstrap_version}}, {"Name": parameter})
@@ -119,6 +106,7 @@ class Account:
         if self.bucket_exists:
             stubber.add_response("head_bucket", {}, bucket)
         else:
+            # HeadBucket answers a missing bucket with a bare 404 (no error body, so no modeled code).
             stubber.add_client_error("head_bucket", "404", http_status_code=404, expected_params=bucket)
 
         ecr, stubber = stub("ecr")
@@ -127,12 +115,12 @@ class Account:
             stubber.add_response("describe_repositories", {"repositories": [{"repositoryName": repository}]},
                                  {"repositoryNames": [repository]})
         else:
-            stubber.add_client_error("describe_repositories", "RepositoryNotFoundException", http_status_code=400,
-                                     expected_params={"repositoryNames": [repository]})
+            add_modeled_error(ecr, stubber, "describe_repositories", "RepositoryNotFoundException", 400,
+                              {"repositoryNames": [repository]})
 
         eks, stubber = stub("eks")
-        stubber.add_client_error("describe_cluster", "ResourceNotFoundException", http_status_code=404,
-                                 expected_params={"name": config.names.eks_cluster})
+        add_modeled_error(eks, stubber, "describe_cluster", "ResourceNotFoundException", 404,
+                          {"name": config.names.eks_cluster})
 
         sagemaker, stubber = stub("sagemaker")
         stubber.add_response("list_clusters", {"ClusterSummaries": []},
@@ -142,7 +130,23 @@ class Account:
                      "sagemaker": sagemaker, "cloudformation": stub_cloudformation(stub_aws, self.stacks, self.region)}
         for stubber in stubbers:
             stubber.activate()
-        return AwsClients(overrides=overrides), stubbers
+        return RecordingClients(overrides=overrides), stubbers
+
+
+class RecordingClients(AwsClients):
+    """AwsClients that also record the region the CLI asks each client for (the stubbed clients answer
+    whatever region is asked, so the test checks it)."""
+
+    def __init__(self, session=None, overrides=None, asked: list | None = None):
+        super().__init__(session, overrides)
+        self.asked: list[tuple[str, str | None]] = [] if asked is None else asked
+
+    def with_session(self, profile, region):
+        return RecordingClients(new_session(profile, region), self._overrides, self.asked)
+
+    def __call__(self, service, region=None):
+        self.asked.append((service, region))
+        return super().__call__(service, region)
 
 
 @pytest.fixture
@@ -156,11 +160,18 @@ def run_preflight(stub_aws, account: Account, *args, config_file=None, config=No
     clients, stubbers = account.clients(stub_aws, config or account.config)
     extra = ["--config", config_file] if config_file else []
     result = CliRunner().invoke(cli, ["preflight", "--region", account.region, *extra, *args], obj=clients)
+    assert clients.asked and {region for _, region in clients.asked} == {account.region}, clients.asked
     return result, stubbers
 
 
 def line_for(result, name: str) -> str:
     return next(line for line in result.stdout.splitlines() if f" {name}:" in line)
+
+
+def failed_checks(result) -> set[str]:
+    """Names of the FAIL lines. A request that does not match its stub also ends as a FAIL line (botocore's
+    Stubber raises a BotoCoreError, which preflight reports), so tests compare the whole set."""
+    return {line.split(None, 1)[1].split(":", 1)[0] for line in result.stdout.splitlines() if line.startswith("FAIL ")}
 
 
 def test_everything_in_place_passes(default_config, preflight):
@@ -182,6 +193,7 @@ def test_quota_below_the_configured_count_fails_with_a_hint(default_config, pref
     worker = default_config.hyperpod.worker_group.instance_type
     result, _ = preflight(Account(default_config, quota_shortfall=worker))
     assert result.exit_code == 1
+    assert failed_checks(result) == {f"quota {worker}"}
     line = line_for(result, f"quota {worker}")
     assert line.startswith("FAIL")
     assert f"'{worker} for cluster usage'" in line and f"config needs {needed_counts(default_config)[worker]}" in line
@@ -199,12 +211,14 @@ def test_unraised_quotas_fall_back_to_the_aws_defaults(default_config, preflight
 def test_missing_cdk_bootstrap_fails_with_the_command_to_run(default_config, preflight):
     result, _ = preflight(Account(default_config, bootstrap_version=None))
     assert result.exit_code == 1
+    assert failed_checks(result) == {"cdk bootstrap"}
     assert line_for(result, "cdk bootstrap").endswith(f"fix: run: cdk bootstrap aws://{ACCOUNT}/{REGION}")
 
 
 def test_old_cdk_bootstrap_fails(default_config, preflight):
     result, _ = preflight(Account(default_config, bootstrap_version="5"))
     assert result.exit_code == 1
+    assert failed_checks(result) == {"cdk bootstrap"}
     assert line_for(result, "cdk bootstrap").startswith("FAIL")
 
 
@@ -212,6 +226,7 @@ def test_name_collisions_outside_the_projects_stacks_fail(default_config, prefli
     result, _ = preflight(Account(default_config, bucket_exists=True, repository_exists=True,
                                   stacks={"someone-elses-stack": {}}))
     assert result.exit_code == 1
+    assert failed_checks(result) == {"name ECR repository", "name lifecycle bucket"}
     assert line_for(result, "name ECR repository").startswith("FAIL")
     assert default_config.names.ecr_repository in line_for(result, "name ECR repository")
     assert line_for(result, "name lifecycle bucket").startswith("FAIL")
@@ -239,6 +254,7 @@ def test_az_id_not_in_the_region_fails(tmp_path, default_config, preflight):
     file.write_text(yaml.safe_dump(overrides))
     result, _ = preflight(Account(default_config), config_file=str(file), config=validate_config(overrides))
     assert result.exit_code == 1
+    assert failed_checks(result) == {"hyperpod AZ id"}
     assert "usw2-az9 is not an availability zone id" in line_for(result, "hyperpod AZ id")
 
 
@@ -251,6 +267,7 @@ def test_instance_type_not_offered_in_the_az_fails(tmp_path, default_config, pre
     account = Account(default_config, region="us-east-1", offered={"use1-az4": {head.removeprefix("ml.")}})
     result, _ = preflight(account, config_file=str(file), config=validate_config(overrides))
     assert result.exit_code == 1
+    assert failed_checks(result) == {f"offering {worker}"}
     assert line_for(result, f"offering {worker}").startswith("FAIL")
     assert line_for(result, f"offering {head}").startswith("PASS")
 

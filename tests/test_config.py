@@ -194,6 +194,19 @@ def test_cdk_app_prints_one_line_per_problem_and_no_traceback(tmp_path):
     assert not out.exists() or not any(out.iterdir())  # nothing half-written
 
 
+def test_unreadable_cdk_context_is_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        env={"PATH": str(Path(sys.executable).parent), "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+             "CDK_CONTEXT_JSON": "{not json"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("config error: the CDK context (CDK_CONTEXT_JSON) is not readable JSON")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("channel", ["environment", "overflow file"])
 def test_cdk_context_config_is_refused_so_stacks_and_manifests_read_the_same_file(tmp_path, channel):
     # The CDK CLI hands the app its context in $CDK_CONTEXT_JSON, or in a file when it is too large.

@@ -378,6 +378,11 @@ def test_serve_config_rules_from_ray(serve, path, default_config):
     assert any(path in line for line in problems), problems
 
 
+def test_serve_config_check_runs_here_with_the_pinned_ray(default_config):
+    # Ray at the serving image's version is pinned in requirements-dev.txt: the check must not be skipped.
+    assert serve_config.unavailable_reason(default_config.serving_image.ray_version) is None
+
+
 def test_serve_config_that_is_not_yaml_is_rejected(default_config):
     doc = ray_service(default_config)
     doc["spec"]["serveConfigV2"] = "applications: [\n"

@@ -54,19 +54,26 @@ def _ray_models():
     logging.getLogger("ray.llm._internal.common.utils.import_utils").setLevel(logging.ERROR)
     # Ray Serve imports pandas only if it can, to register a DataFrame response encoder
     # (ray.serve._private.utils); the schema classes never use it. Keeping pandas out of the import
-    # saves ~0.3 s of every cold `cdk8s synth` (pandas is installed here for SkyRL's config module).
-    keep_pandas_out = "pandas" not in sys.modules
-    if keep_pandas_out:
+    # saves ~0.35 s of every cold `cdk8s synth` (pandas is installed here for SkyRL's config module).
+    # Should a Ray version need pandas after all, the import is simply retried with it.
+    if "pandas" not in sys.modules:
         sys.modules["pandas"] = None  # `import pandas` raises ImportError
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own pydantic-v1-style Field usage
-            from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
-            from ray.serve._private.config import DeploymentConfig
-            from ray.serve.schema import ServeDeploySchema
-    finally:
-        if keep_pandas_out and sys.modules.get("pandas", ...) is None:
-            del sys.modules["pandas"]
+        try:
+            return _import_ray_models()
+        except ImportError:
+            pass
+        finally:
+            if sys.modules.get("pandas", ...) is None:
+                del sys.modules["pandas"]
+    return _import_ray_models()
+
+
+def _import_ray_models():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own pydantic-v1-style Field usage
+        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+        from ray.serve._private.config import DeploymentConfig
+        from ray.serve.schema import ServeDeploySchema
 
     return ServeDeploySchema, LLMConfig, DeploymentConfig
 
