@@ -168,6 +168,15 @@ def templates(platform_assembly) -> dict[str, dict]:
     return {stack.stack_name: stack.template for stack in platform_assembly.stacks}
 
 
+# Whole-platform variants that several test modules check, each synthesized once (`assembly_for` caches).
+VARIANT_ENV_PERSISTENT_1 = {
+    "env": {"account": "111111111111", "region": "us-west-2"},
+    "network": {"max_azs": 3, "nat_gateways": 2},
+    "fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100, "storage_capacity_gib": 4800},
+}
+VARIANT_NAMED_BUCKET = {"name_prefix": "team-a", "hyperpod": {"lifecycle_bucket_name": "sagemaker-team-a-scripts"}}
+
+
 @pytest.fixture(scope="session")
 def assembly_for():
     """Synthesize a variant of the default configuration: assembly_for({'hyperpod': {...}})."""

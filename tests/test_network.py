@@ -13,12 +13,7 @@ from skyrl_hyperpod.config.platform import vpc_subnet_masks, vpc_subnet_plan
 from stacks.components.network import LUSTRE_PORT, LUSTRE_PORT_RANGE
 from stacks.network_stack import NetworkStack
 
-# Shared with test_storage.py / test_registry.py: identical overrides reuse one cached synth.
-VARIANT_ENV_PERSISTENT_1 = {
-    "env": {"account": "111111111111", "region": "us-west-2"},
-    "network": {"max_azs": 3, "nat_gateways": 2},
-    "fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100, "storage_capacity_gib": 4800},
-}
+from conftest import VARIANT_ENV_PERSISTENT_1
 
 
 def network_template(templates: dict, config: ProjectConfig) -> Template:

@@ -11,8 +11,7 @@ from skyrl_hyperpod.config import ProjectConfig, validate_config
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.registry import MAX_IMAGES, UNTAGGED_IMAGE_RETENTION
 
-# Same overrides as test_storage.py: the cached synth is shared.
-VARIANT_NAMED_BUCKET = {"name_prefix": "team-a", "hyperpod": {"lifecycle_bucket_name": "sagemaker-team-a-scripts"}}
+from conftest import VARIANT_NAMED_BUCKET
 
 
 def registry_template(templates: dict, config: ProjectConfig) -> Template:

@@ -9,13 +9,7 @@ from skyrl_hyperpod.config import ProjectConfig, validate_config
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 from skyrl_hyperpod.outputs import OutputKey
 
-# Same overrides as test_network.py: the cached synth is shared.
-VARIANT_ENV_PERSISTENT_1 = {
-    "env": {"account": "111111111111", "region": "us-west-2"},
-    "network": {"max_azs": 3, "nat_gateways": 2},
-    "fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100, "storage_capacity_gib": 4800},
-}
-VARIANT_NAMED_BUCKET = {"name_prefix": "team-a", "hyperpod": {"lifecycle_bucket_name": "sagemaker-team-a-scripts"}}
+from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 
 
 def storage_template(templates: dict, config: ProjectConfig) -> Template:
