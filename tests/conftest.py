@@ -51,7 +51,7 @@ def _cfn_lint_runner():
     from cfnlint.runner import Runner
 
     # E = errors against the CloudFormation resource schemas; warnings are reviewed, not gated.
-    config = ConfigMixIn(**ManualArgs(regions=["us-west-2"], ignore_checks=["W", "I"]))
+    config = ConfigMixIn(**ManualArgs(regions=[TEST_REGION], ignore_checks=["W", "I"]))
     return config, Runner(config).rules
 
 
@@ -170,7 +170,7 @@ def templates(platform_assembly) -> dict[str, dict]:
 
 # Whole-platform variants that several test modules check, each synthesized once (`assembly_for` caches).
 VARIANT_ENV_PERSISTENT_1 = {
-    "env": {"account": "111111111111", "region": "us-west-2"},
+    "env": {"account": TEST_ACCOUNT, "region": TEST_REGION},
     "network": {"max_azs": 3, "nat_gateways": 2},
     "fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100, "storage_capacity_gib": 4800},
 }
