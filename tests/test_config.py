@@ -120,7 +120,9 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,
                                       "deep_health_checks": ["InstanceStress"]}}},
          "hyperpod.head_group", "need a GPU instance type"),
-        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.r5d.16xlarge", "instance_count": 3}}},
+        # deep_health_checks: [] because the default group's checks carry over (they need GPUs themselves).
+        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.r5d.16xlarge", "instance_count": 3,
+                                        "deep_health_checks": []}}},
          "hyperpod", "has no GPUs"),
         ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 0}}},
          "hyperpod", "head_group.instance_count must be at least 1"),
