@@ -263,3 +263,15 @@ def test_fetch_refuses_a_commit_without_a_sha256_list(tmp_path, capsys):
     with pytest.raises(SystemExit):
         fetch_hyperpod_chart.main(["--dest", str(tmp_path), "--commit", OLD_PIN])
     assert "no sha256 list for commit" in capsys.readouterr().err
+
+
+def test_fetch_if_missing_keeps_a_verified_copy_and_refuses_a_tampered_one(monkeypatch, tmp_path, capsys):
+    opener = ArchiveOpener(b"")
+    monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
+    charts = copy_chart(tmp_path, PINNED)
+    assert fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)]) == 0
+    assert opener.urls == []  # nothing downloaded
+    (charts / PINNED / HYPERPOD_CHART_PATH / "Chart.yaml").write_text("name: x\n")
+    with pytest.raises(SystemExit):
+        fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)])
+    assert "sha256 differs" in capsys.readouterr().err

@@ -22,9 +22,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from ..config import ConfigError
 from ..config.platform import HYPERPOD_CHART_PATH, VersionsConfig
 from ..runtime import fail
-from .hyperpod_chart import CHARTS_DIR_ENV_VAR, sums_for
+from .hyperpod_chart import CHARTS_DIR_ENV_VAR, commit_dir, sums_for
 
 ARCHIVE_URL = "https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{commit}"
 TIMEOUT_S = 120
@@ -105,7 +106,16 @@ def main(argv: list[str] | None = None) -> int:
         default=VersionsConfig().hyperpod_cli_commit,
         help="aws/sagemaker-hyperpod-cli commit (default: the pinned versions.hyperpod_cli_commit)",
     )
+    parser.add_argument(
+        "--if-missing", action="store_true", help="do nothing when DEST already holds a verified copy of the commit"
+    )
     args = parser.parse_args(argv)
+    if args.if_missing and (args.dest / args.commit / HYPERPOD_CHART_PATH / "Chart.yaml").is_file():
+        try:
+            commit_dir(args.commit, args.dest)
+        except ConfigError as exc:
+            fail(exc.problems, code=1)
+        return 0
     try:
         target = fetch_chart(args.commit, args.dest)
     except ValueError as exc:
