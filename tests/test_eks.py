@@ -432,6 +432,24 @@ def test_hyperpod_dependencies_come_from_the_pinned_commit(default):
     assert props["Namespace"] == HYPERPOD_DEPENDENCIES_NAMESPACE == "kube-system"
 
 
+def test_the_synthesized_dependencies_release_passes_the_chart_check(default):
+    # What the custom resource would install (commit and values as synthesized), read back from the
+    # template and checked against the chart copy at that commit.
+    from skyrl_hyperpod.validation import hyperpod_chart
+
+    [chart] = git_charts(default.template).values()
+    props = chart["Properties"]
+    assert props["Commit"] == "b01cf90676553a711ab1a8ac51422adbb09aef6b"  # release v3.9.0
+    chart_dir = hyperpod_chart.commit_dir(props["Commit"]) / HYPERPOD_CHART_PATH
+    values = rendered_json(props["Values"])
+    assert hyperpod_chart.values_path_problems(values, chart_dir) == []
+    assert hyperpod_chart.external_plugin_problems(values, chart_dir, default.config) == []
+    helm = hyperpod_chart.helm_binary(default.config.eks.kubernetes_version)
+    report = hyperpod_chart.ChartReport()
+    assert hyperpod_chart.health_agent_problems(values, chart_dir, default.config, helm, report) == []
+    assert report.skipped == []
+
+
 def test_hyperpod_dependencies_run_under_their_own_cluster_admin_entry(default):
     [chart] = git_charts(default.template).values()
     function_id = chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
