@@ -10,6 +10,7 @@ import hashlib
 import io
 import os
 import shutil
+import stat
 import tarfile
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def copy_chart(tmp_path: Path, commit: str, edit=None) -> Path:
     """The pinned chart copied to <tmp>/<commit>/, optionally edited (path below the chart -> new text)."""
     target = tmp_path / commit
     shutil.copytree(CHARTS_DIR / PINNED, target)
+    # CI's copy of ../shared has no write bits, and copytree keeps them.
+    for path in (target, *target.rglob("*")):
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
     for relative, change in (edit or {}).items():
         path = target / HYPERPOD_CHART_PATH / relative
         path.write_text(change(path.read_text()))
