@@ -64,7 +64,7 @@ def test_default_values_pass_the_chart_check_and_the_agent_is_really_rendered():
     assert report.skipped == []  # the helm render ran: a skipped check is not a pass
 
 
-def test_every_catalog_gpu_type_is_covered():
+def test_larger_worker_types_pass_too():
     # Larger worker types (the smaller ones do not fit the default training and serving layout) pass too.
     for instance_type in ("ml.g7e.24xlarge", "ml.g7e.48xlarge"):
         config = validate_config({"hyperpod": {"worker_group": {"instance_type": instance_type}}})
