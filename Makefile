@@ -10,8 +10,12 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # else a checksum-verified download (`crds` target) into .build/.
 SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/v1.7.0)
 export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/v1.7.0)
+# The HyperPod dependencies chart at the pinned commit, for the offline chart check: the copies beside
+# this repository when there are, else a checksum-verified download (`hyperpod-chart` target) into .build/.
+SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
+export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
 
-.PHONY: setup synth synth-cdk synth-k8s crds test bench clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check test bench clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -40,7 +44,14 @@ synth-k8s: setup crds
 crds: setup
 	@test -f $(KUBERAY_CRDS_DIR)/ray.io_rayclusters.yaml || $(PYTHON) -m skyrl_hyperpod.validation.fetch_crds --dest $(KUBERAY_CRDS_DIR)
 
-test: setup crds
+hyperpod-chart: setup
+	@$(PYTHON) -m skyrl_hyperpod.validation.fetch_hyperpod_chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
+
+# The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart.
+chart-check: hyperpod-chart
+	$(PYTHON) -m skyrl_hyperpod.validation.hyperpod_chart
+
+test: setup crds hyperpod-chart
 	$(PYTHON) -m pytest
 
 clean:

@@ -16,7 +16,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL
+from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -24,53 +25,15 @@ from .components.eks_cluster import EksCluster
 from .components.helm_from_git import HelmChartFromGit
 from .components.workload_identity import WorkloadIdentities
 
-# Chart locations inside aws/sagemaker-hyperpod-cli (FACTS.md); the commit comes from the config.
-HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
-RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-endpoint-operator"
 # Release name and namespace AWS's HyperPod documentation and console templates use, so a later
 # manual `helm upgrade dependencies ...` targets this release instead of creating a second one.
 HYPERPOD_DEPENDENCIES_RELEASE = "dependencies"
 HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
 RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
-RAY_ENDPOINT_OPERATOR_NAMESPACE = "hyperpod-ray"
 KUBERAY_CHART = "kuberay-operator"
 KUBERAY_RELEASE = "kuberay-operator"
 # Not a user-facing knob yet (config.versions holds the chart and repository only).
 KUBERAY_NAMESPACE = "kuberay-system"
-
-
-def hyperpod_dependencies_values(config: ProjectConfig, region: str) -> dict[str, Any]:
-    """Values for the HyperPod dependencies chart, derived from the configured instance groups.
-
-    The chart pins the NVIDIA and EFA device plugins to hard-coded instance-type lists that may
-    predate the configured types (ml.g7e is newer than most published lists); without a match the
-    GPU nodes never advertise `nvidia.com/gpu` or `vpc.amazonaws.com/efa`. Helm replaces lists, so
-    these values restrict the plugins to exactly the groups that have GPUs / EFA.
-    """
-    groups = (config.hyperpod.head_group, config.hyperpod.worker_group)
-    gpu_types = sorted({group.instance_type for group in groups if group.spec.gpus > 0})
-    efa_types = sorted({group.instance_type for group in groups if group.spec.efa_interfaces > 0})
-    values: dict[str, Any] = {
-        "health-monitoring-agent": {"region": region},
-        # Newer revisions of the chart bundle their own KubeRay operator; this project installs the
-        # pinned KubeRay chart itself, and two operators would fight over the same CRDs. Revisions
-        # without the sub-chart ignore the key, so it is harmless there.
-        "kuberay": {"enabled": False},
-        "nvidia-device-plugin": {
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": gpu_types}]}
-                        ]
-                    }
-                }
-            }
-        },
-    }
-    if efa_types:
-        values["aws-efa-k8s-device-plugin"] = {"supportedInstanceLabels": {"values": efa_types}}
-    return values
 
 
 class EksStack(cdk.Stack):
@@ -104,7 +67,10 @@ class EksStack(cdk.Stack):
             "Addons",
             cluster=self.cluster,
             versions=versions,
-            sagemaker_spaces=config.ray_endpoint_operator.enabled,
+            # The Ray endpoint operator needs the Spaces add-on, with web browser access turned on.
+            sagemaker_spaces_configuration=(
+                config.ray_endpoint_operator.spaces_addon_configuration if config.ray_endpoint_operator.enabled else None
+            ),
         )
 
         self.workload_identities = WorkloadIdentities(
@@ -129,17 +95,14 @@ class EksStack(cdk.Stack):
             wait=False,
         )
 
-        git_chart_options = dict(
+        self.hyperpod_dependencies = HelmChartFromGit(
+            self,
+            "HyperPodDependencies",
             cluster=self.cluster,
             kubectl_layer=self.eks.kubectl_layer,
             awscli_layer=self.eks.awscli_layer,
             repository=versions.hyperpod_cli_repository,
             commit=versions.hyperpod_cli_commit,
-        )
-        self.hyperpod_dependencies = HelmChartFromGit(
-            self,
-            "HyperPodDependencies",
-            **git_chart_options,
             chart_path=HYPERPOD_CHART_PATH,
             release=HYPERPOD_DEPENDENCIES_RELEASE,
             namespace=HYPERPOD_DEPENDENCIES_NAMESPACE,
@@ -149,18 +112,19 @@ class EksStack(cdk.Stack):
         self.ray_endpoint_operator: HelmChartFromGit | None = None
         operator = config.ray_endpoint_operator
         if operator.enabled:
+            # Its own pin: the chart is not in the dependencies chart's commit (see RayEndpointOperatorConfig).
             self.ray_endpoint_operator = HelmChartFromGit(
                 self,
                 "RayEndpointOperator",
-                **git_chart_options,
+                cluster=self.cluster,
+                kubectl_layer=self.eks.kubectl_layer,
+                awscli_layer=self.eks.awscli_layer,
+                repository=versions.hyperpod_cli_repository,
+                commit=operator.commit,
                 chart_path=RAY_ENDPOINT_OPERATOR_CHART_PATH,
                 release=RAY_ENDPOINT_OPERATOR_RELEASE,
-                namespace=RAY_ENDPOINT_OPERATOR_NAMESPACE,
-                values={
-                    "region": region,
-                    "domain": operator.domain,
-                    "manager": {"enableEndpointsByDefault": operator.enable_endpoints_by_default},
-                },
+                namespace=operator.namespace,
+                values=ray_endpoint_operator_values(config, region),
             )
             self.ray_endpoint_operator.node.add_dependency(self.addons.sagemaker_spaces)
             # One Helm run at a time against the cluster; the operator comes after the base chart.

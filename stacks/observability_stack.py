@@ -32,6 +32,7 @@ class ObservabilityStack(cdk.Stack):
             self,
             "HyperPodObservability",
             name_prefix=config.name_prefix,
+            hyperpod_cluster_name=config.names.hyperpod_cluster,
             observability=config.observability,
             eks_cluster=eks_cluster,
             addon_version=config.versions.hyperpod_observability_addon,

@@ -120,7 +120,9 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,
                                       "deep_health_checks": ["InstanceStress"]}}},
          "hyperpod.head_group", "need a GPU instance type"),
-        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.r5d.16xlarge", "instance_count": 3}}},
+        # deep_health_checks: [] because the default group's checks carry over (they need GPUs themselves).
+        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.r5d.16xlarge", "instance_count": 3,
+                                        "deep_health_checks": []}}},
          "hyperpod", "has no GPUs"),
         ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 0}}},
          "hyperpod", "head_group.instance_count must be at least 1"),
@@ -141,6 +143,13 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ({"versions": {"kuberay_operator_chart": "latest"}}, "versions.kuberay_operator_chart = 'latest'",
          "exact chart version"),
         ({"ray_endpoint_operator": {"enabled": True}}, "ray_endpoint_operator", "set domain"),
+        ({"ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com",
+                                    "spaces_addon_configuration": {"k": "v"}}},
+         "ray_endpoint_operator: enabled is true but commit is empty",
+         "contains helm_chart/HyperPodHelmChart/charts/hyperpod-ray-endpoint-operator (release v3.10.0 or later"),
+        ({"ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com", "commit": "a" * 40}},
+         "ray_endpoint_operator: enabled is true but spaces_addon_configuration is empty", "web browser access"),
+        ({"ray_endpoint_operator": {"commit": "v3.10.0"}}, "ray_endpoint_operator.commit = 'v3.10.0'", "40-character"),
         ({"hyperpd": {}}, "hyperpd", "unknown field"),
         ({"fsx": {"capacity": 1200}}, "fsx.capacity", "unknown field"),
     ],
@@ -226,3 +235,153 @@ def test_cdk_context_config_is_refused_so_stacks_and_manifests_read_the_same_fil
     )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE")
+
+
+# --- partial overrides: a file names only what it changes -------------------------------------------
+
+
+def nested_sections(model, prefix: str = "") -> list[str]:
+    """Dotted path of every section whose default is itself a model (what a YAML mapping may override)."""
+    from pydantic import BaseModel
+
+    found = []
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            found.append(f"{prefix}{name}")
+            found += nested_sections(value, f"{prefix}{name}.")
+    return found
+
+
+# One override per nested section: a field set to a valid non-default value. A new section without an
+# entry fails test_every_nested_section_has_a_partial_override_case.
+PARTIAL_OVERRIDES = {
+    "env": ("region", "us-west-2"),
+    "network": ("nat_gateways", 2),
+    "eks": ("kubernetes_version", "1.34"),
+    "hyperpod": ("node_recovery", "None"),
+    "hyperpod.head_group": ("ebs_volume_gb", 800),
+    "hyperpod.worker_group": ("instance_type", "ml.g7e.24xlarge"),
+    "fsx": ("data_compression", "NONE"),
+    "observability": ("grafana", True),
+    "studio": ("enabled", True),
+    "ray_endpoint_operator": ("enable_endpoints_by_default", True),
+    "versions": ("coredns_addon", "v1.12.4-eksbuild.1"),
+    "training_image": ("build_timeout_minutes", 120),
+    "serving_image": ("image", "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.1"),
+    "workloads": ("namespace", "research"),
+    "training": ("train_rows", 128),
+    "training.knobs": ("lora_alpha", 64),
+    "serving": ("max_replicas", 1),
+    "serving.publish": ("adapter_name", "maze-grpo-2"),
+}
+
+
+def test_every_nested_section_has_a_partial_override_case(default_config):
+    assert set(nested_sections(default_config)) == set(PARTIAL_OVERRIDES)
+
+
+def nest(path: str, leaf: dict) -> dict:
+    for part in reversed(path.split(".")):
+        leaf = {part: leaf}
+    return leaf
+
+
+@pytest.mark.parametrize("section", sorted(PARTIAL_OVERRIDES))
+def test_a_partial_section_changes_only_the_named_field(section, default_config):
+    field, value = PARTIAL_OVERRIDES[section]
+    config = validate_config(nest(section, {field: value}))
+    expected = default_config.model_dump()
+    target = expected
+    for part in section.split("."):
+        target = target[part]
+    assert target[field] != value, f"{section}.{field}: pick a value that differs from the default"
+    target[field] = value
+    assert config.model_dump() == expected
+
+
+def test_the_readme_override_synthesizes_the_worker_type_alone(tmp_path):
+    file = tmp_path / "override.yaml"
+    file.write_text("hyperpod:\n  worker_group:\n    instance_type: ml.g7e.24xlarge\n")
+    config = load_config(file)
+    worker = config.hyperpod.worker_group
+    default = load_config(None).hyperpod.worker_group
+    assert worker.instance_type == "ml.g7e.24xlarge"
+    assert worker.model_dump(exclude={"instance_type"}) == default.model_dump(exclude={"instance_type"})
+
+
+def test_lists_in_an_override_replace_the_default_list():
+    config = validate_config({"hyperpod": {"worker_group": {"deep_health_checks": ["InstanceStress"]}}})
+    assert config.hyperpod.worker_group.deep_health_checks == ["InstanceStress"]
+    assert config.hyperpod.worker_group.name == "gpu-workers"
+
+
+def test_a_misspelt_key_inside_a_partial_section_is_still_an_error():
+    assert problems_for({"hyperpod": {"worker_group": {"instance_typ": "ml.g7e.24xlarge"}}}) == [
+        "config error: hyperpod.worker_group.instance_typ: unknown field (check the spelling; see README "
+        "'Configuration reference')"
+    ]
+
+
+def test_the_example_file_is_valid_and_names_only_what_it_changes():
+    import yaml
+
+    data = yaml.safe_load((REPO_ROOT / "config" / "example.yaml").read_text())
+    load_config(REPO_ROOT / "config" / "example.yaml")
+    defaults = load_config(None).model_dump()
+
+    def unchanged(override: dict, default: dict, path: str = "") -> list[str]:
+        same = []
+        for key, value in override.items():
+            if isinstance(value, dict) and isinstance(default.get(key), dict):
+                same += unchanged(value, default[key], f"{path}{key}.")
+            elif default.get(key) == value:
+                same.append(f"{path}{key}")
+        return same
+
+    assert unchanged(data, defaults) == []
+
+
+# --- region and AZ id, unreadable files ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("region", "az_id"), [("us-west-2", "usw2-az4"), ("us-east-1", "use1-az6"),
+                                              ("ap-northeast-1", "apne1-az1"), ("us-gov-west-1", "usgw1-az1")])  # fmt: skip
+def test_an_az_id_of_the_configured_region_is_accepted(region, az_id):
+    config = validate_config({"env": {"region": region}, "network": {"hyperpod_az_id": az_id}})
+    assert config.network.hyperpod_az_id == az_id
+
+
+def test_an_az_id_of_another_region_is_one_line():
+    assert problems_for({"env": {"region": "us-west-2"}, "network": {"hyperpod_az_id": "use1-az1"}}) == [
+        "config error: network: hyperpod_az_id 'use1-az1' is an availability zone id of another region: "
+        "env.region us-west-2 has ids usw2-az1, usw2-az2, ..."
+    ]
+
+
+def test_the_default_az_id_with_another_region_is_refused_too():
+    [line] = problems_for({"env": {"region": "eu-west-1"}})
+    assert "hyperpod_az_id 'usw2-az2'" in line and "euw1-az1" in line
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"hyperpod:\n  worker_group:\n    name: gr\xfcn\n", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", b"\xff\xfe\x00\x01binary"],
+    ids=["latin-1 text", "png header", "binary"],
+)
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path, content):
+    file = tmp_path / "bad.yaml"
+    file.write_bytes(content)
+    with pytest.raises(ConfigError) as raised:
+        load_config(file)
+    [line] = raised.value.problems
+    assert line.startswith(f"config error: {file} is not UTF-8 text")
+
+
+def test_a_utf8_file_with_control_bytes_is_one_line(tmp_path):
+    file = tmp_path / "bad.yaml"
+    file.write_bytes(b"env:\n  region: \x00\x01\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(file)
+    [line] = raised.value.problems
+    assert line == f"config error: {file} is not valid YAML"

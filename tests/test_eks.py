@@ -29,14 +29,11 @@ from skyrl_hyperpod.outputs import OutputKey
 from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, HelmChartFromGit, load_handler
 from stacks.components.workload_identity import WorkloadIdentities
+from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from stacks.eks_stack import (
-    hyperpod_dependencies_values,
-    HYPERPOD_CHART_PATH,
     HYPERPOD_DEPENDENCIES_NAMESPACE,
     KUBERAY_CHART,
     KUBERAY_NAMESPACE,
-    RAY_ENDPOINT_OPERATOR_CHART_PATH,
-    RAY_ENDPOINT_OPERATOR_NAMESPACE,
     EksStack,
 )
 
@@ -50,7 +47,17 @@ VARIANT = {
     },
     "versions": {"vpc_cni_addon": "v1.20.4-eksbuild.1", "coredns_addon": "v1.12.4-eksbuild.1"},
     "workloads": {"adapters_prefix": "lora/adapters"},
-    "ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com", "enable_endpoints_by_default": True},
+    "ray_endpoint_operator": {
+        "enabled": True,
+        "domain": "ray.example.com",
+        "enable_endpoints_by_default": True,
+        # A placeholder: no commit here holds the operator's chart (see RayEndpointOperatorConfig).
+        "commit": "0123456789abcdef0123456789abcdef01234567",
+        "kms_key_arn": "arn:aws:kms:us-west-2:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        "admin_group": "ray-admins",
+        # Passed to the add-on verbatim; a placeholder mapping, not a claim about its schema.
+        "spaces_addon_configuration": {"placeholder": {"enabled": True}},
+    },
 }
 COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
 REGION_PLACEHOLDER = "<region>"
@@ -425,13 +432,22 @@ def test_hyperpod_dependencies_come_from_the_pinned_commit(default):
     assert props["Namespace"] == HYPERPOD_DEPENDENCIES_NAMESPACE == "kube-system"
 
 
-def test_hyperpod_dependencies_leave_kuberay_to_the_pinned_operator_chart(default):
-    # Two KubeRay operators would reconcile the same CRDs; only the pinned chart may install one.
-    values = hyperpod_dependencies_values(default.config, "us-west-2")
-    assert values["kuberay"] == {"enabled": False}
+def test_the_synthesized_dependencies_release_passes_the_chart_check(default):
+    # What the custom resource would install (commit and values as synthesized), read back from the
+    # template and checked against the chart copy at that commit.
+    from skyrl_hyperpod.validation import hyperpod_chart
+
     [chart] = git_charts(default.template).values()
-    [joined] = [part for part in chart["Properties"]["Values"]["Fn::Join"][1] if isinstance(part, str) and "kuberay" in part]
-    assert '"kuberay":{"enabled":false}' in joined
+    props = chart["Properties"]
+    assert props["Commit"] == "b01cf90676553a711ab1a8ac51422adbb09aef6b"  # release v3.9.0
+    chart_dir = hyperpod_chart.commit_dir(props["Commit"]) / HYPERPOD_CHART_PATH
+    values = rendered_json(props["Values"])
+    assert hyperpod_chart.values_path_problems(values, chart_dir) == []
+    assert hyperpod_chart.external_plugin_problems(values, chart_dir, default.config) == []
+    helm = hyperpod_chart.helm_binary(default.config.eks.kubernetes_version)
+    report = hyperpod_chart.ChartReport()
+    assert hyperpod_chart.health_agent_problems(values, chart_dir, default.config, helm, report) == []
+    assert report.skipped == []
 
 
 def test_hyperpod_dependencies_run_under_their_own_cluster_admin_entry(default):
@@ -488,15 +504,21 @@ def test_ray_endpoint_operator_installs_with_spaces_when_enabled(variant):
     charts = git_charts(variant.template)
     chart = charts[RAY_ENDPOINT_OPERATOR_CHART_PATH]
     props = chart["Properties"]
-    assert props["Namespace"] == RAY_ENDPOINT_OPERATOR_NAMESPACE == "hyperpod-ray"
-    assert props["Commit"] == variant.config.versions.hyperpod_cli_commit
+    assert props["Namespace"] == operator.namespace == "hyperpod-ray"
+    # Its own pin, not the dependencies chart's (whose commit has no operator chart).
+    assert props["Commit"] == operator.commit != variant.config.versions.hyperpod_cli_commit
     assert rendered_json(props["Values"]) == {
         "region": REGION_PLACEHOLDER,
         "domain": operator.domain,
+        "namespace": operator.namespace,
+        "kmsKeyArn": operator.kms_key_arn,
+        "adminGroup": operator.admin_group,
         "manager": {"enableEndpointsByDefault": operator.enable_endpoints_by_default},
     }
-    spaces_id = next(k for k, v in resources(variant.template, "AWS::EKS::Addon").items()
-                     if v["Properties"]["AddonName"] == "amazon-sagemaker-spaces")  # fmt: skip
+    [(spaces_id, spaces)] = [(k, v) for k, v in resources(variant.template, "AWS::EKS::Addon").items()
+                             if v["Properties"]["AddonName"] == "amazon-sagemaker-spaces"]  # fmt: skip
+    # The web browser access settings the user gave, as the add-on's configuration values.
+    assert json.loads(spaces["Properties"]["ConfigurationValues"]) == operator.spaces_addon_configuration
     dependencies_id = next(k for k, v in resources(variant.template, RESOURCE_TYPE).items()
                            if v["Properties"]["ChartPath"] == HYPERPOD_CHART_PATH)  # fmt: skip
     assert {spaces_id, dependencies_id} <= set(chart["DependsOn"])

@@ -19,6 +19,7 @@ from stacks.components.observability import (
     ADVANCED_ONLY_METRICS,
     COLLECTOR_SERVICE_ACCOUNT,
     LEVELLED_METRICS,
+    addon_configuration,
 )
 from stacks.components.workload_identity import POD_IDENTITY_SERVICE
 from stacks.observability_stack import ObservabilityStack
@@ -136,7 +137,33 @@ def test_addon_configuration_follows_config(default_template, default_config):
         }
     for name in ADVANCED_ONLY_METRICS:
         assert provider[name]["level"] == ("ADVANCED" if level == "ADVANCED" else "DISABLED")
-    assert provider["rayMetrics"]["level"] == "ADVANCED"
+    assert provider["inferenceMetrics"]["level"] == "BASIC"
+
+
+# The metricsProvider keys of AWS's own template for this add-on: aws-samples/awsome-distributed-training,
+# 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/observability/eks_addon.tf.
+# Written out here, not derived from the code under test: a key no primary source lists (such as
+# `clusterMetrics` or `rayMetrics`) either fails CreateAddon or is silently ignored.
+AWS_TEMPLATE_METRICS_KEYS = {
+    "trainingMetrics", "inferenceMetrics", "taskGovernanceMetrics", "scalingMetrics", "customMetrics",
+    "nodeMetrics", "acceleratedComputeMetrics", "networkMetrics",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("level", ["Basic", "Advanced"])
+def test_addon_configuration_uses_exactly_the_keys_of_aws_template(level):
+    configuration = addon_configuration(
+        validate_config({"observability": {"metrics_level": level}}).observability,
+        prometheus_endpoint="https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1",
+        prometheus_arn="arn:aws:aps:us-west-2:111111111111:workspace/ws-1",
+        grafana_workspace=("g", "arn:aws:grafana:us-west-2:111111111111:/workspaces/g-1"),
+    )
+    # Top-level keys and each metric group's keys follow the same template.
+    assert set(configuration) == {"ampWorkspace", "metricsProvider", "amgWorkspace", "logging"}
+    assert set(configuration["metricsProvider"]) == AWS_TEMPLATE_METRICS_KEYS
+    assert {frozenset(entry) for entry in configuration["metricsProvider"].values()} == {
+        frozenset({"level", "scrapeInterval"})
+    }
 
 
 def test_addon_configuration_reacts_to_config_changes():
@@ -177,10 +204,30 @@ def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_
     assert statements["RemoteWriteToThisWorkspace"]["Action"] == "aps:RemoteWrite"
     assert statements["RemoteWriteToThisWorkspace"]["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
     log_resources = statements["HyperPodClusterLogs"]["Resource"]
+    # This HyperPod cluster's log groups (/aws/sagemaker/Clusters/<name>/<id>), not every cluster's.
+    cluster = default_config.names.hyperpod_cluster
     assert log_resources == [
-        "arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/*",
-        "arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/*:log-stream:*",
+        f"arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/{cluster}/*",
+        f"arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/{cluster}/*:log-stream:*",
     ]
+    # The write path and the reads of AWS's template for this add-on (modules/observability/iam_roles.tf
+    # in aws-samples/awsome-distributed-training), which its troubleshooting page lists.
+    assert sorted(statements["HyperPodClusterLogs"]["Action"]) == sorted([
+        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams",
+        "logs:PutLogEvents", "logs:GetLogEvents", "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery",
+        "logs:StopQuery", "logs:GetQueryResults",
+    ])  # fmt: skip
+
+
+def test_collector_log_access_follows_the_name_prefix():
+    config = validate_config({"name_prefix": "other-hp"})
+    (role,) = observability_template(config).find_resources(
+        "AWS::IAM::Role",
+        {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}}},
+    ).values()
+    (policy,) = role["Properties"]["Policies"]
+    (logs,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Sid"] == "HyperPodClusterLogs"]
+    assert all("/aws/sagemaker/Clusters/other-hp-hyperpod/*" in arn for arn in logs["Resource"])
 
 
 def test_grafana_absent_by_default(default_template, default_config):

@@ -4,6 +4,8 @@ Everything that depends on an instance type (GPU counts, EFA devices, SkyRL plac
 and through InstanceGroupConfig the pod requests) reads it from here. Sources: ../shared/FACTS.md
 for ml.g7e.12xlarge and ml.r5d.16xlarge; the other sizes follow the sagemaker-hyperpod-cli instance
 constants (`INSTANCE_RESOURCES`). EFA counts for ml.g7e.24xlarge/48xlarge are unconfirmed.
+Only types HyperPod accepts are listed: tests/test_catalog.py checks each against the
+AWS::SageMaker::Cluster InstanceType values cfn-lint ships (ml.r5d.4xlarge and 8xlarge are not among them).
 """
 
 from __future__ import annotations
@@ -62,8 +64,6 @@ INSTANCE_CATALOG: dict[str, InstanceSpec] = {
         vcpus=192, memory_gib=2048, gpus=8, gpu_memory_gib=96, gpu_model=_RTX_PRO_6000, efa_interfaces=4
     ),
     # CPU heads.
-    "ml.r5d.4xlarge": InstanceSpec(vcpus=16, memory_gib=128, gpus=0, local_nvme="2 x 300 GB"),
-    "ml.r5d.8xlarge": InstanceSpec(vcpus=32, memory_gib=256, gpus=0, local_nvme="2 x 600 GB"),
     "ml.r5d.16xlarge": InstanceSpec(vcpus=64, memory_gib=512, gpus=0, local_nvme="4 x 600 GB"),
     "ml.m5.4xlarge": InstanceSpec(vcpus=16, memory_gib=64, gpus=0),
     "ml.m5.8xlarge": InstanceSpec(vcpus=32, memory_gib=128, gpus=0),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -18,8 +18,13 @@ from .catalog import INSTANCE_CATALOG, InstanceSpec
 _HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_AZ_ID = re.compile(r"^[a-z]{2,4}[0-9]-az[0-9]{1,2}$")
+_AZ_ID = re.compile(r"^[a-z]{2,5}[0-9]-az[0-9]{1,2}$")
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+
+# Chart locations inside aws/sagemaker-hyperpod-cli (helm_chart/HyperPodHelmChart at release v3.9.0; the
+# operator's sub-chart from release v3.10.0 on).
+HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
+RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-endpoint-operator"
 
 # HyperPod's EKS orchestrator supports 1.30-1.35 (FACTS.md); this project ships kubectl layers
 # (aws-cdk.lambda-layer-kubectl-vNN) for the versions below, so those are the ones it deploys.
@@ -64,6 +69,25 @@ class EnvironmentConfig(StrictModel):
 
     account: str | None = Field(default=None, pattern=r"^[0-9]{12}$")
     region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$")
+
+
+# AZ ids start with the region's short code: the country, the initials of the direction words, the
+# number (us-west-2 -> usw2, ap-northeast-1 -> apne1, us-gov-west-1 -> usgw1); see "AZ IDs for your
+# AWS resources", https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html.
+_DIRECTIONS = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c",
+               "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}  # fmt: skip
+
+
+def az_id_prefix(region: str) -> str | None:
+    """`usw2` for us-west-2: what every AZ id of `region` starts with (None for an unrecognised name)."""
+    parts = region.split("-")
+    if len(parts) < 3 or not parts[-1].isdigit():
+        return None
+    words = parts[1:-1]
+    code = "".join("g" if word == "gov" else _DIRECTIONS.get(word, "") for word in words)
+    if len(code) < len(words) or not code:
+        return None
+    return f"{parts[0]}{code}{parts[-1]}"
 
 
 class NetworkConfig(StrictModel):
@@ -342,13 +366,53 @@ class RayEndpointOperatorConfig(StrictModel):
     """HyperPod Ray endpoint operator: needs a Route 53 domain the user owns, so off by default."""
 
     enabled: bool = False
-    domain: str | None = None
+    domain: str | None = Field(default=None, description="Route 53 domain you own (the chart's `domain` value).")
     enable_endpoints_by_default: bool = False
+    # No default: the chart is not in any commit this project's chart check can read (it arrived in
+    # aws/sagemaker-hyperpod-cli PR #445, release v3.10.0), so nobody here can vouch for a pin.
+    commit: CommitId | None = Field(
+        default=None,
+        description=f"Commit of versions.hyperpod_cli_repository that contains {RAY_ENDPOINT_OPERATOR_CHART_PATH} "
+        "(release v3.10.0 or later). Required when enabled.",
+    )
+    namespace: str = Field(
+        default="hyperpod-ray",
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="Namespace of the operator's Helm release (also the chart's `namespace` value).",
+    )
+    kms_key_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/.+$",
+        description="KMS key the operator signs dashboard URLs with (the chart's optional `kmsKeyArn`).",
+    )
+    admin_group: str | None = Field(default=None, description="The chart's optional `adminGroup`.")
+    spaces_addon_configuration: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Configuration values of the amazon-sagemaker-spaces add-on that turn on web browser access "
+        "(AWS 'Setting up the Spaces add-on'; schema: `aws eks describe-addon-configuration --addon-name "
+        "amazon-sagemaker-spaces`). Required when enabled.",
+    )
 
     @model_validator(mode="after")
-    def _domain_required(self) -> RayEndpointOperatorConfig:
-        if self.enabled and not self.domain:
-            raise ValueError("enabled is true but domain is empty: set domain to a Route 53 domain you own")
+    def _required_when_enabled(self) -> RayEndpointOperatorConfig:
+        if not self.enabled:
+            return self
+        missing = []
+        if not self.domain:
+            missing.append("domain is empty: set domain to a Route 53 domain you own")
+        if self.commit is None:
+            missing.append(
+                "commit is empty: set it to a full commit id of https://github.com/aws/sagemaker-hyperpod-cli that "
+                f"contains {RAY_ENDPOINT_OPERATOR_CHART_PATH} (release v3.10.0 or later; `git ls-remote --tags "
+                "https://github.com/aws/sagemaker-hyperpod-cli v3.10.0`)"
+            )
+        if not self.spaces_addon_configuration:
+            missing.append(
+                "spaces_addon_configuration is empty: the operator needs the Spaces add-on with web browser access; "
+                "give the add-on configuration that enables it (see README, 'Ray endpoint operator')"
+            )
+        if missing:
+            raise ValueError("enabled is true but " + "; ".join(missing))
         return self
 
 
@@ -358,8 +422,13 @@ class VersionsConfig(StrictModel):
     kuberay_operator_chart: str = "1.7.0"
     kuberay_helm_repository: str = "https://ray-project.github.io/kuberay-helm/"
     hyperpod_cli_repository: str = "https://github.com/aws/sagemaker-hyperpod-cli"
-    # Commit AWS's own console templates pin (aws/sagemaker-hyperpod-cluster-setup).
-    hyperpod_cli_commit: CommitId = "f57185916d4f7d2fa85caf6a03c04fd17172d330"
+    # Release v3.9.0 of aws/sagemaker-hyperpod-cli: the first release whose dependencies chart lists the
+    # g7e types for the health-monitoring agent and both device plugins. `python -m
+    # skyrl_hyperpod.validation.hyperpod_chart` checks the values this project sets against it.
+    hyperpod_cli_commit: CommitId = Field(
+        default="b01cf90676553a711ab1a8ac51422adbb09aef6b",
+        description=f"Commit of hyperpod_cli_repository whose {HYPERPOD_CHART_PATH} is installed (default: v3.9.0).",
+    )
     vpc_cni_addon: str | None = None
     kube_proxy_addon: str | None = None
     coredns_addon: str | None = None

@@ -18,6 +18,7 @@ from .platform import (
     StrictModel,
     StudioConfig,
     VersionsConfig,
+    az_id_prefix,
 )
 from .serving import ServingConfig, check_serving
 from .training import TrainingConfig, resolve_runs
@@ -78,6 +79,18 @@ class ProjectConfig(StrictModel):
     # Declared after hyperpod and workloads: their validators cross-check against those sections.
     training: TrainingConfig = TrainingConfig()
     serving: ServingConfig = ServingConfig()
+
+    @field_validator("network")
+    @classmethod
+    def _az_in_region(cls, network: NetworkConfig, info: ValidationInfo) -> NetworkConfig:
+        env = info.data.get("env")
+        prefix = az_id_prefix(env.region) if env is not None and env.region else None
+        if prefix is not None and network.hyperpod_az_id.split("-az")[0] != prefix:
+            raise ValueError(
+                f"hyperpod_az_id {network.hyperpod_az_id!r} is an availability zone id of another region: "
+                f"env.region {env.region} has ids {prefix}-az1, {prefix}-az2, ..."
+            )
+        return network
 
     @field_validator("training")
     @classmethod

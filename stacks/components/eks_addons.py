@@ -13,6 +13,8 @@ the HyperPod stack, rather than after it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks as eks_l1
@@ -62,7 +64,7 @@ class EksAddons(Construct):
         *,
         cluster: eks.ICluster,
         versions: VersionsConfig,
-        sagemaker_spaces: bool = False,
+        sagemaker_spaces_configuration: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         check_vpc_cni_version(versions.vpc_cni_addon)
@@ -114,9 +116,15 @@ class EksAddons(Construct):
         self.fsx_csi_driver.node.add_dependency(self.pod_identity_agent)
 
         self.sagemaker_spaces: eks_l1.CfnAddon | None = None
-        if sagemaker_spaces:
-            # Needed by the HyperPod Ray endpoint operator. No version knob yet: EKS picks the default.
-            self.sagemaker_spaces = self._addon("SageMakerSpaces", "amazon-sagemaker-spaces", None)
+        if sagemaker_spaces_configuration is not None:
+            # Needed by the HyperPod Ray endpoint operator, with web browser access enabled by the given
+            # configuration values. No version knob yet: EKS picks the default.
+            self.sagemaker_spaces = self._addon(
+                "SageMakerSpaces",
+                "amazon-sagemaker-spaces",
+                None,
+                configuration_values=cdk.Stack.of(self).to_json_string(dict(sagemaker_spaces_configuration)),
+            )
             self.sagemaker_spaces.node.add_dependency(self.pod_identity_agent)
 
     def _addon(
@@ -125,6 +133,7 @@ class EksAddons(Construct):
         name: str,
         version: str | None,
         pod_identity_associations: list[eks_l1.CfnAddon.PodIdentityAssociationProperty] | None = None,
+        configuration_values: str | None = None,
     ) -> eks_l1.CfnAddon:
         addon = eks_l1.CfnAddon(
             self,
@@ -135,6 +144,7 @@ class EksAddons(Construct):
             # The cluster bootstraps self-managed vpc-cni/kube-proxy/coredns; the managed add-on takes them over.
             resolve_conflicts="OVERWRITE",
             pod_identity_associations=pod_identity_associations,
+            configuration_values=configuration_values,
         )
         self.addons[name] = addon
         return addon

