@@ -16,7 +16,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL
+from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL, KUBERAY_NAMESPACE, RAY_ENDPOINT_OPERATOR_NAMESPACE
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -32,11 +32,8 @@ RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-e
 HYPERPOD_DEPENDENCIES_RELEASE = "dependencies"
 HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
 RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
-RAY_ENDPOINT_OPERATOR_NAMESPACE = "hyperpod-ray"
 KUBERAY_CHART = "kuberay-operator"
 KUBERAY_RELEASE = "kuberay-operator"
-# Not a user-facing knob yet (config.versions holds the chart and repository only).
-KUBERAY_NAMESPACE = "kuberay-system"
 
 
 def hyperpod_dependencies_values(config: ProjectConfig, region: str) -> dict[str, Any]:

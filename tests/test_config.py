@@ -108,7 +108,12 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
          "fsx", "250 is not allowed for PERSISTENT_1"),
         ({"fsx": {"data_compression": "GZIP"}}, "fsx.data_compression = 'GZIP'", "'NONE' or 'LZ4'"),
         ({"eks": {"kubernetes_version": "1.29"}}, "eks.kubernetes_version = '1.29'", "must be one of 1.33"),
-        ({"eks": {"public_access_cidrs": ["0.0.0.0/0"]}}, "eks.public_access_cidrs", "whole internet"),
+        ({"eks": {"public_access_cidrs": ["0.0.0.0/0"]}}, "eks.public_access_cidrs", "broader than /16"),
+        # Two halves are the whole internet too: the limit is on each CIDR's prefix, not on 0.0.0.0/0 alone.
+        ({"eks": {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}}, "eks.public_access_cidrs",
+         "0.0.0.0/1 is broader than /16"),
+        ({"eks": {"public_access_cidrs": ["203.0.113.0/24", "10.0.0.0/15"]}}, "eks.public_access_cidrs",
+         "10.0.0.0/15 is broader than /16"),
         ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs.0", "IPv4 CIDR"),
         ({"eks": {"admin_principal_arns": ["alice"]}}, "eks.admin_principal_arns", "not an IAM role or user ARN"),
         ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", f"at most {NAME_PREFIX_MAX} characters"),
