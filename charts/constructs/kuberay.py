@@ -43,11 +43,13 @@ class RayClusterSpecProps:
 # appears in a manifest; each cluster (a RayJob's, each RayService generation) gets its own.
 AUTH_OPTIONS = {"mode": "token"}
 
-# In-tree AWS cloud provider: internal scheme, and an NLB, which preserves client addresses with
-# externalTrafficPolicy Local so the head's NetworkPolicy can check them; the AWS Load Balancer
-# Controller and EKS Auto Mode read the scheme annotation instead.
-# https://kubernetes.io/docs/reference/labels-annotations-taints/ (service.beta.kubernetes.io/aws-load-balancer-*)
-# https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/#lb-scheme
+# Without the AWS Load Balancer Controller (this project installs none), EKS's in-tree service
+# controller reconciles LoadBalancer Services: internet-facing unless `aws-load-balancer-internal`,
+# a Classic ELB unless `aws-load-balancer-type: nlb`. An NLB with externalTrafficPolicy Local keeps
+# the client's address, so the head's NetworkPolicy can check it. The controller, if a user adds
+# it, reads `aws-load-balancer-scheme` (internal is also its default).
+# https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/nlb/
+# https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/
 INTERNAL_LOAD_BALANCER_ANNOTATIONS = {
     "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
     "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
