@@ -3,9 +3,10 @@
 Closed by default: the namespace denies all ingress; each Ray workload's pods reach each other;
 a head's dashboard/job API (8265) admits only the KubeRay operator (it polls job and Serve status
 there; it also probes the serving head's Serve proxy), the RayJob submitter pods (training) and,
-when installed, the HyperPod Ray endpoint operator. Serve (8000) admits only `serving.client_namespaces`; the HyperPod observability
-collector may scrape Ray's metrics port. A NodePort/LoadBalancer head admits its source ranges
-on the dashboard and client ports. Operators reach the rest through kubectl port-forward.
+when installed, the HyperPod Ray endpoint operator. Serve (8000) admits only
+`serving.client_namespaces`; the HyperPod observability collector may scrape Ray's metrics port.
+A NodePort/LoadBalancer head admits its source ranges on the dashboard and client ports.
+Operators reach the rest through kubectl port-forward.
 """
 
 from __future__ import annotations

@@ -82,7 +82,11 @@ class NetworkPolicy(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, name: str, namespace: str, spec: dict) -> None:
         super().__init__(scope, construct_id)
         self.api_object = cdk8s.ApiObject(
-            self, "Resource", api_version=API_VERSION, kind="NetworkPolicy", metadata={"name": name, "namespace": namespace}
+            self,
+            "Resource",
+            api_version=API_VERSION,
+            kind="NetworkPolicy",
+            metadata={"name": name, "namespace": namespace},
         )
         self.api_object.add_json_patch(cdk8s.JsonPatch.add("/spec", spec))
 
