@@ -221,3 +221,15 @@ def test_manifests_pass_the_validation_step(name):
     config = validate_config(VARIANTS[name])
     inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
     assert validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []
+
+
+def test_rayjob_submitter_is_left_to_kuberay_which_gives_it_the_token(variant):
+    # KubeRay adds RAY_AUTH_MODE and RAY_AUTH_TOKEN (secretKeyRef) to the submitter it builds in
+    # K8sJobMode (rayjob_controller.go configureSubmitterContainer); a custom submitter template or
+    # another mode would need its own wiring.
+    _, charts = variant
+    jobs = objects(charts, "RayJob")
+    assert jobs
+    for job in jobs:
+        assert job["spec"]["submissionMode"] == "K8sJobMode"
+        assert "submitterPodTemplate" not in job["spec"] and "submitterConfig" not in job["spec"]
