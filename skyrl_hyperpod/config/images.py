@@ -85,7 +85,7 @@ class TrainingImageConfig(StrictModel):
         "name's current digest, builds FROM it, records it in the image label org.opencontainers.image.base.digest "
         "and prints it to pin here.",
     )
-    ray_version: RayVersion = "2.57.0"
+    ray_version: RayVersion = Field(default="2.57.0", description="2.52.0 or newer (Ray token authentication).")
     skyrl_repository: str = "https://github.com/NovaSky-AI/SkyRL"
     skyrl_ref: CommitId = "4298730b55bb01fe1b711662df53dca42a3b7615"
     # SkyRL's docs use this fork; which repository holds the ref is unconfirmed (FACTS.md).
@@ -211,4 +211,4 @@ def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_CO
 
 class ServingImageConfig(StrictModel):
     image: str = "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0"
-    ray_version: RayVersion = "2.58.0"
+    ray_version: RayVersion = Field(default="2.58.0", description="2.52.0 or newer (Ray token authentication).")
