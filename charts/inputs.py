@@ -63,6 +63,12 @@ class ChartInputs:
         )
 
     @property
+    def head_service_source_ranges(self) -> tuple[str, ...]:
+        """Clients a NodePort/LoadBalancer training head admits: configured, or the VPC."""
+        training = self.config.training
+        return tuple(training.head_service_source_ranges or [self.config.network.vpc_cidr])
+
+    @property
     def lora_loading_path(self) -> str:
         return lora_loading_path(self.config, self.outputs)
 

@@ -1,6 +1,7 @@
 """Namespace, service accounts, the FSx volume and claim, and the training script ConfigMap.
 
-Applied first: every other chart lives in this namespace and mounts this claim. The service
+Applied first: every other chart lives in this namespace and mounts this claim, and the
+namespace's NetworkPolicies (ray_access.py) are in place before any Ray pod starts. The service
 accounts carry no annotations: EKS Pod Identity associations (CDK app) bind them to IAM roles.
 """
 
@@ -10,7 +11,9 @@ import cdk8s
 import cdk8s_plus_33 as kplus
 from constructs import Construct
 
+from .constructs.ray_network import NetworkPolicy
 from .inputs import JOB_SCRIPT_NAME, ChartInputs
+from .ray_access import namespace_network_policies
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 
@@ -22,6 +25,9 @@ class PlatformChart(cdk8s.Chart):
         workloads = config.workloads
 
         kplus.Namespace(self, "Namespace", metadata={"name": namespace})
+        # Applied with the namespace, before any Ray pod exists: no pod starts unprotected.
+        for name, spec in namespace_network_policies(inputs):
+            NetworkPolicy(self, f"NetworkPolicy-{name}", name=name, namespace=namespace, spec=spec)
         self.training_service_account = kplus.ServiceAccount(
             self,
             "TrainingServiceAccount",

@@ -13,8 +13,10 @@ from constructs import Construct
 from skyrl_hyperpod.config.serving import training_head_size
 
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
+from .constructs.ray_network import ray_workload_labels
 from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
 from .inputs import ChartInputs
+from .ray_access import TRAINING_COMPONENT
 
 
 def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
@@ -51,6 +53,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         script=ScriptVolume(config_map=inputs.job_script_config_map, mount_path=training.job_script_mount),
         run_as=owner,
         init_containers=(prepare,),
+        labels=ray_workload_labels(TRAINING_COMPONENT),
     )
     worker = RayPodProps(
         container_name="ray-worker",
@@ -65,6 +68,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         env=inputs.cache_env,
         shared=inputs.shared_volume(),
         run_as=owner,
+        labels=ray_workload_labels(TRAINING_COMPONENT),
     )
     return RayClusterSpecProps(
         ray_version=config.training_image.ray_version,
@@ -73,6 +77,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         worker=worker,
         worker_replicas=layout.replicas,
         head_service_type=training.head_service_type,
+        head_service_source_ranges=inputs.head_service_source_ranges,
     )
 
 

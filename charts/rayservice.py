@@ -16,8 +16,10 @@ from skyrl_hyperpod.config.training import model_path
 from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.kuberay import RayClusterSpecProps, RayService
+from .constructs.ray_network import ray_workload_labels
 from .constructs.ray_pods import HEAD_PORTS, SERVE_PORT, RayPodProps, allocatable_pod
 from .inputs import ChartInputs, lora_loading_path
+from .ray_access import SERVING_COMPONENT
 
 IMPORT_PATH = "ray.serve.llm:build_openai_app"
 
@@ -82,6 +84,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         env=region_env,
         # The ingress (OpenAI router) may run on the head and may read the base model's config.
         shared=inputs.shared_volume(read_only=True),
+        labels=ray_workload_labels(SERVING_COMPONENT),
     )
     worker = RayPodProps(
         container_name="ray-worker",
@@ -96,6 +99,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         env=region_env,
         # Read-only: serving never writes to the training outputs.
         shared=inputs.shared_volume(read_only=True),
+        labels=ray_workload_labels(SERVING_COMPONENT),
     )
     return RayClusterSpecProps(
         ray_version=config.serving_image.ray_version,

@@ -5,3 +5,10 @@ from __future__ import annotations
 # Well-known node label the kubelet sets from the EC2 instance type; HyperPod nodes carry their
 # ml.* instance type in it.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+# Namespaces of operators the Ray pods' NetworkPolicies admit: the KubeRay operator (installed by
+# stacks/eks_stack.py) polls each head's dashboard/job API (the HyperPod Ray endpoint operator's namespace is
+# `ray_endpoint_operator.namespace`); the HyperPod observability add-on's
+# collector scrapes Ray's metrics port.
+KUBERAY_NAMESPACE = "kuberay-system"
+HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"

@@ -18,6 +18,7 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
+from skyrl_hyperpod.constants import KUBERAY_NAMESPACE
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -32,8 +33,6 @@ HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
 RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
 KUBERAY_CHART = "kuberay-operator"
 KUBERAY_RELEASE = "kuberay-operator"
-# Not a user-facing knob yet (config.versions holds the chart and repository only).
-KUBERAY_NAMESPACE = "kuberay-system"
 
 
 class EksStack(cdk.Stack):

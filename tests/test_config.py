@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, load_config, validate_config
-from skyrl_hyperpod.config.platform import InstanceGroupConfig
+from skyrl_hyperpod.config.platform import MIN_PUBLIC_ACCESS_PREFIX, InstanceGroupConfig
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -108,9 +108,19 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
          "fsx", "250 is not allowed for PERSISTENT_1"),
         ({"fsx": {"data_compression": "GZIP"}}, "fsx.data_compression = 'GZIP'", "'NONE' or 'LZ4'"),
         ({"eks": {"kubernetes_version": "1.29"}}, "eks.kubernetes_version = '1.29'", "must be one of 1.33"),
-        ({"eks": {"public_access_cidrs": ["0.0.0.0/0"]}}, "eks.public_access_cidrs", "whole internet"),
+        ({"eks": {"public_access_cidrs": ["0.0.0.0/0"]}}, "eks.public_access_cidrs", "broader than /16"),
+        # Two halves are the whole internet too: the limit is on each CIDR's prefix, not on 0.0.0.0/0 alone.
+        ({"eks": {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}}, "eks.public_access_cidrs",
+         "0.0.0.0/1 is broader than /16"),
+        ({"eks": {"public_access_cidrs": ["203.0.113.0/24", "10.0.0.0/15"]}}, "eks.public_access_cidrs",
+         "10.0.0.0/15 is broader than /16"),
         ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs.0", "IPv4 CIDR"),
         ({"eks": {"admin_principal_arns": ["alice"]}}, "eks.admin_principal_arns", "not an IAM role or user ARN"),
+        ({"serving_image": {"ray_version": "2.51.0"}}, "serving_image.ray_version = '2.51.0'",
+         "needs Ray 2.52.0 or newer"),
+        ({"training": {"head_service_source_ranges": ["10.0.0.0/33"]}}, "training.head_service_source_ranges.0",
+         "IPv4 CIDR"),
+        ({"serving": {"client_namespaces": ["Apps"]}}, "serving.client_namespaces", "not a Kubernetes namespace name"),
         ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", f"at most {NAME_PREFIX_MAX} characters"),
         ({"name_prefix": "Bad_Prefix"}, "name_prefix = 'Bad_Prefix'", "should match pattern"),
         ({"hyperpod": {"lifecycle_bucket_name": "my-lifecycle-bucket"}},
@@ -162,6 +172,12 @@ def test_bad_input_is_one_clear_line_naming_field_value_and_rule(data, field, hi
     assert field in line, line
     assert hint in line, line
     assert "\n" not in line
+
+
+def test_public_access_cidrs_up_to_the_documented_limit_are_accepted():
+    config = validate_config({"eks": {"public_access_cidrs": ["10.0.0.0/16", "203.0.113.7/32"]}})
+    assert config.eks.public_access_cidrs == ["10.0.0.0/16", "203.0.113.7/32"]
+    assert MIN_PUBLIC_ACCESS_PREFIX == 16  # the limit README's configuration section documents
 
 
 def test_every_problem_is_reported_at_once():

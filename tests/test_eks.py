@@ -295,6 +295,16 @@ def test_base_addons_overwrite_and_use_default_versions(default):
         assert "AddonVersion" not in addon["Properties"]  # versions.*_addon are None by default
 
 
+@pytest.mark.parametrize("which", ["default", "variant"])
+def test_vpc_cni_enables_network_policy_and_no_other_addon_is_configured_by_it(which, request):
+    # The charts' NetworkPolicies close Ray's ports only if the VPC CNI's policy agent enforces them.
+    found = addons(request.getfixturevalue(which).template)
+    configuration = json.loads(found["vpc-cni"]["Properties"]["ConfigurationValues"])
+    assert configuration["enableNetworkPolicy"] == "true"  # a string in the add-on's schema, not a boolean
+    for name in BASE_ADDONS - {"vpc-cni"}:
+        assert "enableNetworkPolicy" not in found[name]["Properties"].get("ConfigurationValues", "")
+
+
 def test_pinned_addon_versions_are_passed_through(variant):
     found = addons(variant.template)
     assert found["vpc-cni"]["Properties"]["AddonVersion"] == variant.config.versions.vpc_cni_addon

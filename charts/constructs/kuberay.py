@@ -30,20 +30,66 @@ class RayClusterSpecProps:
     worker: RayPodProps
     worker_replicas: int
     head_service_type: str = "ClusterIP"
+    # NodePort/LoadBalancer only: the client CIDRs the load balancer admits.
+    head_service_source_ranges: tuple[str, ...] = ()
+
+
+# Ray token authentication on every cluster. Without secretName, KubeRay v1.7.0 creates a Secret
+# named after the RayCluster (key `auth_token`, 32 random bytes, owned by the cluster) and injects
+# RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (secretKeyRef) into every Ray container, the wait-gcs-ready
+# init container and the RayJob submitter, and reads it for its own dashboard calls
+# (ray-operator/controllers/ray/raycluster_controller.go reconcileAuthSecret, common/pod.go
+# SetContainerTokenAuthEnvVars, rayjob_controller.go configureSubmitterContainer). No token ever
+# appears in a manifest; each cluster (a RayJob's, each RayService generation) gets its own.
+AUTH_OPTIONS = {"mode": "token"}
+
+# Without the AWS Load Balancer Controller (this project installs none), EKS's in-tree service
+# controller reconciles LoadBalancer Services: internet-facing unless `aws-load-balancer-internal`,
+# a Classic ELB unless `aws-load-balancer-type: nlb`. An NLB with externalTrafficPolicy Local keeps
+# the client's address, so the head's NetworkPolicy can check it. The controller, if a user adds
+# it, reads `aws-load-balancer-scheme` (internal is also its default).
+# https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/nlb/
+# https://kubernetes-sigs.github.io/aws-load-balancer-controller/latest/guide/service/annotations/
+INTERNAL_LOAD_BALANCER_ANNOTATIONS = {
+    "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internal",
+    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+}
+
+
+def head_service(props: RayClusterSpecProps) -> dict | None:
+    """The head Service KubeRay merges its ports into, for a head exposed outside the cluster."""
+    if props.head_service_type == "ClusterIP":
+        return None
+    # Local: no second hop through another node, so the pod sees the client's own address.
+    spec: dict = {"externalTrafficPolicy": "Local"}
+    metadata: dict = {}
+    if props.head_service_type == "LoadBalancer":
+        metadata["annotations"] = dict(INTERNAL_LOAD_BALANCER_ANNOTATIONS)
+        spec["loadBalancerSourceRanges"] = list(props.head_service_source_ranges)
+    service: dict = {"spec": spec}
+    if metadata:
+        service["metadata"] = metadata
+    return service
 
 
 def ray_cluster_spec(props: RayClusterSpecProps) -> dict:
     """RayClusterSpec shared by the RayCluster, a self-contained RayJob and the RayService."""
+    head_group: dict = {
+        "serviceType": props.head_service_type,
+        # The head schedules no GPU work; the dashboard listens on all interfaces of the pod,
+        # behind token authentication and the namespace's NetworkPolicies.
+        "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
+        "template": ray_pod_template(props.head),
+    }
+    service = head_service(props)
+    if service:
+        head_group["headService"] = service
     return {
         "rayVersion": props.ray_version,
         "enableInTreeAutoscaling": False,
-        "headGroupSpec": {
-            "serviceType": props.head_service_type,
-            # The head schedules no GPU work; the dashboard listens on all interfaces of the pod
-            # (reachable through the ClusterIP Service / kubectl port-forward only).
-            "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-            "template": ray_pod_template(props.head),
-        },
+        "authOptions": dict(AUTH_OPTIONS),
+        "headGroupSpec": head_group,
         "workerGroupSpecs": [
             {
                 "groupName": props.worker_group_name,

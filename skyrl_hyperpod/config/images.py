@@ -18,9 +18,9 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .platform import CommitId, StrictModel
 
@@ -55,6 +55,19 @@ LOG_RETENTION_DAYS = (
 
 _IMAGE_NAME = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
 _RAY_IN_IMAGE_NAME = re.compile(r"ray-([0-9]+\.[0-9]+\.[0-9]+)")
+# Every generated Ray cluster runs with token authentication (authOptions.mode: token), which
+# KubeRay v1.7.0 refuses below Ray 2.52.0 (ray-operator/controllers/ray/utils/validation.go).
+MIN_TOKEN_AUTH_RAY = (2, 52, 0)
+
+
+def token_auth_ray_version(value: str) -> str:
+    if tuple(int(part) for part in value.split(".")) < MIN_TOKEN_AUTH_RAY:
+        minimum = ".".join(map(str, MIN_TOKEN_AUTH_RAY))
+        raise ValueError(f"Ray token authentication (on for every Ray cluster) needs Ray {minimum} or newer")
+    return value
+
+
+RayVersion = Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$"), AfterValidator(token_auth_ray_version)]
 _GIT_HTTPS = re.compile(r"^https://[A-Za-z0-9.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -72,7 +85,7 @@ class TrainingImageConfig(StrictModel):
         "name's current digest, builds FROM it, records it in the image label org.opencontainers.image.base.digest "
         "and prints it to pin here.",
     )
-    ray_version: str = Field(default="2.57.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
+    ray_version: RayVersion = Field(default="2.57.0", description="2.52.0 or newer (Ray token authentication).")
     skyrl_repository: str = "https://github.com/NovaSky-AI/SkyRL"
     skyrl_ref: CommitId = "4298730b55bb01fe1b711662df53dca42a3b7615"
     # SkyRL's docs use this fork; which repository holds the ref is unconfirmed (FACTS.md).
@@ -198,4 +211,4 @@ def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_CO
 
 class ServingImageConfig(StrictModel):
     image: str = "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0"
-    ray_version: str = Field(default="2.58.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
+    ray_version: RayVersion = Field(default="2.58.0", description="2.52.0 or newer (Ray token authentication).")

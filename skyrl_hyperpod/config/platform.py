@@ -176,11 +176,17 @@ def hyperpod_subnet_overlaps(network: NetworkConfig, allocated: list[str] | None
     ]
 
 
+# The broadest CIDR eks.public_access_cidrs accepts (/16 = 65,536 addresses, a large corporate egress
+# range); anything broader is refused.
+MIN_PUBLIC_ACCESS_PREFIX = 16
+
+
 class EksConfig(StrictModel):
     kubernetes_version: str = Field(default="1.33", description="EKS version: 1.33, 1.34 or 1.35.")
     public_access_cidrs: list[Cidr] = Field(
         default_factory=list,
-        description="Empty = private API endpoint. List your own CIDRs to reach the API from outside the VPC.",
+        description="Empty = private API endpoint. List your own CIDRs (each /16 or narrower) to reach the API from "
+        "outside the VPC.",
     )
     admin_principal_arns: list[str] = Field(
         default_factory=list, description="IAM role/user ARNs granted cluster-admin through EKS access entries."
@@ -199,9 +205,13 @@ class EksConfig(StrictModel):
     @field_validator("public_access_cidrs")
     @classmethod
     def _no_open_internet(cls, value: list[str]) -> list[str]:
+        # A prefix limit, not a check for 0.0.0.0/0 alone: 0.0.0.0/1 + 128.0.0.0/1 cover the same internet.
         for cidr in value:
-            if ipaddress.IPv4Network(cidr).prefixlen == 0:
-                raise ValueError(f"{cidr} opens the API server to the whole internet: list your own CIDRs")
+            if ipaddress.IPv4Network(cidr).prefixlen < MIN_PUBLIC_ACCESS_PREFIX:
+                raise ValueError(
+                    f"{cidr} is broader than /{MIN_PUBLIC_ACCESS_PREFIX} and would open the API server to a large "
+                    f"part of the internet: list your own CIDRs, each /{MIN_PUBLIC_ACCESS_PREFIX} or narrower"
+                )
         return value
 
     @field_validator("admin_principal_arns")

@@ -6,7 +6,9 @@ file system, adapters loaded on demand from s3://<artifacts bucket>/<adapters pr
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+import re
+
+from pydantic import Field, field_validator, model_validator
 
 from .platform import HyperPodConfig, StrictModel
 from .training import RAYJOB_NAME_MAX, TrainingConfig, resolve_runs
@@ -63,6 +65,19 @@ class ServingConfig(StrictModel):
         description="dynamic_lora_loading_path. Default: s3://<artifacts bucket>/<workloads.adapters_prefix>.",
     )
     publish: PublishAdapterConfig = PublishAdapterConfig()
+    client_namespaces: list[str] = Field(
+        default_factory=list,
+        description="Namespaces whose pods may call the Serve endpoint (port 8000) in-cluster. Default: none "
+        "(kubectl port-forward only).",
+    )
+
+    @field_validator("client_namespaces")
+    @classmethod
+    def _namespace_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if len(name) > 63 or not re.fullmatch(K8S_NAME_PATTERN, name):
+                raise ValueError(f"{name!r} is not a Kubernetes namespace name (lowercase letters, digits, '-')")
+        return value
 
     @model_validator(mode="after")
     def _own_rules(self) -> ServingConfig:

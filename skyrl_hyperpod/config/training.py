@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import InstanceSpec
-from .platform import HyperPodConfig, InstanceGroupConfig, StrictModel
+from .platform import Cidr, HyperPodConfig, InstanceGroupConfig, StrictModel
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
 
 # KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
@@ -205,7 +205,14 @@ class TrainingConfig(StrictModel):
         "memory minus serving.head_memory_gib.",
     )
     head_service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
-        default="ClusterIP", description="ClusterIP keeps the dashboard in-cluster (kubectl port-forward)."
+        default="ClusterIP",
+        description="ClusterIP keeps the dashboard in-cluster (kubectl port-forward). LoadBalancer is an internal "
+        "NLB; NodePort/LoadBalancer admit head_service_source_ranges to the dashboard and client ports.",
+    )
+    head_service_source_ranges: list[Cidr] = Field(
+        default_factory=list,
+        description="NodePort/LoadBalancer only: client CIDRs admitted to the head's dashboard (8265) and client "
+        "(10001) ports, by the load balancer and the head's NetworkPolicy. Default: network.vpc_cidr.",
     )
     # RayJob behaviour.
     self_contained_jobs: bool = Field(

@@ -12,6 +12,7 @@ the HyperPod stack, rather than after it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +34,10 @@ from .workload_identity import pod_identity_role
 # far newer than that.
 MIN_VPC_CNI = (1, 18, 3)
 _ADDON_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)-eksbuild\.\d+$")
+
+# Key from the add-on's configuration schema (`aws eks describe-addon-configuration --addon-name vpc-cni`);
+# the value is a string there.
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 
 FSX_CSI_NAMESPACE = "kube-system"
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
@@ -72,6 +77,10 @@ class EksAddons(Construct):
         self.addons: dict[str, eks_l1.CfnAddon] = {}
 
         self.vpc_cni = self._addon("VpcCni", "vpc-cni", versions.vpc_cni_addon)
+        # Enforce the workloads' NetworkPolicies (the charts' Ray policies): the VPC CNI's network
+        # policy agent runs in the aws-node DaemonSet on every node, HyperPod's included, once this
+        # add-on setting is on (https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
+        self.vpc_cni.configuration_values = json.dumps(VPC_CNI_CONFIGURATION)
         self.kube_proxy = self._addon("KubeProxy", "kube-proxy", versions.kube_proxy_addon)
         self.pod_identity_agent = self._addon(
             "PodIdentityAgent", "eks-pod-identity-agent", versions.pod_identity_agent_addon

@@ -15,6 +15,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from skyrl_hyperpod.config.platform import ObservabilityConfig
+from skyrl_hyperpod.constants import HYPERPOD_OBSERVABILITY_NAMESPACE
 
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern
 from .workload_identity import pod_identity_role
@@ -23,7 +24,7 @@ ADDON_NAME = "amazon-sagemaker-hyperpod-observability"
 # The add-on installs its collector in this namespace under this service account. The Pod Identity
 # association names only the service account (the add-on fixes the namespace); the collector role's
 # trust policy pins both.
-ADDON_NAMESPACE = "hyperpod-observability"
+ADDON_NAMESPACE = HYPERPOD_OBSERVABILITY_NAMESPACE
 COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 
 

@@ -1,0 +1,100 @@
+"""Who may reach the Ray clusters: the NetworkPolicies of the namespace, from the configuration.
+
+Closed by default: the namespace denies all ingress; each Ray workload's pods reach each other;
+a head's dashboard/job API (8265) admits only the KubeRay operator (it polls job and Serve status
+there; it also probes the serving head's Serve proxy), the RayJob submitter pods (training) and,
+when installed, the HyperPod Ray endpoint operator. Serve (8000) admits only
+`serving.client_namespaces`; the HyperPod observability collector may scrape Ray's metrics port.
+A NodePort/LoadBalancer head admits its source ranges on the dashboard and client ports.
+Operators reach the rest through kubectl port-forward.
+"""
+
+from __future__ import annotations
+
+from skyrl_hyperpod.constants import (
+    HYPERPOD_OBSERVABILITY_NAMESPACE,
+    KUBERAY_NAMESPACE,
+)
+
+from .constructs.ray_network import (
+    METRICS_PORT,
+    RAYJOB_SUBMITTER_PEER,
+    IngressRule,
+    RayWorkloadAccess,
+    cidr_peer,
+    namespace_peer,
+    network_policy_spec,
+)
+from .constructs.ray_pods import HEAD_PORTS, SERVE_PORT
+from .inputs import ChartInputs
+
+TRAINING_COMPONENT = "ray-training"
+SERVING_COMPONENT = "ray-serving"
+DEFAULT_DENY_POLICY = "default-deny-ingress"
+
+_HEAD_PORT = dict(HEAD_PORTS)
+DASHBOARD_PORT = _HEAD_PORT["dashboard"]
+CLIENT_PORT = _HEAD_PORT["client"]
+
+
+def _endpoint_operator_peers(inputs: ChartInputs) -> tuple[dict, ...]:
+    if inputs.config.ray_endpoint_operator.enabled:
+        return (namespace_peer(inputs.config.ray_endpoint_operator.namespace),)
+    return ()
+
+
+def _metrics_rules(inputs: ChartInputs) -> tuple[IngressRule, ...]:
+    if not inputs.config.observability.enabled:
+        return ()
+    return (IngressRule(peers=(namespace_peer(HYPERPOD_OBSERVABILITY_NAMESPACE),), ports=(METRICS_PORT,)),)
+
+
+def training_access(inputs: ChartInputs) -> RayWorkloadAccess:
+    training = inputs.config.training
+    head_rules = [
+        IngressRule(
+            peers=(namespace_peer(KUBERAY_NAMESPACE), *_endpoint_operator_peers(inputs), RAYJOB_SUBMITTER_PEER),
+            ports=(DASHBOARD_PORT,),
+        )
+    ]
+    if training.head_service_type != "ClusterIP":
+        head_rules.append(
+            IngressRule(
+                peers=tuple(cidr_peer(cidr) for cidr in inputs.head_service_source_ranges),
+                ports=(DASHBOARD_PORT, CLIENT_PORT),
+            )
+        )
+    return RayWorkloadAccess(
+        name=training.raycluster_name,
+        component=TRAINING_COMPONENT,
+        head_rules=tuple(head_rules),
+        pod_rules=_metrics_rules(inputs),
+    )
+
+
+def serving_access(inputs: ChartInputs) -> RayWorkloadAccess:
+    serving = inputs.config.serving
+    pod_rules = list(_metrics_rules(inputs))
+    if serving.client_namespaces:
+        pod_rules.append(
+            IngressRule(peers=tuple(namespace_peer(name) for name in serving.client_namespaces), ports=(SERVE_PORT[1],))
+        )
+    # The operator also calls the head's Serve proxy (/-/healthz on the serve port, by pod IP) to
+    # decide whether the head takes Serve traffic (rayservice_controller.go updateHeadPodServeLabel).
+    head_rules = [IngressRule(peers=(namespace_peer(KUBERAY_NAMESPACE),), ports=(DASHBOARD_PORT, SERVE_PORT[1]))]
+    if endpoint_operator := _endpoint_operator_peers(inputs):
+        head_rules.append(IngressRule(peers=endpoint_operator, ports=(DASHBOARD_PORT,)))
+    return RayWorkloadAccess(
+        name=serving.rayservice_name,
+        component=SERVING_COMPONENT,
+        head_rules=tuple(head_rules),
+        pod_rules=tuple(pod_rules),
+    )
+
+
+def namespace_network_policies(inputs: ChartInputs) -> list[tuple[str, dict]]:
+    """(name, spec) of every NetworkPolicy in the workloads' namespace."""
+    policies = [(DEFAULT_DENY_POLICY, network_policy_spec({}, []))]
+    for access in (training_access(inputs), serving_access(inputs)):
+        policies.extend(access.policies())
+    return policies
