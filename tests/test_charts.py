@@ -18,7 +18,7 @@ import yaml
 
 from charts import ChartInputs, build_charts, serve_config
 from charts.rayjob import entrypoint
-from skyrl_hyperpod.config import INSTANCE_CATALOG, validate_config
+from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, validate_config
 from skyrl_hyperpod.config.serving import training_head_size
 from skyrl_hyperpod.config.training import resolve_runs
 from skyrl_hyperpod.outputs import OutputKey, StackOutputs
@@ -243,7 +243,8 @@ def test_runtime_env_carries_the_configured_variables(default_config):
     runtime_env = yaml.safe_load(one(synth(config), "RayJob")["spec"]["runtimeEnvYAML"])
     assert runtime_env["env_vars"]["NCCL_DEBUG"] == "INFO"
     contained = validate_config({"training": {"self_contained_jobs": True}})
-    assert "runtimeEnvYAML" not in one(synth(contained), "RayJob")["spec"]  # nothing to add there
+    env = yaml.safe_load(one(synth(contained), "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
+    assert env == {"SKYRL_RAY_PG_TIMEOUT_IN_S": str(contained.training.placement_group_timeout_seconds)}
 
 
 def test_n_experiments_give_n_rayjobs_with_distinct_runs():
@@ -304,12 +305,10 @@ def test_scaling_the_gpu_group_rescales_cluster_and_skyrl_consistently(instance_
         * int(overrides["generator.inference_engine.tensor_parallel_size"])
         == gpus
     )
-    for key, micro_key in (
-        ("trainer.policy_mini_batch_size", "trainer.micro_train_batch_size_per_gpu"),
-        ("trainer.train_batch_size", "trainer.micro_forward_batch_size_per_gpu"),
-    ):
-        samples = int(overrides[key]) * int(overrides["generator.n_samples_per_prompt"])
-        assert samples % gpus == 0 and (samples // gpus) % int(overrides[micro_key]) == 0
+    # SkyRL's own batch rule (floor division) accepts what the RayJob carries.
+    from skyrl_hyperpod.validation import validate_skyrl_overrides
+
+    assert validate_skyrl_overrides([f"{key}={value}" for key, value in overrides.items()]) == []
     serving_group = worker_group(one(charts, "RayService")["spec"]["rayClusterConfig"])
     assert ray_container(serving_group["template"])["resources"]["limits"]["nvidia.com/gpu"] == spec.gpus
 
@@ -499,12 +498,19 @@ def test_ray_pods_request_no_more_than_their_node_exposes(overrides):
     assert sum(memory for _, memory in heads) < INSTANCE_CATALOG[head.instance_type].memory_gib
 
 
-def test_jobs_on_the_shared_cluster_wait_for_gpus_instead_of_failing_after_skyrls_default(default_config, default_charts):
-    # A second experiment on the shared RayCluster must outwait the first, not give up after 180 s.
+def test_placement_waits_are_bounded_and_configurable(default_config, default_charts):
+    # A second experiment on the shared RayCluster outwaits the first (not SkyRL's 180 s), but a job whose
+    # GPUs never come fails after two hours, not at the 48 h deadline.
     env = yaml.safe_load(one(default_charts, "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
-    assert env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.job_active_deadline_seconds)
+    assert env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.placement_group_timeout_seconds) == "7200"
+    assert int(env["SKYRL_RAY_PG_TIMEOUT_IN_S"]) < default_config.training.job_active_deadline_seconds
+    longer = validate_config({"training": {"placement_group_timeout_seconds": 43200}})
+    assert longer.training.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "43200"
     explicit = validate_config({"training": {"runtime_env_vars": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "600"}}})
     assert explicit.training.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "600"
+    with pytest.raises(ConfigError) as caught:
+        validate_config({"training": {"placement_group_timeout_seconds": 200000}})
+    assert "placement_group_timeout_seconds = 200000" in caught.value.problems[0]
 
 
 def test_serving_pods_know_their_region_and_see_the_base_model(default_config, default_charts):
