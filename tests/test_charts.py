@@ -110,7 +110,8 @@ def test_raycluster_head(default_charts, default_config):
     head = cluster["spec"]["headGroupSpec"]
     assert cluster["metadata"]["name"] == default_config.training.raycluster_name == "skyrl-visgym"
     assert cluster["spec"]["rayVersion"] == default_config.training_image.ray_version == "2.57.0"
-    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
+    # 8 GiB of /dev/shm: 6 GiB of object store, 2 GiB left for everything else.
+    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0", "object-store-memory": str(6 * GIB)}
     assert head["serviceType"] == "ClusterIP"
     pod = head["template"]["spec"]
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": default_config.hyperpod.head_group.instance_type}
@@ -442,18 +443,66 @@ def test_manifests_pass_the_validation_step(overrides):
     assert validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []
 
 
-def ray_pod_templates(charts: dict[str, list[dict]]) -> list[dict]:
-    """Every Ray pod template: RayCluster, RayService and self-contained RayJob clusters."""
+def ray_groups(charts: dict[str, list[dict]]) -> list[dict]:
+    """Every Ray head and worker group: RayCluster, RayService and self-contained RayJob clusters."""
     cluster_specs = [doc["spec"] for doc in objects(charts, "RayCluster")]
     cluster_specs += [doc["spec"]["rayClusterConfig"] for doc in objects(charts, "RayService")]
     cluster_specs += [
         job["spec"]["rayClusterSpec"] for job in objects(charts, "RayJob") if "rayClusterSpec" in job["spec"]
     ]
-    templates = []
+    groups = []
     for spec in cluster_specs:
-        templates.append(spec["headGroupSpec"]["template"])
-        templates += [group["template"] for group in spec["workerGroupSpecs"]]
-    return templates
+        groups.append(spec["headGroupSpec"])
+        groups += spec["workerGroupSpecs"]
+    return groups
+
+
+def ray_pod_templates(charts: dict[str, list[dict]]) -> list[dict]:
+    """Every Ray pod template: RayCluster, RayService and self-contained RayJob clusters."""
+    return [group["template"] for group in ray_groups(charts)]
+
+
+GIB = 1024**3
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"training": {"self_contained_jobs": True}},
+        {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
+        {"training": {"worker_shm_gib": 2, "head_shm_gib": 3}, "serving": {"worker_shm_gib": 100, "head_shm_gib": 2}},
+    ],
+    ids=["defaults", "self-contained", "g7e-48xlarge", "small-and-large-shm"],
+)
+def test_every_ray_pods_object_store_fits_its_dev_shm(overrides):
+    # Ray puts its object store in /dev/shm only when it fits there, else on disk (/tmp); NCCL, vLLM and
+    # PyTorch need room beside it. Checked on every Ray pod of every manifest, from the manifests alone.
+    charts = synth(validate_config(overrides))
+    groups = ray_groups(charts)
+    assert len(groups) == 4  # training head and workers (RayCluster or the RayJob's own), serving head and workers
+    for group in groups:
+        pod = group["template"]["spec"]
+        container = ray_container(group["template"])
+        shm_mounts = [m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+        assert len(shm_mounts) == 1
+        (volume,) = [v for v in pod["volumes"] if v["name"] == shm_mounts[0]["name"]]
+        assert volume["emptyDir"]["medium"] == "Memory"
+        shm_bytes = int(volume["emptyDir"]["sizeLimit"].removesuffix("Gi")) * GIB
+        store = int(group["rayStartParams"]["object-store-memory"])
+        # Ray's own floor, and at least 1 GiB and a quarter of /dev/shm left for everything else.
+        assert store >= 75 * 1024**2
+        assert shm_bytes - store >= max(GIB, shm_bytes // 4), (container["name"], shm_bytes, store)
+        # /dev/shm is part of the pod's memory: the store never outgrows the memory limit either.
+        assert store < int(container["resources"]["limits"]["memory"].removesuffix("Gi")) * GIB
+
+
+def test_a_dev_shm_too_small_for_rays_object_store_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        validate_config({"serving": {"head_shm_gib": 1}})
+    assert caught.value.problems == [
+        "config error: serving.head_shm_gib = 1: Input should be greater than or equal to 2"
+    ]
 
 
 def cpu_and_memory_gib(container: dict) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from .platform import HyperPodConfig, StrictModel
+from .shared_memory import MIN_SHM_GIB
 from .training import RAYJOB_NAME_MAX, TrainingConfig, resolve_runs
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
 
@@ -53,10 +54,10 @@ class ServingConfig(StrictModel):
     max_replicas: int = Field(default=2, gt=0)
     target_ongoing_requests: int = Field(default=16, gt=0, description="Autoscaling target per replica.")
     worker_replicas: int = Field(default=1, gt=0, description="GPU worker pods (one per node of the GPU group).")
-    worker_shm_gib: int = Field(default=32, gt=0)
+    worker_shm_gib: int = Field(default=32, ge=MIN_SHM_GIB, description="/dev/shm per worker pod (Ray's object store).")
     head_cpus: int = Field(default=8, gt=0, description="The serve head runs the proxy and controller, no model.")
     head_memory_gib: int = Field(default=32, gt=0)
-    head_shm_gib: int = Field(default=4, gt=0)
+    head_shm_gib: int = Field(default=4, ge=MIN_SHM_GIB, description="/dev/shm per head pod (Ray's object store).")
     upgrade_strategy: str = Field(default="NewCluster", pattern=r"^(NewCluster|NewClusterWithIncrementalUpgrade|None)$")
     lora_path_override: str | None = Field(
         default=None,

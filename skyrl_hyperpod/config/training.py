@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from .catalog import InstanceSpec
 from .platform import HyperPodConfig, InstanceGroupConfig, StrictModel
+from .shared_memory import MIN_SHM_GIB
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
 
 # KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
@@ -200,8 +201,12 @@ class TrainingConfig(StrictModel):
     worker_gpus: int | None = Field(
         default=None, gt=0, description="GPUs per worker pod. Default: all of the instance's."
     )
-    worker_shm_gib: int = Field(default=64, gt=0, description="/dev/shm (memory-backed) per worker pod: NCCL and vLLM.")
-    head_shm_gib: int = Field(default=8, gt=0, description="/dev/shm per head pod.")
+    worker_shm_gib: int = Field(
+        default=64,
+        ge=MIN_SHM_GIB,
+        description="/dev/shm (memory-backed) per worker pod: Ray's object store (three quarters) plus NCCL and vLLM.",
+    )
+    head_shm_gib: int = Field(default=8, ge=MIN_SHM_GIB, description="/dev/shm per head pod (Ray's object store).")
     head_cpus: int | None = Field(
         default=None,
         gt=0,
