@@ -497,6 +497,60 @@ def test_every_ray_pods_object_store_fits_its_dev_shm(overrides):
         assert store < int(container["resources"]["limits"]["memory"].removesuffix("Gi")) * GIB
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"training": {"self_contained_jobs": True}},
+        {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
+        {
+            "hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.4xlarge", "instance_count": 2}},
+            "training": {"worker_shm_gib": 32},
+        },
+    ],
+    ids=["defaults", "self-contained", "g7e-48xlarge-4-efa", "g7e-4xlarge-no-efa"],
+)
+def test_a_pod_requests_efa_only_with_the_environment_and_image_that_make_nccl_use_it(overrides):
+    config = validate_config(overrides)
+    spec = config.hyperpod.worker_group.spec
+    training_image = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT
+    ).training_image
+    requesting = 0
+    for template in ray_pod_templates(synth(config)):
+        container = ray_container(template)
+        env = {item["name"]: item["value"] for item in container.get("env", [])}
+        efa = container["resources"]["limits"].get("vpc.amazonaws.com/efa", 0)
+        assert container["resources"]["requests"].get("vpc.amazonaws.com/efa", 0) == efa
+        if not efa:
+            assert "FI_PROVIDER" not in env
+            continue
+        requesting += 1
+        assert efa == spec.efa_interfaces
+        # libfabric's efa provider only, NCCL's sockets off loopback/docker, device RDMA only where documented.
+        assert env["FI_PROVIDER"] == "efa" and env["NCCL_SOCKET_IFNAME"] == "^lo,docker"
+        assert ("FI_EFA_USE_DEVICE_RDMA" in env) == spec.efa_device_rdma
+        # The image that installs libfabric and aws-ofi-nccl (tests/test_image.py), nothing else.
+        assert container["image"] == training_image
+    assert requesting == (1 if spec.efa_interfaces else 0)  # the training worker group only
+
+
+def test_device_rdma_is_set_exactly_when_the_instance_supports_it():
+    from charts.constructs.ray_pods import RayPodProps, ray_pod_template
+
+    def env_of(**efa) -> dict[str, str]:
+        props = RayPodProps(
+            container_name="ray-worker", image="image", service_account="sa", instance_type="ml.g7e.48xlarge",
+            cpus=1, memory_gib=4, shm_gib=2, gpus=1, **efa,
+        )  # fmt: skip
+        container = ray_pod_template(props)["spec"]["containers"][0]
+        return {item["name"]: item["value"] for item in container.get("env", [])}
+
+    assert env_of(efa_devices=1, efa_device_rdma=True)["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert "FI_EFA_USE_DEVICE_RDMA" not in env_of(efa_devices=1)
+    assert env_of() == {}
+
+
 def test_a_dev_shm_too_small_for_rays_object_store_is_refused():
     with pytest.raises(ConfigError) as caught:
         validate_config({"serving": {"head_shm_gib": 1}})
