@@ -506,6 +506,7 @@ def test_every_ray_pods_object_store_fits_its_dev_shm(overrides):
         {
             "hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.4xlarge", "instance_count": 2}},
             "training": {"worker_shm_gib": 32},
+            "serving": {"max_replicas": 1},
         },
     ],
     ids=["defaults", "self-contained", "g7e-48xlarge-4-efa", "g7e-4xlarge-no-efa"],
