@@ -344,3 +344,63 @@ def test_full_fine_tune_cannot_be_published():
 
 def test_publish_image_must_be_pinned():
     assert "serving.publish.image" in only_problem({"serving": {"publish": {"image": "amazon/aws-cli"}}})
+
+
+def test_one_max_model_len_sequence_fits_each_engines_gpu_by_default(default_config):
+    # vLLM refuses to start when its KV cache cannot hold one max_model_len sequence; check the arithmetic
+    # with the model's figures (Qwen3-VL-8B: 36 layers x 8 KV heads x 128 dims x 2 (K, V) x 2 bytes a token).
+    from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
+    from skyrl_hyperpod.config.vllm_memory import GIB, QWEN3_VL_8B, engine_memory
+
+    assert QWEN3_VL_8B.kv_bytes_per_token() == 36 * 8 * 128 * 2 * 2 == 144 * 1024
+    knobs, serving = default_config.training.knobs, default_config.serving
+    gpu_gb = default_config.hyperpod.worker_group.spec.gpu_memory_gib
+    training = engine_memory(
+        gpu_memory_gb=gpu_gb, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_parallel=1,
+        max_loras=1, max_lora_rank=knobs.lora_rank,
+    )  # fmt: skip
+    serving_memory = engine_memory(
+        gpu_memory_gb=gpu_gb, gpu_memory_utilization=serving.gpu_memory_utilization, tensor_parallel=1,
+        max_loras=serving.max_num_adapters_per_replica,
+        max_lora_rank=effective_max_lora_rank(serving, default_config.training),
+    )  # fmt: skip
+    # 96 GB x 0.45 = 40.2 GiB - 16.3 GiB weights - 0.2 GiB adapter - 6 GiB reserve = 17.7 GiB: ~129k tokens.
+    assert training.max_tokens >= knobs.max_model_len == 60000
+    assert 17 * GIB < training.kv_available < 18.5 * GIB
+    assert serving_memory.max_tokens >= effective_max_model_len(serving, default_config.training)
+
+
+def test_a_max_model_len_that_does_not_fit_the_gpu_is_refused():
+    message = only_problem({"serving": {"gpu_memory_utilization": 0.3, "max_model_len": 262144}})
+    assert message.startswith("config error: serving: max_model_len = 262144: one sequence needs 36.0 GiB")
+    assert "gpu_memory_utilization 0.3" in message and "lower max_model_len" in message
+    message = only_problem({"training": {"knobs": {"generator.inference_engine.gpu_memory_utilization": 0.25}}})
+    assert "engine_init_kwargs.max_model_len = 60000" in message and "gpu_memory_utilization 0.25" in message
+    message = only_problem({"serving": {"max_model_len": 300000}})
+    assert "262144 positions" in message
+    # The same length fits once the engine may use more of the GPU.
+    validate_config({"serving": {"gpu_memory_utilization": 0.9, "max_model_len": 262144}})
+
+
+def test_lora_target_modules_must_be_ones_vllm_serves():
+    validate_config({"training": {"knobs": {"trainer.policy.model.lora.target_modules": "q_proj,k_proj,v_proj,o_proj"}}})
+    message = only_problem(experiment(**{"trainer.policy.model.lora.target_modules": "q_proj,visual.merger"}))
+    assert "trainer.policy.model.lora.target_modules = 'q_proj,visual.merger'" in message
+    assert "visual.merger would not be served" in message
+
+
+def test_serving_lora_settings_match_every_trained_adapter():
+    config = validate_config(
+        {"training": {"experiments": [
+            {"name": "rank-16", "overrides": {"trainer.policy.model.lora.rank": 16}},
+            {"name": "rank-64", "overrides": {"trainer.policy.model.lora.rank": 64}},
+        ]}}
+    )  # fmt: skip
+    from charts import serve_config
+    from skyrl_hyperpod.outputs import StackOutputs
+
+    engine = serve_config(config, StackOutputs.placeholder(config))["applications"][0]["args"]["llm_configs"][0]
+    kwargs = engine["engine_kwargs"]
+    assert kwargs["enable_lora"] is True and kwargs["max_lora_rank"] >= 64
+    assert kwargs["max_loras"] == engine["lora_config"]["max_num_adapters_per_replica"]
+    assert kwargs["max_model_len"] == config.training.knobs.max_model_len

@@ -10,7 +10,8 @@ from pydantic import Field, model_validator
 
 from .platform import HyperPodConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
-from .training import RAYJOB_NAME_MAX, TrainingConfig, resolve_runs
+from .training import RAYJOB_NAME_MAX, TrainingConfig, gpu_name, resolve_runs
+from .vllm_memory import engine_memory, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
@@ -111,6 +112,11 @@ def _check_head_node(serving: ServingConfig, *, training: TrainingConfig, hyperp
         )
 
 
+def effective_max_model_len(serving: ServingConfig, training: TrainingConfig) -> int:
+    """vLLM's max_model_len for serving: explicit, else the training engines' (what the policy was trained at)."""
+    return serving.max_model_len or training.knobs.max_model_len
+
+
 def effective_max_lora_rank(serving: ServingConfig, training: TrainingConfig) -> int:
     if serving.max_lora_rank is not None:
         return serving.max_lora_rank
@@ -148,6 +154,19 @@ def check_serving(
             f"tensor_parallel_size = {serving.tensor_parallel_size}: a replica must fit one {group.instance_type} "
             f"({group.spec.gpus} GPUs)"
         )
+    max_model_len = effective_max_model_len(serving, training)
+    memory = engine_memory(
+        gpu_memory_gb=group.spec.gpu_memory_gib,
+        gpu_memory_utilization=serving.gpu_memory_utilization,
+        tensor_parallel=serving.tensor_parallel_size,
+        max_loras=serving.max_num_adapters_per_replica,
+        max_lora_rank=rank,
+    )
+    problem = max_model_len_problem(
+        max_model_len, memory, utilization=serving.gpu_memory_utilization, gpu=gpu_name(group)
+    )
+    if problem:
+        raise ValueError(f"max_model_len = {max_model_len}: {problem}")
     capacity = serving.worker_replicas * (group.spec.gpus // serving.tensor_parallel_size)
     if serving.max_replicas > capacity:
         raise ValueError(

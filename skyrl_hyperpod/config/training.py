@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from .catalog import InstanceSpec
 from .platform import HyperPodConfig, InstanceGroupConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
+from .vllm_memory import engine_memory, lora_target_modules_problem, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
 
 # KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
@@ -579,6 +580,21 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
     problem = batch_sizes(knobs).problem()
     if problem:
         raise ValueError(f"{problem} (SkyRL's validate_batch_sizes)")
+    if knobs.lora_rank and (problem := lora_target_modules_problem(knobs.lora_target_modules)):
+        raise ValueError(f"trainer.policy.model.lora.target_modules = {knobs.lora_target_modules!r}: {problem}")
+    # SkyRL's engines load the one adapter being trained (SkyRL's lora.max_loras default, 1).
+    memory = engine_memory(
+        gpu_memory_gb=layout.spec.gpu_memory_gib,
+        gpu_memory_utilization=knobs.gpu_memory_utilization,
+        tensor_parallel=knobs.tensor_parallel_size,
+        max_loras=1 if knobs.lora_rank else 0,
+        max_lora_rank=knobs.lora_rank,
+    )
+    problem = max_model_len_problem(
+        knobs.max_model_len, memory, utilization=knobs.gpu_memory_utilization, gpu=gpu_name(layout.group)
+    )
+    if problem:
+        raise ValueError(f"generator.inference_engine.engine_init_kwargs.max_model_len = {knobs.max_model_len}: {problem}")
     if knobs.max_input_length < knobs.max_prompt_length:
         raise ValueError(
             f"generator.max_input_length = {knobs.max_input_length}: multi-turn needs at least "
@@ -593,6 +609,10 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
         raise ValueError(
             f"train_rows = {training.train_rows}: fewer than one trainer.train_batch_size ({knobs.train_batch_size})"
         )
+
+
+def gpu_name(group: InstanceGroupConfig) -> str:
+    return f"{group.spec.gpu_memory_gib} GB GPU of {group.instance_type}"
 
 
 def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: WorkloadsConfig) -> list[ResolvedRun]:
