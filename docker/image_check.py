@@ -28,7 +28,8 @@ def main() -> int:
     # NCCL over EFA: NCCL_NET_PLUGIN=ofi makes NCCL dlopen libnccl-net-ofi.so, which needs libfabric;
     # both must resolve through the loader, or NCCL silently falls back to TCP sockets.
     if os.environ.get("NCCL_NET_PLUGIN") != "ofi":
-        problems.append(f"NCCL_NET_PLUGIN is {os.environ.get('NCCL_NET_PLUGIN')!r}, not 'ofi': NCCL would not load aws-ofi-nccl")
+        plugin = os.environ.get("NCCL_NET_PLUGIN")
+        problems.append(f"NCCL_NET_PLUGIN is {plugin!r}, not 'ofi': NCCL would not load aws-ofi-nccl")
     for library in ("nccl-net-ofi", "fabric"):
         if ctypes.util.find_library(library) is None:
             problems.append(

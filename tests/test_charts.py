@@ -463,6 +463,8 @@ def ray_pod_templates(charts: dict[str, list[dict]]) -> list[dict]:
 
 
 GIB = 1024**3
+_HEAD = {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1}
+_WORKERS = {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance_count": 3}
 
 
 @pytest.mark.parametrize(
@@ -470,7 +472,7 @@ GIB = 1024**3
     [
         {},
         {"training": {"self_contained_jobs": True}},
-        {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
+        {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
         {"training": {"worker_shm_gib": 2, "head_shm_gib": 3}, "serving": {"worker_shm_gib": 100, "head_shm_gib": 2}},
     ],
     ids=["defaults", "self-contained", "g7e-48xlarge", "small-and-large-shm"],
@@ -502,9 +504,9 @@ def test_every_ray_pods_object_store_fits_its_dev_shm(overrides):
     [
         {},
         {"training": {"self_contained_jobs": True}},
-        {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
+        {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
         {
-            "hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.4xlarge", "instance_count": 2}},
+            "hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.4xlarge", "instance_count": 2}},
             "training": {"worker_shm_gib": 32},
             "serving": {"max_replicas": 1},
         },
@@ -566,8 +568,6 @@ def cpu_and_memory_gib(container: dict) -> tuple[int, int]:
     return int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
 
 
-_HEAD = {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1}
-_WORKERS = {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance_count": 3}
 
 
 @pytest.mark.parametrize(

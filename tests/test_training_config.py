@@ -78,7 +78,8 @@ def test_default_schedule_is_the_reference_runs(default_config):
 
 
 def _worker_group(instance_type: str, count: int) -> dict:
-    return {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": instance_type, "instance_count": count}}}
+    group = {"name": "gpu-workers", "instance_type": instance_type, "instance_count": count}
+    return {"hyperpod": {"worker_group": group}}
 
 
 # (worker group, data-parallel GPUs, expected train / mini / micro / steps): the default, 8 x g7e.48xlarge,
@@ -383,7 +384,8 @@ def test_a_max_model_len_that_does_not_fit_the_gpu_is_refused():
 
 
 def test_lora_target_modules_must_be_ones_vllm_serves():
-    validate_config({"training": {"knobs": {"trainer.policy.model.lora.target_modules": "q_proj,k_proj,v_proj,o_proj"}}})
+    attention_only = "q_proj,k_proj,v_proj,o_proj"
+    validate_config({"training": {"knobs": {"trainer.policy.model.lora.target_modules": attention_only}}})
     message = only_problem(experiment(**{"trainer.policy.model.lora.target_modules": "q_proj,visual.merger"}))
     assert "trainer.policy.model.lora.target_modules = 'q_proj,visual.merger'" in message
     assert "visual.merger would not be served" in message

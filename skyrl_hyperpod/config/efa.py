@@ -23,7 +23,8 @@ def efa_environment(*, device_rdma: bool) -> tuple[tuple[str, str], ...]:
     """libfabric/NCCL environment for a pod with EFA devices, after AWS's EFA-on-EKS guidance:
     libfabric restricted to the `efa` provider (no silent fallback to its TCP provider), NCCL's
     bootstrap sockets kept off loopback and Docker bridges, and device RDMA switched on only where
-    the instance type is known to support it (InstanceSpec.efa_device_rdma) (set on one that does not, libfabric refuses to start)."""
+    the instance type is known to support it (InstanceSpec.efa_device_rdma): set on one that does
+    not, libfabric refuses to start."""
     env = [("FI_PROVIDER", "efa"), ("NCCL_SOCKET_IFNAME", "^lo,docker")]
     if device_rdma:
         env.append(("FI_EFA_USE_DEVICE_RDMA", "1"))

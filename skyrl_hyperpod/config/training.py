@@ -594,7 +594,8 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
         knobs.max_model_len, memory, utilization=knobs.gpu_memory_utilization, gpu=gpu_name(layout.group)
     )
     if problem:
-        raise ValueError(f"generator.inference_engine.engine_init_kwargs.max_model_len = {knobs.max_model_len}: {problem}")
+        key = "generator.inference_engine.engine_init_kwargs.max_model_len"
+        raise ValueError(f"{key} = {knobs.max_model_len}: {problem}")
     if knobs.max_input_length < knobs.max_prompt_length:
         raise ValueError(
             f"generator.max_input_length = {knobs.max_input_length}: multi-turn needs at least "
