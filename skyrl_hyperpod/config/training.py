@@ -1,7 +1,8 @@
 """Training configuration: SkyRL GRPO knobs, named experiments, and the RayCluster/RayJob around them.
 
-Defaults are the reference run in ../shared/FACTS.md (LoRA rank 32 on the VisGym SFT checkpoint,
-colocated vLLM engines, one engine per GPU). Knobs are typed fields whose alias is SkyRL's dotted
+Defaults are the reference run (LoRA rank 32 on the VisGym SFT checkpoint, colocated vLLM engines,
+one engine per GPU, SkyRL's VisGym batch schedule; README "Start training" lists each knob and its
+source). Knobs are typed fields whose alias is SkyRL's dotted
 key, so an experiment's overrides use the keys SkyRL documents and an unknown key is an error.
 
 Placement is derived from the HyperPod GPU group (nodes x GPUs per pod), so scaling the group
@@ -548,7 +549,8 @@ def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingCo
 
 
 def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> None:
-    """SkyRL's placement and batch rules (FACTS.md), with the field, the value and the rule."""
+    """SkyRL's placement rules, its batch rule (`BatchSizes.problem`) and vLLM's memory and LoRA limits,
+    each as one line with the field, the value and the rule."""
     policy_gpus = knobs.policy_num_nodes * knobs.policy_num_gpus_per_node
     engine_gpus = knobs.num_engines * knobs.tensor_parallel_size
     if knobs.policy_num_gpus_per_node > layout.gpus_per_pod:
