@@ -65,6 +65,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         shm_gib=training.worker_shm_gib,
         gpus=layout.gpus_per_pod,
         efa_devices=layout.spec.efa_interfaces,
+        efa_device_rdma=layout.spec.efa_device_rdma,
         env=inputs.cache_env,
         shared=inputs.shared_volume(),
         run_as=owner,

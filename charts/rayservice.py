@@ -11,7 +11,7 @@ import yaml
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.serving import effective_max_lora_rank
+from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
 from skyrl_hyperpod.config.training import model_path
 from skyrl_hyperpod.outputs import StackOutputs
 
@@ -29,7 +29,7 @@ def serve_config(config: ProjectConfig, outputs: StackOutputs) -> dict:
 
     No accelerator_type: Ray's accelerator list has no RTX PRO 6000 entry (FACTS.md)."""
     serving, training, workloads = config.serving, config.training, config.workloads
-    max_model_len = serving.max_model_len or training.knobs.max_model_len
+    max_model_len = effective_max_model_len(serving, training)
     llm_config = {
         "model_loading_config": {"model_id": serving.model_id, "model_source": model_path(training, workloads)},
         "engine_kwargs": {

@@ -6,6 +6,7 @@ re-run in a running container: `python /home/ray/.image_check.py` with the same 
 
 from __future__ import annotations
 
+import ctypes.util
 import importlib.metadata as metadata
 import os
 import sys
@@ -24,6 +25,17 @@ def main() -> int:
         problems.append(f"ray {metadata.version('ray')} is installed but the configuration says {ray_version}")
     if metadata.version("pygame") != pygame_version:
         problems.append(f"pygame {metadata.version('pygame')} is installed but the configuration says {pygame_version}")
+    # NCCL over EFA: NCCL_NET_PLUGIN=ofi makes NCCL dlopen libnccl-net-ofi.so, which needs libfabric;
+    # both must resolve through the loader, or NCCL silently falls back to TCP sockets.
+    if os.environ.get("NCCL_NET_PLUGIN") != "ofi":
+        plugin = os.environ.get("NCCL_NET_PLUGIN")
+        problems.append(f"NCCL_NET_PLUGIN is {plugin!r}, not 'ofi': NCCL would not load aws-ofi-nccl")
+    for library in ("nccl-net-ofi", "fabric"):
+        if ctypes.util.find_library(library) is None:
+            problems.append(
+                f"lib{library}.so is not in the loader cache: EFA installer {os.environ['EFA_INSTALLER_VERSION']} "
+                "did not install it"
+            )
     # train_job.py runs these two SkyRL scripts.
     for script in ("examples/train/visgym/entrypoint.py", "examples/train/visgym/dataset.py"):
         if not (skyrl_dir / script).is_file():
@@ -46,7 +58,10 @@ def main() -> int:
     for problem in problems:
         print(f"image check failed: {problem}", file=sys.stderr)
     if not problems:
-        print(f"image check passed: ray {ray_version}, pygame {pygame_version}, VisGym maze_2d/easy loads")
+        print(
+            f"image check passed: ray {ray_version}, pygame {pygame_version}, aws-ofi-nccl and libfabric load by name, "
+            "VisGym maze_2d/easy loads"
+        )
     return 1 if problems else 0
 
 

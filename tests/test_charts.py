@@ -18,7 +18,7 @@ import yaml
 
 from charts import ChartInputs, build_charts, serve_config
 from charts.rayjob import entrypoint
-from skyrl_hyperpod.config import INSTANCE_CATALOG, validate_config
+from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, validate_config
 from skyrl_hyperpod.config.serving import training_head_size
 from skyrl_hyperpod.config.training import resolve_runs
 from skyrl_hyperpod.outputs import OutputKey, StackOutputs
@@ -111,7 +111,8 @@ def test_raycluster_head(default_charts, default_config):
     head = cluster["spec"]["headGroupSpec"]
     assert cluster["metadata"]["name"] == default_config.training.raycluster_name == "skyrl-visgym"
     assert cluster["spec"]["rayVersion"] == default_config.training_image.ray_version == "2.57.0"
-    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0"}
+    # 8 GiB of /dev/shm: 6 GiB of object store, 2 GiB left for everything else.
+    assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0", "object-store-memory": str(6 * GIB)}
     assert head["serviceType"] == "ClusterIP"
     pod = head["template"]["spec"]
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": default_config.hyperpod.head_group.instance_type}
@@ -244,7 +245,8 @@ def test_runtime_env_carries_the_configured_variables(default_config):
     runtime_env = yaml.safe_load(one(synth(config), "RayJob")["spec"]["runtimeEnvYAML"])
     assert runtime_env["env_vars"]["NCCL_DEBUG"] == "INFO"
     contained = validate_config({"training": {"self_contained_jobs": True}})
-    assert "runtimeEnvYAML" not in one(synth(contained), "RayJob")["spec"]  # nothing to add there
+    env = yaml.safe_load(one(synth(contained), "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
+    assert env == {"SKYRL_RAY_PG_TIMEOUT_IN_S": str(contained.training.placement_group_timeout_seconds)}
 
 
 def test_n_experiments_give_n_rayjobs_with_distinct_runs():
@@ -305,12 +307,10 @@ def test_scaling_the_gpu_group_rescales_cluster_and_skyrl_consistently(instance_
         * int(overrides["generator.inference_engine.tensor_parallel_size"])
         == gpus
     )
-    for key, micro_key in (
-        ("trainer.policy_mini_batch_size", "trainer.micro_train_batch_size_per_gpu"),
-        ("trainer.train_batch_size", "trainer.micro_forward_batch_size_per_gpu"),
-    ):
-        samples = int(overrides[key]) * int(overrides["generator.n_samples_per_prompt"])
-        assert samples % gpus == 0 and (samples // gpus) % int(overrides[micro_key]) == 0
+    # SkyRL's own batch rule (floor division) accepts what the RayJob carries.
+    from skyrl_hyperpod.validation import validate_skyrl_overrides
+
+    assert validate_skyrl_overrides([f"{key}={value}" for key, value in overrides.items()]) == []
     serving_group = worker_group(one(charts, "RayService")["spec"]["rayClusterConfig"])
     assert ray_container(serving_group["template"])["resources"]["limits"]["nvidia.com/gpu"] == spec.gpus
 
@@ -444,18 +444,123 @@ def test_manifests_pass_the_validation_step(overrides):
     assert validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []
 
 
-def ray_pod_templates(charts: dict[str, list[dict]]) -> list[dict]:
-    """Every Ray pod template: RayCluster, RayService and self-contained RayJob clusters."""
+def ray_groups(charts: dict[str, list[dict]]) -> list[dict]:
+    """Every Ray head and worker group: RayCluster, RayService and self-contained RayJob clusters."""
     cluster_specs = [doc["spec"] for doc in objects(charts, "RayCluster")]
     cluster_specs += [doc["spec"]["rayClusterConfig"] for doc in objects(charts, "RayService")]
     cluster_specs += [
         job["spec"]["rayClusterSpec"] for job in objects(charts, "RayJob") if "rayClusterSpec" in job["spec"]
     ]
-    templates = []
+    groups = []
     for spec in cluster_specs:
-        templates.append(spec["headGroupSpec"]["template"])
-        templates += [group["template"] for group in spec["workerGroupSpecs"]]
-    return templates
+        groups.append(spec["headGroupSpec"])
+        groups += spec["workerGroupSpecs"]
+    return groups
+
+
+def ray_pod_templates(charts: dict[str, list[dict]]) -> list[dict]:
+    """Every Ray pod template: RayCluster, RayService and self-contained RayJob clusters."""
+    return [group["template"] for group in ray_groups(charts)]
+
+
+GIB = 1024**3
+_HEAD = {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1}
+_WORKERS = {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance_count": 3}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"training": {"self_contained_jobs": True}},
+        {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
+        {"training": {"worker_shm_gib": 2, "head_shm_gib": 3}, "serving": {"worker_shm_gib": 100, "head_shm_gib": 2}},
+    ],
+    ids=["defaults", "self-contained", "g7e-48xlarge", "small-and-large-shm"],
+)
+def test_every_ray_pods_object_store_fits_its_dev_shm(overrides):
+    # Ray puts its object store in /dev/shm only when it fits there, else on disk (/tmp); NCCL, vLLM and
+    # PyTorch need room beside it. Checked on every Ray pod of every manifest, from the manifests alone.
+    charts = synth(validate_config(overrides))
+    groups = ray_groups(charts)
+    assert len(groups) == 4  # training head and workers (RayCluster or the RayJob's own), serving head and workers
+    for group in groups:
+        pod = group["template"]["spec"]
+        container = ray_container(group["template"])
+        shm_mounts = [m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+        assert len(shm_mounts) == 1
+        (volume,) = [v for v in pod["volumes"] if v["name"] == shm_mounts[0]["name"]]
+        assert volume["emptyDir"]["medium"] == "Memory"
+        shm_bytes = int(volume["emptyDir"]["sizeLimit"].removesuffix("Gi")) * GIB
+        store = int(group["rayStartParams"]["object-store-memory"])
+        # Ray's own floor, and at least 1 GiB and a quarter of /dev/shm left for everything else.
+        assert store >= 75 * 1024**2
+        assert shm_bytes - store >= max(GIB, shm_bytes // 4), (container["name"], shm_bytes, store)
+        # /dev/shm is part of the pod's memory: the store never outgrows the memory limit either.
+        assert store < int(container["resources"]["limits"]["memory"].removesuffix("Gi")) * GIB
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"training": {"self_contained_jobs": True}},
+        {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
+        {
+            "hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.4xlarge", "instance_count": 2}},
+            "training": {"worker_shm_gib": 32},
+            "serving": {"max_replicas": 1},
+        },
+    ],
+    ids=["defaults", "self-contained", "g7e-48xlarge-4-efa", "g7e-4xlarge-no-efa"],
+)
+def test_a_pod_requests_efa_only_with_the_environment_and_image_that_make_nccl_use_it(overrides):
+    config = validate_config(overrides)
+    spec = config.hyperpod.worker_group.spec
+    training_image = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT
+    ).training_image
+    requesting = 0
+    for template in ray_pod_templates(synth(config)):
+        container = ray_container(template)
+        env = {item["name"]: item["value"] for item in container.get("env", [])}
+        efa = container["resources"]["limits"].get("vpc.amazonaws.com/efa", 0)
+        assert container["resources"]["requests"].get("vpc.amazonaws.com/efa", 0) == efa
+        if not efa:
+            assert "FI_PROVIDER" not in env
+            continue
+        requesting += 1
+        assert efa == spec.efa_interfaces
+        # libfabric's efa provider only, NCCL's sockets off loopback/docker, device RDMA only where documented.
+        assert env["FI_PROVIDER"] == "efa" and env["NCCL_SOCKET_IFNAME"] == "^lo,docker"
+        assert ("FI_EFA_USE_DEVICE_RDMA" in env) == spec.efa_device_rdma
+        # The image that installs libfabric and aws-ofi-nccl (tests/test_image.py), nothing else.
+        assert container["image"] == training_image
+    assert requesting == (1 if spec.efa_interfaces else 0)  # the training worker group only
+
+
+def test_device_rdma_is_set_exactly_when_the_instance_supports_it():
+    from charts.constructs.ray_pods import RayPodProps, ray_pod_template
+
+    def env_of(**efa) -> dict[str, str]:
+        props = RayPodProps(
+            container_name="ray-worker", image="image", service_account="sa", instance_type="ml.g7e.48xlarge",
+            cpus=1, memory_gib=4, shm_gib=2, gpus=1, **efa,
+        )  # fmt: skip
+        container = ray_pod_template(props)["spec"]["containers"][0]
+        return {item["name"]: item["value"] for item in container.get("env", [])}
+
+    assert env_of(efa_devices=1, efa_device_rdma=True)["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert "FI_EFA_USE_DEVICE_RDMA" not in env_of(efa_devices=1)
+    assert env_of() == {}
+
+
+def test_a_dev_shm_too_small_for_rays_object_store_is_refused():
+    with pytest.raises(ConfigError) as caught:
+        validate_config({"serving": {"head_shm_gib": 1}})
+    assert caught.value.problems == [
+        "config error: serving.head_shm_gib = 1: Input should be greater than or equal to 2"
+    ]
 
 
 def cpu_and_memory_gib(container: dict) -> tuple[int, int]:
@@ -464,8 +569,6 @@ def cpu_and_memory_gib(container: dict) -> tuple[int, int]:
     return int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
 
 
-_HEAD = {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1}
-_WORKERS = {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance_count": 3}
 
 
 @pytest.mark.parametrize(
@@ -500,12 +603,19 @@ def test_ray_pods_request_no_more_than_their_node_exposes(overrides):
     assert sum(memory for _, memory in heads) < INSTANCE_CATALOG[head.instance_type].memory_gib
 
 
-def test_jobs_on_the_shared_cluster_wait_for_gpus_instead_of_failing_after_skyrls_default(default_config, default_charts):
-    # A second experiment on the shared RayCluster must outwait the first, not give up after 180 s.
+def test_placement_waits_are_bounded_and_configurable(default_config, default_charts):
+    # A second experiment on the shared RayCluster outwaits the first (not SkyRL's 180 s), but a job whose
+    # GPUs never come fails after two hours, not at the 48 h deadline.
     env = yaml.safe_load(one(default_charts, "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
-    assert env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.job_active_deadline_seconds)
+    assert env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.placement_group_timeout_seconds) == "7200"
+    assert int(env["SKYRL_RAY_PG_TIMEOUT_IN_S"]) < default_config.training.job_active_deadline_seconds
+    longer = validate_config({"training": {"placement_group_timeout_seconds": 43200}})
+    assert longer.training.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "43200"
     explicit = validate_config({"training": {"runtime_env_vars": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "600"}}})
     assert explicit.training.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "600"
+    with pytest.raises(ConfigError) as caught:
+        validate_config({"training": {"placement_group_timeout_seconds": 200000}})
+    assert "placement_group_timeout_seconds = 200000" in caught.value.problems[0]
 
 
 def test_serving_pods_know_their_region_and_see_the_base_model(default_config, default_charts):

@@ -368,3 +368,30 @@ def test_start_build_command_reads_the_stack_output(default_config, capsys):
     assert f"--stack-name {default_config.names.stack('image-build')}" in out
     assert image_cli.BUILD_PROJECT_OUTPUT in out
     assert 'aws codebuild start-build --project-name "$PROJECT"' in out
+
+
+def test_the_image_installs_the_efa_stack_nccl_needs_from_a_verified_download(dockerfile, default_config):
+    # Pods that request EFA rely on this image for libfabric and the aws-ofi-nccl plugin (tests/test_charts.py).
+    from skyrl_hyperpod.config.efa import EFA_INSTALLER_KEY_FINGERPRINT, NCCL_NET_PLUGIN, OFI_NCCL_PLUGIN_LIBRARY
+
+    args = arg_defaults(dockerfile)
+    assert args["EFA_INSTALLER_VERSION"] == default_config.training_image.efa_installer_version
+    assert args["EFA_INSTALLER_KEY_FINGERPRINT"] == EFA_INSTALLER_KEY_FINGERPRINT
+    (efa_step,) = [rest for keyword, rest in dockerfile if keyword == "RUN" and "efa_installer.sh" in rest]
+    # Pinned download, signature made by AWS's published key (not merely any key shipped next to the tarball).
+    assert 'tarball="aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz"' in efa_step
+    assert "--verify" in efa_step and "VALIDSIG .* ${EFA_INSTALLER_KEY_FINGERPRINT}" in efa_step
+    assert efa_step.index("--verify") < efa_step.index("efa_installer.sh")
+    assert "--skip-kmod" in efa_step and "latest" not in efa_step
+    # The build stops when the plugin is missing, and the loader finds it by the name NCCL asks for.
+    assert f"-name {OFI_NCCL_PLUGIN_LIBRARY}" in efa_step and "exit 1" in efa_step and "ldconfig" in efa_step
+    env_text = " ".join(rest for keyword, rest in dockerfile if keyword == "ENV")
+    assert f"NCCL_NET_PLUGIN={NCCL_NET_PLUGIN}" in env_text
+    assert OFI_NCCL_PLUGIN_LIBRARY == f"libnccl-net-{NCCL_NET_PLUGIN}.so"
+    # image_check.py (run by the build) fails it when the plugin or libfabric does not resolve.
+    check = (DOCKER_CONTEXT_DIR / "image_check.py").read_text()
+    assert 'find_library(library)' in check and '("nccl-net-ofi", "fabric")' in check
+    assert 'os.environ.get("NCCL_NET_PLUGIN") != "ofi"' in check
+    (check_step,) = [rest for keyword, rest in dockerfile if keyword == "RUN" and ".image_check.py" in rest]
+    runs = [rest for keyword, rest in dockerfile if keyword == "RUN"]
+    assert runs.index(efa_step) < runs.index(check_step)

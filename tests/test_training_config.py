@@ -9,8 +9,6 @@ from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_ra
 from skyrl_hyperpod.config.training import (
     DERIVED_KEYS,
     OVERRIDABLE_KEYS,
-    RECIPE_MINI_BATCH_SIZE,
-    RECIPE_TRAIN_BATCH_SIZE,
     resolve_runs,
 )
 
@@ -66,27 +64,111 @@ def test_reference_run_places_one_engine_per_gpu(default_config):
     assert default_config.serving.publish.step % run.knobs.hf_save_interval == 0
 
 
-@pytest.mark.parametrize("data_parallel_gpus", [2, 6, 8, 16, 24, 32, 128])
-def test_derived_batches_are_the_smallest_skyrl_accepts(data_parallel_gpus):
-    from skyrl_hyperpod.config.training import SkyRLKnobs, _derive_batches
-
-    knobs = SkyRLKnobs()
-    train, mini = _derive_batches(knobs, data_parallel_gpus)
-    n, micro = knobs.n_samples_per_prompt, knobs.micro_train_batch_size_per_gpu
-    assert train >= RECIPE_TRAIN_BATCH_SIZE and mini >= RECIPE_MINI_BATCH_SIZE and train % mini == 0
-    for batch in (train, mini):
-        assert (batch * n) % data_parallel_gpus == 0 and (batch * n // data_parallel_gpus) % micro == 0
-    # Minimal: one step of mini smaller would break the rule (or fall below the recipe).
-    smaller = [m for m in range(RECIPE_MINI_BATCH_SIZE, mini) if (m * n) % (data_parallel_gpus * micro) == 0]
-    assert smaller == []
-
-
-def test_recipe_batches_are_kept_on_eight_gpus():
-    config = validate_config(
-        {"hyperpod": {"worker_group": {"name": "gpu", "instance_type": "ml.g7e.48xlarge", "instance_count": 1}}}
-    )
-    (run,) = runs_of(config)
+def test_default_schedule_is_the_reference_runs(default_config):
+    # SkyRL's run_visgym_from_sft.sh: train 32 / mini 16 / 20 epochs on 256 rows = 160 steps.
+    (run,) = runs_of(default_config)
     assert (run.knobs.train_batch_size, run.knobs.policy_mini_batch_size) == (32, 16)
+    assert run.knobs.epochs == 20 and run.total_steps == 160
+    # On 6 GPUs the per-GPU mini batch is 16 x 8 // 6 = 21: micro 3 is the largest divisor up to the recipe's 4.
+    assert run.knobs.micro_train_batch_size_per_gpu == 3
+    assert run.knobs.micro_forward_batch_size_per_gpu == 4
+    overrides = run.overrides()
+    assert overrides["trainer.train_batch_size"] == "32" and overrides["trainer.policy_mini_batch_size"] == "16"
+    assert overrides["trainer.epochs"] == "20"
+
+
+def _worker_group(instance_type: str, count: int) -> dict:
+    group = {"name": "gpu-workers", "instance_type": instance_type, "instance_count": count}
+    return {"hyperpod": {"worker_group": group}}
+
+
+# (worker group, data-parallel GPUs, expected train / mini / micro / steps): the default, 8 x g7e.48xlarge,
+# 16 nodes, one node, and 12 GPUs where SkyRL refuses 32 / 16 (16 x 8 // 12 = 10 does not divide 32 x 8 // 12 = 21).
+LAYOUTS = [
+    (("ml.g7e.12xlarge", 3), 6, (32, 16, 3, 160)),
+    (("ml.g7e.48xlarge", 8), 64, (32, 16, 2, 160)),
+    (("ml.g7e.12xlarge", 16), 32, (32, 16, 4, 160)),
+    (("ml.g7e.48xlarge", 16), 128, (32, 16, 1, 160)),
+    (("ml.g7e.12xlarge", 1), 2, (32, 16, 4, 160)),
+    (("ml.g7e.48xlarge", 1), 8, (32, 16, 4, 160)),
+    (("ml.g7e.12xlarge", 6), 12, (34, 17, 1, 161)),
+]
+
+
+@pytest.mark.parametrize(("group", "data_parallel", "expected"), LAYOUTS, ids=lambda v: str(v))
+def test_derived_sizes_for_each_layout_pass_skyrls_own_classes(group, data_parallel, expected):
+    from skyrl_hyperpod.validation import skyrl_overrides
+
+    assert skyrl_overrides.unavailable_reason() is None, "SkyRL's config classes must be installed for this check"
+    config = validate_config(_worker_group(*group))
+    (run,) = runs_of(config)
+    knobs = run.knobs
+    assert knobs.policy_num_nodes * knobs.policy_num_gpus_per_node == data_parallel
+    got = (knobs.train_batch_size, knobs.policy_mini_batch_size, knobs.micro_train_batch_size_per_gpu, run.total_steps)
+    assert got == expected
+    problems, skipped = skyrl_overrides.skyrl_override_problems([f"{k}={v}" for k, v in run.overrides().items()])
+    assert (problems, skipped) == ([], None)
+
+
+def test_recipe_sizes_are_kept_wherever_skyrl_accepts_them():
+    # Whenever SkyRL accepts 32 / 16 on a layout, the derivation keeps them (and the recipe's 160 steps).
+    from skyrl_hyperpod.config.training import BatchSizes, SkyRLKnobs, derive_batches
+
+    for data_parallel in range(1, 129):
+        derived = derive_batches(SkyRLKnobs(), data_parallel, None)
+        assert derived.problem() is None and derived.micro_train <= 4, data_parallel
+        if BatchSizes(32, 16, 1, 8, data_parallel).problem() is None:
+            assert (derived.train, derived.mini) == (32, 16), data_parallel
+        else:
+            assert derived.train == 2 * derived.mini and derived.mini > 16, data_parallel
+
+
+def _skyrl_accepts(sizes) -> bool:
+    from skyrl_hyperpod.validation import skyrl_overrides
+
+    overrides = [
+        f"trainer.train_batch_size={sizes.train}",
+        f"trainer.policy_mini_batch_size={sizes.mini}",
+        f"trainer.micro_train_batch_size_per_gpu={sizes.micro_train}",
+        f"generator.n_samples_per_prompt={sizes.n_samples_per_prompt}",
+        "trainer.placement.policy_num_nodes=1",
+        f"trainer.placement.policy_num_gpus_per_node={sizes.policy_data_parallel}",
+    ]
+    problems, skipped = skyrl_overrides.skyrl_override_problems(overrides)
+    assert skipped is None, skipped
+    return problems == []
+
+
+def test_our_batch_rule_agrees_with_skyrls_validate_batch_sizes_everywhere():
+    # Our one-line check must refuse exactly what SkyRL's own function refuses.
+    from skyrl_hyperpod.config.training import BatchSizes
+
+    cases = [
+        BatchSizes(train, mini, micro, n, dp)
+        for dp in (1, 2, 6, 8, 12, 64)
+        for n in (1, 8)
+        for mini in (1, 4, 16, 17)
+        for train in (mini, 2 * mini, 32, 48)
+        for micro in (1, 3, 4)
+    ]
+    disagreements = [c for c in cases if (c.problem() is None) != _skyrl_accepts(c)]
+    assert disagreements == []
+    assert any(c.problem() for c in cases) and any(c.problem() is None for c in cases)
+
+
+def test_a_micro_batch_skyrl_rejects_is_refused_in_one_line():
+    # The upstream recipe's 32 / 16 / micro 4 (written for 8 GPUs) on the reference 6 GPUs.
+    recipe = {"trainer.train_batch_size": 32, "trainer.policy_mini_batch_size": 16}
+    message = only_problem(experiment(**recipe, **{"trainer.micro_train_batch_size_per_gpu": 4}))
+    assert "trainer.micro_train_batch_size_per_gpu = 4" in message and "6 data-parallel GPUs = 21" in message
+    assert "accepted: 1, 3, 7, 21" in message and "validate_batch_sizes" in message
+
+
+def test_recipe_batches_with_a_micro_batch_skyrl_accepts_are_not_refused():
+    for micro in (1, 3, 7, 21):
+        config = validate_config(experiment(**{"trainer.micro_train_batch_size_per_gpu": micro}))
+        (run,) = runs_of(config)
+        assert (run.knobs.train_batch_size, run.knobs.policy_mini_batch_size) == (32, 16)
 
 
 def test_mismatched_colocation_gpus_are_rejected():
@@ -98,11 +180,6 @@ def test_tensor_parallel_changes_engine_count_consistently():
     config = validate_config(experiment(**{"generator.inference_engine.tensor_parallel_size": 2}))
     (run,) = runs_of(config)
     assert run.knobs.num_engines * run.knobs.tensor_parallel_size == 6
-
-
-def test_indivisible_batches_are_rejected():
-    message = only_problem(experiment(**{"trainer.train_batch_size": 32, "trainer.policy_mini_batch_size": 16}))
-    assert "trainer.policy_mini_batch_size = 16" in message and "6 data-parallel GPUs" in message
 
 
 def test_train_batch_not_a_multiple_of_mini_batch_is_rejected():
@@ -268,3 +345,64 @@ def test_full_fine_tune_cannot_be_published():
 
 def test_publish_image_must_be_pinned():
     assert "serving.publish.image" in only_problem({"serving": {"publish": {"image": "amazon/aws-cli"}}})
+
+
+def test_one_max_model_len_sequence_fits_each_engines_gpu_by_default(default_config):
+    # vLLM refuses to start when its KV cache cannot hold one max_model_len sequence; check the arithmetic
+    # with the model's figures (Qwen3-VL-8B: 36 layers x 8 KV heads x 128 dims x 2 (K, V) x 2 bytes a token).
+    from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
+    from skyrl_hyperpod.config.vllm_memory import GIB, QWEN3_VL_8B, engine_memory
+
+    assert QWEN3_VL_8B.kv_bytes_per_token() == 36 * 8 * 128 * 2 * 2 == 144 * 1024
+    knobs, serving = default_config.training.knobs, default_config.serving
+    gpu_gb = default_config.hyperpod.worker_group.spec.gpu_memory_gib
+    training = engine_memory(
+        gpu_memory_gb=gpu_gb, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_parallel=1,
+        max_loras=1, max_lora_rank=knobs.lora_rank,
+    )  # fmt: skip
+    serving_memory = engine_memory(
+        gpu_memory_gb=gpu_gb, gpu_memory_utilization=serving.gpu_memory_utilization, tensor_parallel=1,
+        max_loras=serving.max_num_adapters_per_replica,
+        max_lora_rank=effective_max_lora_rank(serving, default_config.training),
+    )  # fmt: skip
+    # 96 GB x 0.45 = 40.2 GiB - 16.3 GiB weights - 0.2 GiB adapter - 6 GiB reserve = 17.7 GiB: ~129k tokens.
+    assert training.max_tokens >= knobs.max_model_len == 60000
+    assert 17 * GIB < training.kv_available < 18.5 * GIB
+    assert serving_memory.max_tokens >= effective_max_model_len(serving, default_config.training)
+
+
+def test_a_max_model_len_that_does_not_fit_the_gpu_is_refused():
+    message = only_problem({"serving": {"gpu_memory_utilization": 0.3, "max_model_len": 262144}})
+    assert message.startswith("config error: serving: max_model_len = 262144: one sequence needs 36.0 GiB")
+    assert "gpu_memory_utilization 0.3" in message and "lower max_model_len" in message
+    message = only_problem({"training": {"knobs": {"generator.inference_engine.gpu_memory_utilization": 0.25}}})
+    assert "engine_init_kwargs.max_model_len = 60000" in message and "gpu_memory_utilization 0.25" in message
+    message = only_problem({"serving": {"max_model_len": 300000}})
+    assert "262144 positions" in message
+    # The same length fits once the engine may use more of the GPU.
+    validate_config({"serving": {"gpu_memory_utilization": 0.9, "max_model_len": 262144}})
+
+
+def test_lora_target_modules_must_be_ones_vllm_serves():
+    attention_only = "q_proj,k_proj,v_proj,o_proj"
+    validate_config({"training": {"knobs": {"trainer.policy.model.lora.target_modules": attention_only}}})
+    message = only_problem(experiment(**{"trainer.policy.model.lora.target_modules": "q_proj,visual.merger"}))
+    assert "trainer.policy.model.lora.target_modules = 'q_proj,visual.merger'" in message
+    assert "visual.merger would not be served" in message
+
+
+def test_serving_lora_settings_match_every_trained_adapter():
+    config = validate_config(
+        {"training": {"experiments": [
+            {"name": "rank-16", "overrides": {"trainer.policy.model.lora.rank": 16}},
+            {"name": "rank-64", "overrides": {"trainer.policy.model.lora.rank": 64}},
+        ]}}
+    )  # fmt: skip
+    from charts import serve_config
+    from skyrl_hyperpod.outputs import StackOutputs
+
+    engine = serve_config(config, StackOutputs.placeholder(config))["applications"][0]["args"]["llm_configs"][0]
+    kwargs = engine["engine_kwargs"]
+    assert kwargs["enable_lora"] is True and kwargs["max_lora_rank"] >= 64
+    assert kwargs["max_loras"] == engine["lora_config"]["max_num_adapters_per_replica"]
+    assert kwargs["max_model_len"] == config.training.knobs.max_model_len

@@ -12,6 +12,8 @@ from typing import Literal
 import cdk8s
 from constructs import Construct
 
+from skyrl_hyperpod.config.shared_memory import object_store_memory_bytes
+
 from .ray_pods import RayPodProps, ray_pod_template
 
 API_VERSION = "ray.io/v1"
@@ -73,13 +75,18 @@ def head_service(props: RayClusterSpecProps) -> dict | None:
     return service
 
 
+def ray_start_params(pod: RayPodProps, **params: str) -> dict[str, str]:
+    """`ray start` flags of a group: Ray's object store sized to fit the pod's /dev/shm."""
+    return {**params, "object-store-memory": str(object_store_memory_bytes(pod.shm_gib))}
+
+
 def ray_cluster_spec(props: RayClusterSpecProps) -> dict:
     """RayClusterSpec shared by the RayCluster, a self-contained RayJob and the RayService."""
     head_group: dict = {
         "serviceType": props.head_service_type,
         # The head schedules no GPU work; the dashboard listens on all interfaces of the pod,
         # behind token authentication and the namespace's NetworkPolicies.
-        "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
+        "rayStartParams": ray_start_params(props.head, **{"num-gpus": "0", "dashboard-host": "0.0.0.0"}),
         "template": ray_pod_template(props.head),
     }
     service = head_service(props)
@@ -96,7 +103,7 @@ def ray_cluster_spec(props: RayClusterSpecProps) -> dict:
                 "replicas": props.worker_replicas,
                 "minReplicas": props.worker_replicas,
                 "maxReplicas": props.worker_replicas,
-                "rayStartParams": {},
+                "rayStartParams": ray_start_params(props.worker),
                 "template": ray_pod_template(props.worker),
             }
         ],

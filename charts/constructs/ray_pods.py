@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
+from skyrl_hyperpod.config.efa import efa_environment
 from skyrl_hyperpod.config.platform import InstanceGroupConfig
 from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL
 
@@ -55,6 +56,8 @@ class RayPodProps:
     shm_gib: int
     gpus: int = 0
     efa_devices: int = 0
+    # Whether the node's EFA devices support RDMA (InstanceSpec.efa_device_rdma).
+    efa_device_rdma: bool = False
     ports: tuple[tuple[str, int], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     shared: SharedVolume | None = None
@@ -105,8 +108,12 @@ def ray_pod_template(props: RayPodProps) -> dict:
     }
     if props.ports:
         container["ports"] = [{"name": name, "containerPort": port} for name, port in props.ports]
-    if props.env:
-        container["env"] = [{"name": name, "value": value} for name, value in props.env]
+    env = list(props.env)
+    if props.efa_devices:
+        # The EFA request and the environment that makes NCCL use it always go together.
+        env += efa_environment(device_rdma=props.efa_device_rdma)
+    if env:
+        container["env"] = [{"name": name, "value": value} for name, value in env]
     spec: dict = {
         "serviceAccountName": props.service_account,
         "nodeSelector": {INSTANCE_TYPE_LABEL: props.instance_type},

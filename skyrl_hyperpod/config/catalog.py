@@ -31,6 +31,9 @@ class InstanceSpec(BaseModel):
     gpu_memory_gib: int = Field(default=0, ge=0)
     gpu_model: str | None = None
     efa_interfaces: int = Field(default=0, ge=0)
+    # EFA RDMA read/write (GPUDirect RDMA over EFA). Only where AWS documents it: for g7e it is not
+    # confirmed, so FI_EFA_USE_DEVICE_RDMA stays unset there and libfabric decides from the device.
+    efa_device_rdma: bool = False
     local_nvme: str | None = None
 
     @property

@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from .efa import EFA_INSTALLER_KEY_FINGERPRINT
 from .platform import CommitId, StrictModel
 
 # The build context; the repository layout puts it next to the Python package.
@@ -92,6 +93,14 @@ class TrainingImageConfig(StrictModel):
     visgym_repository: str = "https://github.com/anyscale/VisGym"
     visgym_ref: CommitId = "184fbd5e5dc81e32c8b944d9e40ac54dad62e3f2"
     pygame_version: str = Field(default="2.6.1", pattern=r"^[0-9]+(\.[0-9]+)*$")
+    # AWS's EFA installer (libfabric, rdma-core, the aws-ofi-nccl NCCL plugin) for NCCL over EFA.
+    # 1.50.0 is the stable version the EC2 User Guide's "Get started with EFA and NCCL" installs
+    # (libfabric 2.6.0amzn1.0, aws-ofi-nccl 1.21.1).
+    efa_installer_version: str = Field(
+        default="1.50.0",
+        pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        description="AWS EFA installer baked into the training image (its signature is checked at build time).",
+    )
     default_model_id: str = Field(default="Qwen/Qwen3-VL-8B-Instruct", pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
     skyrl_dir: str = Field(
         default="/home/ray/SkyRL",
@@ -162,6 +171,8 @@ class TrainingImageConfig(StrictModel):
             "VISGYM_REPOSITORY": self.visgym_repository,
             "VISGYM_REF": self.visgym_ref,
             "PYGAME_VERSION": self.pygame_version,
+            "EFA_INSTALLER_VERSION": self.efa_installer_version,
+            "EFA_INSTALLER_KEY_FINGERPRINT": EFA_INSTALLER_KEY_FINGERPRINT,
             "DEFAULT_MODEL_ID": self.default_model_id,
             "SKYRL_DIR": self.skyrl_dir,
         }

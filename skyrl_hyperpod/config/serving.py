@@ -11,7 +11,9 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from .platform import HyperPodConfig, StrictModel
-from .training import RAYJOB_NAME_MAX, TrainingConfig, resolve_runs
+from .shared_memory import MIN_SHM_GIB
+from .training import RAYJOB_NAME_MAX, TrainingConfig, gpu_name, resolve_runs
+from .vllm_memory import engine_memory, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
@@ -55,10 +57,10 @@ class ServingConfig(StrictModel):
     max_replicas: int = Field(default=2, gt=0)
     target_ongoing_requests: int = Field(default=16, gt=0, description="Autoscaling target per replica.")
     worker_replicas: int = Field(default=1, gt=0, description="GPU worker pods (one per node of the GPU group).")
-    worker_shm_gib: int = Field(default=32, gt=0)
+    worker_shm_gib: int = Field(default=32, ge=MIN_SHM_GIB, description="/dev/shm per worker pod (Ray's object store).")
     head_cpus: int = Field(default=8, gt=0, description="The serve head runs the proxy and controller, no model.")
     head_memory_gib: int = Field(default=32, gt=0)
-    head_shm_gib: int = Field(default=4, gt=0)
+    head_shm_gib: int = Field(default=4, ge=MIN_SHM_GIB, description="/dev/shm per head pod (Ray's object store).")
     upgrade_strategy: str = Field(default="NewCluster", pattern=r"^(NewCluster|NewClusterWithIncrementalUpgrade|None)$")
     lora_path_override: str | None = Field(
         default=None,
@@ -125,6 +127,11 @@ def _check_head_node(serving: ServingConfig, *, training: TrainingConfig, hyperp
         )
 
 
+def effective_max_model_len(serving: ServingConfig, training: TrainingConfig) -> int:
+    """vLLM's max_model_len for serving: explicit, else the training engines' (what the policy was trained at)."""
+    return serving.max_model_len or training.knobs.max_model_len
+
+
 def effective_max_lora_rank(serving: ServingConfig, training: TrainingConfig) -> int:
     if serving.max_lora_rank is not None:
         return serving.max_lora_rank
@@ -162,6 +169,19 @@ def check_serving(
             f"tensor_parallel_size = {serving.tensor_parallel_size}: a replica must fit one {group.instance_type} "
             f"({group.spec.gpus} GPUs)"
         )
+    max_model_len = effective_max_model_len(serving, training)
+    memory = engine_memory(
+        gpu_memory_gb=group.spec.gpu_memory_gib,
+        gpu_memory_utilization=serving.gpu_memory_utilization,
+        tensor_parallel=serving.tensor_parallel_size,
+        max_loras=serving.max_num_adapters_per_replica,
+        max_lora_rank=rank,
+    )
+    problem = max_model_len_problem(
+        max_model_len, memory, utilization=serving.gpu_memory_utilization, gpu=gpu_name(group)
+    )
+    if problem:
+        raise ValueError(f"max_model_len = {max_model_len}: {problem}")
     capacity = serving.worker_replicas * (group.spec.gpus // serving.tensor_parallel_size)
     if serving.max_replicas > capacity:
         raise ValueError(

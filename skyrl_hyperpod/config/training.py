@@ -1,7 +1,8 @@
 """Training configuration: SkyRL GRPO knobs, named experiments, and the RayCluster/RayJob around them.
 
-Defaults are the reference run in ../shared/FACTS.md (LoRA rank 32 on the VisGym SFT checkpoint,
-colocated vLLM engines, one engine per GPU). Knobs are typed fields whose alias is SkyRL's dotted
+Defaults are the reference run (LoRA rank 32 on the VisGym SFT checkpoint, colocated vLLM engines,
+one engine per GPU, SkyRL's VisGym batch schedule; README "Start training" lists each knob and its
+source). Knobs are typed fields whose alias is SkyRL's dotted
 key, so an experiment's overrides use the keys SkyRL documents and an unknown key is an error.
 
 Placement is derived from the HyperPod GPU group (nodes x GPUs per pod), so scaling the group
@@ -21,20 +22,27 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from .catalog import InstanceSpec
 from .platform import Cidr, HyperPodConfig, InstanceGroupConfig, StrictModel
+from .shared_memory import MIN_SHM_GIB
+from .vllm_memory import engine_memory, lora_target_modules_problem, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
 
 # KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
 RAYCLUSTER_NAME_MAX = 53
 RAYJOB_NAME_MAX = 47
 
-# SkyRL's VisGym recipe (tested upstream on 8 GPUs) uses train batch 32 and mini batch 16. When
-# the configuration leaves them unset they are derived: the smallest sizes at least these that
-# SkyRL accepts for the actual data-parallel size (on 8 GPUs that is exactly 32/16).
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
 SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"
+# Long enough for one job to queue behind another on the shared RayCluster, short enough that a
+# missing GPU/EFA resource or a stuck worker fails the same day (SkyRL's own default is 180 s).
+DEFAULT_PLACEMENT_GROUP_TIMEOUT_SECONDS = 7200
 
+# SkyRL's VisGym recipe, examples/train/visgym/run_visgym_from_sft.sh in NovaSky-AI/SkyRL:
+# trainer.train_batch_size=32, policy_mini_batch_size=16, micro_{train,forward}_batch_size_per_gpu=4,
+# epochs=20 (256 rows / 32 = 8 steps an epoch: 160 steps). Unset batch knobs are derived from
+# these for the actual data-parallel size (`derive_batches`).
 RECIPE_TRAIN_BATCH_SIZE = 32
 RECIPE_MINI_BATCH_SIZE = 16
+RECIPE_MICRO_BATCH_SIZE = 4
 
 Scalar = str | int | float | bool
 
@@ -89,7 +97,12 @@ class SkyRLKnobs(StrictModel):
     policy_mini_batch_size: int | None = _key(
         "trainer.policy_mini_batch_size", None, "Default: derived from the recipe's 16.", gt=0
     )
-    micro_train_batch_size_per_gpu: int = _key("trainer.micro_train_batch_size_per_gpu", 4, gt=0)
+    micro_train_batch_size_per_gpu: int | None = _key(
+        "trainer.micro_train_batch_size_per_gpu",
+        None,
+        "Default: the largest SkyRL accepts up to the recipe's 4 (gradient accumulation only).",
+        gt=0,
+    )
     micro_forward_batch_size_per_gpu: int = _key("trainer.micro_forward_batch_size_per_gpu", 4, gt=0)
     epochs: int | None = _key("trainer.epochs", None, "Default: enough epochs to reach training.target_steps.", gt=0)
     max_prompt_length: int = _key("trainer.max_prompt_length", 2048, gt=0)
@@ -190,8 +203,12 @@ class TrainingConfig(StrictModel):
     worker_gpus: int | None = Field(
         default=None, gt=0, description="GPUs per worker pod. Default: all of the instance's."
     )
-    worker_shm_gib: int = Field(default=64, gt=0, description="/dev/shm (memory-backed) per worker pod: NCCL and vLLM.")
-    head_shm_gib: int = Field(default=8, gt=0, description="/dev/shm per head pod.")
+    worker_shm_gib: int = Field(
+        default=64,
+        ge=MIN_SHM_GIB,
+        description="/dev/shm (memory-backed) per worker pod: Ray's object store (three quarters) plus NCCL and vLLM.",
+    )
+    head_shm_gib: int = Field(default=8, ge=MIN_SHM_GIB, description="/dev/shm per head pod (Ray's object store).")
     head_cpus: int | None = Field(
         default=None,
         gt=0,
@@ -228,6 +245,13 @@ class TrainingConfig(StrictModel):
     )
     job_active_deadline_seconds: int = Field(
         default=172800, gt=0, description="Give up after this long (default 48 h)."
+    )
+    placement_group_timeout_seconds: int = Field(
+        default=DEFAULT_PLACEMENT_GROUP_TIMEOUT_SECONDS,
+        gt=0,
+        description="How long SkyRL waits for its GPUs (SKYRL_RAY_PG_TIMEOUT_IN_S) before the job fails: long enough "
+        "to queue behind one other job on the shared RayCluster (default 2 h), short enough to surface a scheduling "
+        "fault. Raise it (up to job_active_deadline_seconds) for longer queues.",
     )
     job_ttl_seconds_after_finished: int = Field(
         default=3600, ge=0, description="Self-contained jobs: keep the finished cluster this long to read its logs."
@@ -294,17 +318,25 @@ class TrainingConfig(StrictModel):
         return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
 
 
+    @model_validator(mode="after")
+    def _placement_wait_within_deadline(self) -> TrainingConfig:
+        if self.placement_group_timeout_seconds > self.job_active_deadline_seconds:
+            raise ValueError(
+                f"placement_group_timeout_seconds = {self.placement_group_timeout_seconds}: longer than "
+                f"job_active_deadline_seconds ({self.job_active_deadline_seconds}); the job would be killed first"
+            )
+        return self
+
     @property
     def effective_runtime_env_vars(self) -> dict[str, str]:
-        """runtime_env_vars, plus SkyRL's placement-group timeout for jobs on the shared RayCluster.
+        """runtime_env_vars, plus SkyRL's placement-group timeout unless set there explicitly.
 
         SkyRL's driver gives up after SKYRL_RAY_PG_TIMEOUT_IN_S (180 s by default) when it cannot get
-        its GPUs; on the shared cluster a second experiment must instead wait for the first to finish,
-        so the timeout is raised to the job's own deadline unless set explicitly.
+        its GPUs; a second experiment on the shared cluster must wait for the first to finish, and a
+        self-contained job's fresh cluster may still be pulling images, so the wait is
+        placement_group_timeout_seconds: bounded, so a mis-scheduled job fails instead of idling.
         """
-        if self.self_contained_jobs:
-            return dict(self.runtime_env_vars)
-        return {SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV: str(self.job_active_deadline_seconds)} | self.runtime_env_vars
+        return {SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV: str(self.placement_group_timeout_seconds)} | self.runtime_env_vars
 
 
 def rayjob_name(training: TrainingConfig, experiment: Experiment) -> str:
@@ -389,18 +421,111 @@ def model_path(training: TrainingConfig, workloads: WorkloadsConfig) -> str:
     return shared_path(workloads, training.model_dir)
 
 
-def _derive_batches(knobs: SkyRLKnobs, data_parallel: int) -> tuple[int, int]:
-    per_mini = data_parallel * knobs.micro_train_batch_size_per_gpu
-    mini = knobs.policy_mini_batch_size
-    if mini is None:
-        step = per_mini // math.gcd(per_mini, knobs.n_samples_per_prompt)
-        mini = step * math.ceil(RECIPE_MINI_BATCH_SIZE / step)
-    train = knobs.train_batch_size
-    if train is None:
-        per_train = data_parallel * knobs.micro_forward_batch_size_per_gpu
-        step = math.lcm(mini, per_train // math.gcd(per_train, knobs.n_samples_per_prompt))
-        train = step * math.ceil(RECIPE_TRAIN_BATCH_SIZE / step)
-    return train, mini
+@dataclass(frozen=True)
+class BatchSizes:
+    """SkyRL's batch knobs for one data-parallel layout (SkyRL's `validate_batch_sizes` inputs)."""
+
+    train: int
+    mini: int
+    micro_train: int
+    n_samples_per_prompt: int
+    policy_data_parallel: int
+    ref_data_parallel: int | None = None
+
+    def problem(self) -> str | None:
+        """The first rule of SkyRL's `validate_batch_sizes` (skyrl/train/utils/utils.py, FSDP, no
+        sequence parallelism) that these sizes break, as one line; None when SkyRL accepts them.
+
+        SkyRL divides with FLOOR division (per-GPU batch = batch x n_samples // dp) and the trainer
+        pads each batch to a multiple of dp, so 32 / 16 run on 6 GPUs; the micro batch only sets
+        gradient accumulation."""
+        n, dp = self.n_samples_per_prompt, self.policy_data_parallel
+        if self.train < self.mini:
+            return f"trainer.train_batch_size = {self.train}: smaller than trainer.policy_mini_batch_size ({self.mini})"
+        if self.train % self.mini:
+            return (
+                f"trainer.train_batch_size = {self.train}: must be a multiple of trainer.policy_mini_batch_size "
+                f"({self.mini})"
+            )
+        mini_per_gpu = self.mini * n // dp
+        if mini_per_gpu == 0:
+            return (
+                f"trainer.policy_mini_batch_size = {self.mini}: {self.mini} x n_samples_per_prompt {n} // {dp} "
+                "data-parallel GPUs = 0 per GPU"
+            )
+        if mini_per_gpu % self.micro_train:
+            return (
+                f"trainer.micro_train_batch_size_per_gpu = {self.micro_train}: must divide the per-GPU mini batch "
+                f"trainer.policy_mini_batch_size {self.mini} x n_samples_per_prompt {n} // {dp} data-parallel GPUs "
+                f"= {mini_per_gpu} (accepted: {', '.join(map(str, _divisors(mini_per_gpu)))})"
+            )
+        train_per_gpu = self.train * n // dp
+        if train_per_gpu % mini_per_gpu:
+            return (
+                f"trainer.train_batch_size = {self.train}: {self.train} x n_samples_per_prompt {n} // {dp} "
+                f"data-parallel GPUs = {train_per_gpu} per GPU is not a multiple of the per-GPU mini batch "
+                f"{mini_per_gpu}"
+            )
+        lcm = math.lcm(dp, self.ref_data_parallel) if self.ref_data_parallel else dp
+        if self.train * n < lcm:
+            return (
+                f"trainer.train_batch_size = {self.train}: {self.train} x n_samples_per_prompt {n} samples are fewer "
+                f"than the {lcm} data-parallel GPUs of the policy and reference models"
+            )
+        return None
+
+
+def _divisors(value: int) -> list[int]:
+    return [d for d in range(1, value + 1) if value % d == 0]
+
+
+def largest_micro_batch(mini: int, n_samples_per_prompt: int, data_parallel: int) -> int:
+    """The largest micro batch SkyRL accepts that is no larger than the recipe's (memory per micro batch)."""
+    mini_per_gpu = mini * n_samples_per_prompt // data_parallel
+    return max([d for d in _divisors(mini_per_gpu) if d <= RECIPE_MICRO_BATCH_SIZE] or [1])
+
+
+def derive_batches(knobs: SkyRLKnobs, policy_dp: int, ref_dp: int | None) -> BatchSizes:
+    """The recipe's 32 / 16 when SkyRL accepts them on `policy_dp` GPUs, else the smallest train /
+    mini pair at least that with the recipe's 2 mini batches per step; an explicit value is kept.
+    The micro batch, when unset, is the largest SkyRL accepts up to the recipe's 4."""
+    n = knobs.n_samples_per_prompt
+
+    def sizes(train: int, mini: int) -> BatchSizes:
+        micro = knobs.micro_train_batch_size_per_gpu or largest_micro_batch(mini, n, policy_dp)
+        return BatchSizes(train, mini, micro, n, policy_dp, ref_dp)
+
+    train, mini = knobs.train_batch_size, knobs.policy_mini_batch_size
+    if train is not None and mini is not None:
+        return sizes(train, mini)
+    limit = RECIPE_TRAIN_BATCH_SIZE + 4 * policy_dp * (ref_dp or 1)
+    if mini is not None:
+        candidates = [(mini * k, mini) for k in range(max(1, -(-RECIPE_TRAIN_BATCH_SIZE // mini)), limit)]
+    elif train is not None:
+        halves = [train // 2] if train % 2 == 0 else []
+        candidates = [(train, m) for m in [*halves, *reversed(_divisors(train))]]
+    else:
+        candidates = [(2 * m, m) for m in range(RECIPE_MINI_BATCH_SIZE, limit)]
+    for candidate in candidates:
+        if (found := sizes(*candidate)).problem() is None:
+            return found
+    # Nothing fits (an explicit micro batch or n_samples that no size satisfies): keep the recipe's
+    # sizes so the check reports SkyRL's rule against them.
+    return sizes(train or RECIPE_TRAIN_BATCH_SIZE, mini or RECIPE_MINI_BATCH_SIZE)
+
+
+def batch_sizes(knobs: SkyRLKnobs) -> BatchSizes:
+    """The batch sizes of resolved knobs (placement filled in)."""
+    policy_dp = knobs.policy_num_nodes * knobs.policy_num_gpus_per_node
+    ref_dp = knobs.ref_num_nodes * knobs.ref_num_gpus_per_node if knobs.use_kl_loss else None
+    return BatchSizes(
+        train=knobs.train_batch_size,
+        mini=knobs.policy_mini_batch_size,
+        micro_train=knobs.micro_train_batch_size_per_gpu,
+        n_samples_per_prompt=knobs.n_samples_per_prompt,
+        policy_data_parallel=policy_dp,
+        ref_data_parallel=ref_dp,
+    )
 
 
 def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> SkyRLKnobs:
@@ -408,7 +533,9 @@ def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingCo
     gpus_per_node = knobs.policy_num_gpus_per_node or layout.gpus_per_pod
     policy_gpus = nodes * gpus_per_node
     engines = knobs.num_engines or max(1, policy_gpus // knobs.tensor_parallel_size)
-    train, mini = _derive_batches(knobs, policy_gpus)
+    ref_gpus = (knobs.ref_num_nodes or nodes) * (knobs.ref_num_gpus_per_node or gpus_per_node)
+    batches = derive_batches(knobs, policy_gpus, ref_gpus if knobs.use_kl_loss else None)
+    train = batches.train
     epochs = knobs.epochs
     if epochs is None:
         steps_per_epoch = max(1, training.train_rows // train)
@@ -420,15 +547,17 @@ def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingCo
             "ref_num_nodes": knobs.ref_num_nodes or nodes,
             "ref_num_gpus_per_node": knobs.ref_num_gpus_per_node or gpus_per_node,
             "num_engines": engines,
-            "train_batch_size": train,
-            "policy_mini_batch_size": mini,
+            "train_batch_size": batches.train,
+            "policy_mini_batch_size": batches.mini,
+            "micro_train_batch_size_per_gpu": batches.micro_train,
             "epochs": epochs,
         }
     )
 
 
 def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> None:
-    """SkyRL's placement and batch rules (FACTS.md), with the field, the value and the rule."""
+    """SkyRL's placement rules, its batch rule (`BatchSizes.problem`) and vLLM's memory and LoRA limits,
+    each as one line with the field, the value and the rule."""
     policy_gpus = knobs.policy_num_nodes * knobs.policy_num_gpus_per_node
     engine_gpus = knobs.num_engines * knobs.tensor_parallel_size
     if knobs.policy_num_gpus_per_node > layout.gpus_per_pod:
@@ -457,32 +586,25 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
             f"generator.inference_engine.tensor_parallel_size = {knobs.tensor_parallel_size}: an engine must fit one "
             f"worker pod ({layout.gpus_per_pod} GPUs)"
         )
-    n = knobs.n_samples_per_prompt
-    if knobs.train_batch_size % knobs.policy_mini_batch_size:
-        raise ValueError(
-            f"trainer.train_batch_size = {knobs.train_batch_size}: must be a multiple of "
-            f"trainer.policy_mini_batch_size ({knobs.policy_mini_batch_size})"
-        )
-    for key, batch, micro_key, micro in (
-        (
-            "trainer.policy_mini_batch_size",
-            knobs.policy_mini_batch_size,
-            "micro_train_batch_size_per_gpu",
-            knobs.micro_train_batch_size_per_gpu,
-        ),
-        (
-            "trainer.train_batch_size",
-            knobs.train_batch_size,
-            "micro_forward_batch_size_per_gpu",
-            knobs.micro_forward_batch_size_per_gpu,
-        ),
-    ):
-        samples = batch * n
-        if samples % policy_gpus or (samples // policy_gpus) % micro:
-            raise ValueError(
-                f"{key} = {batch}: {batch} x n_samples_per_prompt {n} = {samples} over {policy_gpus} "
-                f"data-parallel GPUs must give a positive multiple of trainer.{micro_key} ({micro}) per GPU"
-            )
+    problem = batch_sizes(knobs).problem()
+    if problem:
+        raise ValueError(f"{problem} (SkyRL's validate_batch_sizes)")
+    if knobs.lora_rank and (problem := lora_target_modules_problem(knobs.lora_target_modules)):
+        raise ValueError(f"trainer.policy.model.lora.target_modules = {knobs.lora_target_modules!r}: {problem}")
+    # SkyRL's engines load the one adapter being trained (SkyRL's lora.max_loras default, 1).
+    memory = engine_memory(
+        gpu_memory_gb=layout.spec.gpu_memory_gib,
+        gpu_memory_utilization=knobs.gpu_memory_utilization,
+        tensor_parallel=knobs.tensor_parallel_size,
+        max_loras=1 if knobs.lora_rank else 0,
+        max_lora_rank=knobs.lora_rank,
+    )
+    problem = max_model_len_problem(
+        knobs.max_model_len, memory, utilization=knobs.gpu_memory_utilization, gpu=gpu_name(layout.group)
+    )
+    if problem:
+        key = "generator.inference_engine.engine_init_kwargs.max_model_len"
+        raise ValueError(f"{key} = {knobs.max_model_len}: {problem}")
     if knobs.max_input_length < knobs.max_prompt_length:
         raise ValueError(
             f"generator.max_input_length = {knobs.max_input_length}: multi-turn needs at least "
@@ -497,6 +619,10 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
         raise ValueError(
             f"train_rows = {training.train_rows}: fewer than one trainer.train_batch_size ({knobs.train_batch_size})"
         )
+
+
+def gpu_name(group: InstanceGroupConfig) -> str:
+    return f"{group.spec.gpu_memory_gib} GB GPU of {group.instance_type}"
 
 
 def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: WorkloadsConfig) -> list[ResolvedRun]:

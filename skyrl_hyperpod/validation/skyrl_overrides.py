@@ -8,19 +8,30 @@ and removed keys. One step cannot run here: the top-level `__post_init__` ends b
 training backends (Python >= 3.12 only) for a runtime tweak (forcing enforce_eager off with LoRA),
 so that import failure alone is tolerated.
 
+SkyRL's batch-size rule (`validate_batch_sizes` in skyrl/train/utils/utils.py) lives in a module
+that imports torch and Ray at the top, so it is not imported: its own source is read from the
+installed package and executed (it needs only `math`). It is the same function, byte for byte, in
+skyrl 0.3.0, skyrl 0.4.0 and SkyRL's main branch (August 2026). skyrl 0.4.0 requires Python >= 3.12,
+this project's tooling runs on 3.11, so 0.3.0 stays the checked version.
+
 Caveat: the training image pins SkyRL at a git commit, not at 0.3.0; a key added after 0.3.0
 would be reported as unknown here.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import math
 from functools import lru_cache
-from importlib import metadata
+from importlib import metadata, util
+from pathlib import Path
 
 CHECK_NAME = "SkyRL override check with SkyRL's config classes"
 SKYRL_VERSION = "0.3.0"
 _BACKENDS_MODULE = "skyrl.backends"
+_BATCH_RULE_MODULE = "skyrl.train.utils.utils"
+_BATCH_RULE_FUNCTION = "validate_batch_sizes"
 
 
 def unavailable_reason() -> str | None:
@@ -30,7 +41,8 @@ def unavailable_reason() -> str | None:
         return f"skyrl=={SKYRL_VERSION} is not installed (pip install --no-deps skyrl=={SKYRL_VERSION} skyrl-gym)"
     try:
         _offline_config_class()
-    except ImportError as exc:
+        skyrl_batch_size_rule()
+    except (ImportError, OSError, ValueError) as exc:
         return f"skyrl {installed} is installed but skyrl.train.config does not import here ({exc})"
     return None
 
@@ -49,6 +61,27 @@ def _offline_config_class():
                     raise
 
     return OfflineSkyRLTrainConfig
+
+
+@lru_cache(maxsize=1)
+def skyrl_batch_size_rule():
+    """SkyRL's own `validate_batch_sizes(cfg)`, compiled from the installed package's source."""
+    from skyrl.train.config import SkyRLTrainConfig
+
+    # Located without importing its package (skyrl.train.utils imports torch in __init__).
+    package = util.find_spec("skyrl.train")
+    if package is None or not package.submodule_search_locations:
+        raise ImportError("skyrl.train is not installed")
+    path = Path(package.submodule_search_locations[0], *_BATCH_RULE_MODULE.split(".")[2:]).with_suffix(".py")
+    source = path.read_text(encoding="utf-8")
+    (function,) = [
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and node.name == _BATCH_RULE_FUNCTION
+    ]
+    namespace: dict = {"math": math, "SkyRLTrainConfig": SkyRLTrainConfig}
+    exec(compile(ast.Module(body=[function], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+    return namespace[_BATCH_RULE_FUNCTION]
 
 
 def _raised_importing_backends(exc: BaseException) -> bool:
@@ -70,8 +103,13 @@ def skyrl_override_problems(overrides: list[str]) -> tuple[list[str], str | None
     if reason is not None:
         return [], reason
     try:
-        _offline_config_class().from_cli_overrides(list(overrides))
+        config = _offline_config_class().from_cli_overrides(list(overrides))
     except Exception as exc:  # SkyRL reports every rule as ValueError/TypeError/omegaconf errors
         message = " ".join(str(exc).split())
         return [f"SkyRL overrides: {type(exc).__name__}: {message}"], None
+    try:
+        skyrl_batch_size_rule()(config)
+    except AssertionError as exc:
+        message = " ".join(str(exc).split())
+        return [f"SkyRL batch sizes ({_BATCH_RULE_FUNCTION}): {message}"], None
     return [], None
