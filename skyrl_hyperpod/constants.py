@@ -5,3 +5,9 @@ from __future__ import annotations
 # Well-known node label the kubelet sets from the EC2 instance type; HyperPod nodes carry their
 # ml.* instance type in it.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+# Ray's default head ports (https://docs.ray.io/en/latest/ray-core/configure.html#ports-configurations):
+# the charts publish them on the head Service, the Studio security group opens the two clients use.
+RAY_GCS_PORT = 6379
+RAY_DASHBOARD_PORT = 8265  # dashboard and job submission API
+RAY_CLIENT_PORT = 10001

@@ -14,6 +14,9 @@ from .components.studio import StudioDomain
 
 # build_platform tags every stack with this key; the Studio role finds the HyperPod cluster by it.
 PROJECT_TAG_KEY = "project"
+# Operator-facing outputs (the charts never read them): `skyrl-hp teardown --plan` names them.
+STUDIO_DOMAIN_ID_OUTPUT = "StudioDomainId"
+STUDIO_HOME_EFS_OUTPUT = "StudioHomeEfsFileSystemId"
 
 
 class StudioStack(cdk.Stack):
@@ -37,5 +40,8 @@ class StudioStack(cdk.Stack):
             eks_cluster_name=config.names.eks_cluster,
             vpc=vpc,
             subnet=hyperpod_subnet,
-            security_group=hyperpod_security_group,
+            cluster_security_group=hyperpod_security_group,
         )
+        # The teardown plan reads these to find what DeleteDomain leaves in the VPC.
+        cdk.CfnOutput(self, STUDIO_DOMAIN_ID_OUTPUT, value=self.studio.domain_id)
+        cdk.CfnOutput(self, STUDIO_HOME_EFS_OUTPUT, value=self.studio.home_efs_file_system_id)

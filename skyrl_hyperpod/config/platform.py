@@ -307,6 +307,13 @@ class FsxConfig(StrictModel):
     )
     data_compression: Literal["NONE", "LZ4"] = "LZ4"
     lustre_version: Literal["2.15"] = "2.15"
+    automatic_backup_retention_days: int = Field(
+        default=7,
+        ge=0,
+        le=90,
+        description="Days FSx keeps its daily automatic backups (0 turns them off). They are deleted with the "
+        "file system; `cdk destroy` keeps a final backup either way.",
+    )
 
     @field_validator("storage_capacity_gib")
     @classmethod
