@@ -13,8 +13,13 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.outputs import OutputKey
 
+from .components.alerts import HyperPodFailureAlerts
 from .components.hyperpod_cluster import HyperPodCluster, HyperPodExecutionRole
 from .components.lifecycle import LifecycleScripts
+
+
+# Operator-facing (the charts never read it), so not part of skyrl_hyperpod.outputs.OutputKey.
+ALERTS_TOPIC_OUTPUT = "AlertsTopicArn"
 
 
 class HyperPodStack(cdk.Stack):
@@ -58,6 +63,16 @@ class HyperPodStack(cdk.Stack):
             lifecycle_scripts=self.lifecycle_scripts,
         )
 
+        self.alerts = HyperPodFailureAlerts(
+            self, "FailureAlerts", cluster_name=cluster_name, email_addresses=config.alerts.email_addresses
+        )
+
         cdk.CfnOutput(self, OutputKey.HYPERPOD_CLUSTER_NAME.value, value=cluster_name)
+        cdk.CfnOutput(
+            self,
+            ALERTS_TOPIC_OUTPUT,
+            value=self.alerts.topic.topic_arn,
+            description="SNS topic of HyperPod failure events: subscribe with aws sns subscribe",
+        )
         cdk.CfnOutput(self, OutputKey.HYPERPOD_CLUSTER_ARN.value, value=self.hyperpod_cluster.cluster_arn)
         cdk.CfnOutput(self, OutputKey.HYPERPOD_EXECUTION_ROLE_ARN.value, value=self.execution_role.role_arn)

@@ -18,7 +18,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from skyrl_hyperpod.config import ProjectConfig, load_config, validate_config
+from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.hyperpod_cluster import INSTANCE_ROLE_MANAGED_POLICY
 from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
@@ -385,3 +385,42 @@ def test_platform_hyperpod_stack_reads_scripts_from_the_storage_stack_bucket(tem
     # A cross-stack reference to the storage stack's (sagemaker-*) lifecycle bucket, never a literal.
     assert default_config.names.stack("storage") in rendered or "Fn::ImportValue" in rendered
     assert f"/lifecycle-scripts/{default_config.names.hyperpod_cluster}" in rendered
+
+
+# --- failure alerts ----------------------------------------------------------------------------------------
+
+
+def test_hyperpod_error_events_of_this_cluster_reach_an_encrypted_topic(default_config):
+    config = validate_config({"alerts": {"email_addresses": ["ops@example.com", "ml-oncall@example.com"]}})
+    template = hyperpod_template(config)
+    (rule,) = template.find_resources("AWS::Events::Rule").values()
+    # The event HyperPod documents for failures, for this cluster only.
+    assert rule["Properties"]["EventPattern"] == {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker HyperPod Cluster Event"],
+        "detail": {"EventDetails": {"ClusterName": [config.names.hyperpod_cluster], "EventLevel": ["Error"]}},
+    }
+    (topic_id, topic), = template.find_resources("AWS::SNS::Topic").items()
+    assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [{"Ref": topic_id}]
+    (key_id, key), = template.find_resources("AWS::KMS::Key").items()
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    # EventBridge may use the key (it cannot use the AWS-managed SNS key), and publish to the topic.
+    assert any(
+        statement.get("Principal") == {"Service": "events.amazonaws.com"} and "kms:GenerateDataKey*" in statement["Action"]
+        for statement in key["Properties"]["KeyPolicy"]["Statement"]
+    )
+    subscriptions = template.find_resources("AWS::SNS::Subscription").values()
+    assert sorted(s["Properties"]["Endpoint"] for s in subscriptions) == sorted(config.alerts.email_addresses)
+    assert all(s["Properties"]["Protocol"] == "email" for s in subscriptions)
+    assert "AlertsTopicArn" in template.find_outputs("*")
+    # Without addresses the topic still exists, for subscriptions made later.
+    default = hyperpod_template(default_config)
+    default.resource_count_is("AWS::SNS::Subscription", 0)
+    default.resource_count_is("AWS::SNS::Topic", 1)
+
+
+@pytest.mark.parametrize("addresses", [["not-an-address"], ["ops@example.com", "ops@example.com"]])
+def test_alert_addresses_are_validated(addresses):
+    with pytest.raises(ConfigError) as error:
+        validate_config({"alerts": {"email_addresses": addresses}})
+    assert "alerts.email_addresses" in str(error.value.problems)
