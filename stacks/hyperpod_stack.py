@@ -11,15 +11,11 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.outputs import OperatorOutputKey, OutputKey
 
 from .components.alerts import HyperPodFailureAlerts
 from .components.hyperpod_cluster import HyperPodCluster, HyperPodExecutionRole
 from .components.lifecycle import LifecycleScripts
-
-
-# Operator-facing (the charts never read it), so not part of skyrl_hyperpod.outputs.OutputKey.
-ALERTS_TOPIC_OUTPUT = "AlertsTopicArn"
 
 
 class HyperPodStack(cdk.Stack):
@@ -70,7 +66,7 @@ class HyperPodStack(cdk.Stack):
         cdk.CfnOutput(self, OutputKey.HYPERPOD_CLUSTER_NAME.value, value=cluster_name)
         cdk.CfnOutput(
             self,
-            ALERTS_TOPIC_OUTPUT,
+            OperatorOutputKey.ALERTS_TOPIC_ARN.value,
             value=self.alerts.topic.topic_arn,
             description="SNS topic of HyperPod failure events: subscribe with aws sns subscribe",
         )

@@ -9,14 +9,12 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.outputs import OperatorOutputKey
 
 from .components.studio import StudioDomain
 
 # build_platform tags every stack with this key; the Studio role finds the HyperPod cluster by it.
 PROJECT_TAG_KEY = "project"
-# Operator-facing outputs (the charts never read them): `skyrl-hp teardown --plan` names them.
-STUDIO_DOMAIN_ID_OUTPUT = "StudioDomainId"
-STUDIO_HOME_EFS_OUTPUT = "StudioHomeEfsFileSystemId"
 
 
 class StudioStack(cdk.Stack):
@@ -43,5 +41,5 @@ class StudioStack(cdk.Stack):
             cluster_security_group=hyperpod_security_group,
         )
         # The teardown plan reads these to find what DeleteDomain leaves in the VPC.
-        cdk.CfnOutput(self, STUDIO_DOMAIN_ID_OUTPUT, value=self.studio.domain_id)
-        cdk.CfnOutput(self, STUDIO_HOME_EFS_OUTPUT, value=self.studio.home_efs_file_system_id)
+        cdk.CfnOutput(self, OperatorOutputKey.STUDIO_DOMAIN_ID.value, value=self.studio.domain_id)
+        cdk.CfnOutput(self, OperatorOutputKey.STUDIO_HOME_EFS_ID.value, value=self.studio.home_efs_file_system_id)

@@ -52,14 +52,17 @@ def test_create_and_update_call_nothing_and_name_the_file_system(handler, fsx, r
 
 def test_delete_starts_a_tagged_backup_of_the_physical_file_system(handler, fsx):
     client, stubber = fsx
-    stubber.add_response("describe_file_systems", {"FileSystems": [{"FileSystemId": OLD_FILE_SYSTEM}]},
+    fs_tags = [{"Key": "project", "Value": "skyrl-hp"}, {"Key": "aws:cloudformation:stack-name", "Value": "s"}]
+    stubber.add_response("describe_file_systems",
+                         {"FileSystems": [{"FileSystemId": OLD_FILE_SYSTEM, "Tags": fs_tags}]},
                          {"FileSystemIds": [OLD_FILE_SYSTEM]})
     stubber.add_response(
         "create_backup",
         {"Backup": {"BackupId": BACKUP, "Lifecycle": "CREATING", "Type": "USER_INITIATED", "CreationTime": 0,
                     "FileSystem": {"FileSystemId": OLD_FILE_SYSTEM}}},
+        # The project tag is copied (it finds the backup later); AWS-reserved tags cannot be set.
         {"FileSystemId": OLD_FILE_SYSTEM, "ClientRequestToken": REQUEST_ID,
-         "Tags": [{"Key": handler.FINAL_BACKUP_TAG, "Value": OLD_FILE_SYSTEM}]},
+         "Tags": [{"Key": "project", "Value": "skyrl-hp"}, {"Key": handler.FINAL_BACKUP_TAG, "Value": OLD_FILE_SYSTEM}]},
     )  # fmt: skip
     stubber.activate()
     answer = handler.on_event(event("Delete", OLD_FILE_SYSTEM), fsx=client)

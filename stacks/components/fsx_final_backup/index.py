@@ -18,7 +18,8 @@ from typing import Any
 
 # FSx accepts at most 63 characters of idempotency token; a CloudFormation RequestId is a UUID.
 _TOKEN_LENGTH = 63
-FINAL_BACKUP_TAG = "skyrl-hp:final-backup-of"
+FINAL_BACKUP_TAG = "final-backup-of"
+_MAX_TAGS = 50
 
 
 def _fsx() -> Any:
@@ -36,13 +37,16 @@ def on_event(event: dict[str, Any], context: Any = None, fsx: Any = None) -> dic
     target = event["PhysicalResourceId"]
     fsx = fsx or _fsx()
     try:
-        fsx.describe_file_systems(FileSystemIds=[target])
+        (file_system,) = fsx.describe_file_systems(FileSystemIds=[target])["FileSystems"]
     except fsx.exceptions.FileSystemNotFound:
         return {"PhysicalResourceId": target, "Data": {"BackupId": ""}}
+    # The file system's own tags (the project tag finds the backup later) plus a marker; `aws:` tags are
+    # reserved for AWS and cannot be set.
+    tags = [tag for tag in file_system.get("Tags", []) if not tag["Key"].startswith("aws:")]
     backup = fsx.create_backup(
         FileSystemId=target,
         ClientRequestToken=event["RequestId"][:_TOKEN_LENGTH],
-        Tags=[{"Key": FINAL_BACKUP_TAG, "Value": target}],
+        Tags=[*tags, {"Key": FINAL_BACKUP_TAG, "Value": target}][:_MAX_TAGS],
     )["Backup"]
     print(f"final backup {backup['BackupId']} of {target} started")
     return {"PhysicalResourceId": target, "Data": {"BackupId": backup["BackupId"]}}
