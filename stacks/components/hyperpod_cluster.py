@@ -35,10 +35,10 @@ class HyperPodExecutionRole(Construct):
     ENIs in the HyperPod subnet), pull images from ECR and host the EKS Pod Identity agent. Every
     action on an existing ENI is limited to ENIs of the platform VPC.
 
-    Instance metadata: HyperPod's CreateCluster API has no metadata options (no IMDSv2 hop limit) for
-    cluster instances, which run in a SageMaker service account, so this project cannot set a hop
-    limit of 1; pods reach the node role only if they can reach IMDS (the README says how to block it
-    with a NetworkPolicy).
+    Instance metadata: HyperPod's cluster API (`ClusterInstanceGroupSpecification`) has no metadata
+    options, and the instances run in a SageMaker service account, so this project cannot set an IMDS
+    hop limit of 1. Pods on the pod network reach IMDS (and so this role's ENI permissions, now
+    limited to the platform VPC) unless a NetworkPolicy denies 169.254.169.254.
     """
 
     def __init__(
