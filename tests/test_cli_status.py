@@ -37,7 +37,8 @@ def run_status(stub_aws, config, *, groups, nodes, cluster_status="InService", p
     name = config.names.hyperpod_cluster
     described = {
         "ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdefghijkl", "ClusterName": name,
-        "ClusterStatus": cluster_status, "InstanceGroups": groups, "VpcConfig": {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]},
+        "ClusterStatus": cluster_status, "InstanceGroups": groups,
+        "VpcConfig": {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]},
     } | ({"FailureMessage": failure} if failure else {})  # fmt: skip
     stubber.add_response("describe_cluster", described, {"ClusterName": name})
     size = -(-len(nodes) // pages) if nodes else 1
@@ -98,13 +99,14 @@ def test_zero_nodes_behind_a_green_deploy_fails(stub_aws, default_config):
 def test_drift_missing_and_unknown_groups_and_cluster_state_are_reported(stub_aws, default_config):
     head, workers = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
     stray = {"InstanceGroupName": "manual", "InstanceType": "ml.m5.xlarge", "TargetCount": 1, "CurrentCount": 1}
-    result = run_status(stub_aws, default_config, groups=[live_group(head, target=head.instance_count + 1), stray],
-                        nodes=[node(head, i) for i in range(head.instance_count)], cluster_status="Updating")  # fmt: skip
+    groups = [live_group(head, target=head.instance_count + 1), stray]
+    nodes = [node(head, i) for i in range(head.instance_count)]
+    result = run_status(stub_aws, default_config, groups=groups, nodes=nodes, cluster_status="Updating")
     assert result.exit_code == 1
     assert fail_lines(result) == [
         f"FAIL cluster {default_config.names.hyperpod_cluster} is Updating, not InService",
-        f"FAIL group {head.name}: live target {head.instance_count + 1} differs from the config's {head.instance_count} "
-        "(a deploy is pending, or the cluster was changed outside CloudFormation)",
+        f"FAIL group {head.name}: live target {head.instance_count + 1} differs from the config's "
+        f"{head.instance_count} (a deploy is pending, or the cluster was changed outside CloudFormation)",
         f"FAIL group {workers.name}: missing from the live cluster (config wants {workers.instance_count} nodes)",
         "FAIL group manual: in the live cluster but not in the config",
     ]

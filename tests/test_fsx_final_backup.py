@@ -62,7 +62,8 @@ def test_delete_starts_a_tagged_backup_of_the_physical_file_system(handler, fsx)
                     "FileSystem": {"FileSystemId": OLD_FILE_SYSTEM}}},
         # The project tag is copied (it finds the backup later); AWS-reserved tags cannot be set.
         {"FileSystemId": OLD_FILE_SYSTEM, "ClientRequestToken": REQUEST_ID,
-         "Tags": [{"Key": "project", "Value": "skyrl-hp"}, {"Key": handler.FINAL_BACKUP_TAG, "Value": OLD_FILE_SYSTEM}]},
+         "Tags": [{"Key": "project", "Value": "skyrl-hp"},
+                  {"Key": handler.FINAL_BACKUP_TAG, "Value": OLD_FILE_SYSTEM}]},
     )  # fmt: skip
     stubber.activate()
     answer = handler.on_event(event("Delete", OLD_FILE_SYSTEM), fsx=client)

@@ -406,7 +406,8 @@ def test_hyperpod_error_events_of_this_cluster_reach_an_encrypted_topic(default_
     assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     # EventBridge may use the key (it cannot use the AWS-managed SNS key), and publish to the topic.
     assert any(
-        statement.get("Principal") == {"Service": "events.amazonaws.com"} and "kms:GenerateDataKey*" in statement["Action"]
+        statement.get("Principal") == {"Service": "events.amazonaws.com"}
+        and "kms:GenerateDataKey*" in statement["Action"]
         for statement in key["Properties"]["KeyPolicy"]["Statement"]
     )
     subscriptions = template.find_resources("AWS::SNS::Subscription").values()

@@ -245,7 +245,8 @@ def test_studio_security_group_opens_only_what_studio_needs():
         for rule in template.find_resources(f"AWS::EC2::SecurityGroup{kind}").values():
             props = rule["Properties"]
             peer = props.get("SourceSecurityGroupId") or props.get("DestinationSecurityGroupId")
-            found.add((json.dumps(props["GroupId"]), json.dumps(peer), props["IpProtocol"], props["FromPort"], props["ToPort"]))
+            group = json.dumps(props["GroupId"])
+            found.add((group, json.dumps(peer), props["IpProtocol"], props["FromPort"], props["ToPort"]))
         return found
 
     s, h = json.dumps(studio), json.dumps(hyperpod)

@@ -11,6 +11,7 @@ from conftest import cfn_lint_errors
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, StackOutputs
+from stacks.components.storage import FINAL_BACKUP_RESOURCE_TYPE
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 
@@ -102,7 +103,8 @@ def referenced_resources(value, stack: str, templates: dict[str, dict]) -> set[t
         if "Fn::GetStackOutput" in value:
             ref = value["Fn::GetStackOutput"]
             producer = ref["StackName"]
-            found |= referenced_resources(templates[producer]["Outputs"][ref["OutputName"]]["Value"], producer, templates)
+            output = templates[producer]["Outputs"][ref["OutputName"]]
+            found |= referenced_resources(output["Value"], producer, templates)
         if "Fn::ImportValue" in value:
             for producer, template in templates.items():
                 for output in template.get("Outputs", {}).values():
@@ -121,7 +123,8 @@ def retained_resources_in_deleted_networks(templates: dict[str, dict]) -> list[s
         for logical_id, resource in template["Resources"].items():
             if resource.get("DeletionPolicy") not in RETAINING_POLICIES:
                 continue
-            for target_stack, target_id in sorted(referenced_resources(resource.get("Properties", {}), stack, templates)):
+            targets = referenced_resources(resource.get("Properties", {}), stack, templates)
+            for target_stack, target_id in sorted(targets):
                 target = templates[target_stack]["Resources"][target_id]
                 if target["Type"] in NETWORK_PLACEMENTS and target.get("DeletionPolicy") not in RETAINING_POLICIES:
                     problems.append(
@@ -135,6 +138,12 @@ def test_no_retained_resource_sits_in_a_subnet_or_group_the_destroy_deletes(temp
     assert retained_resources_in_deleted_networks(templates) == []
     with_studio = assembly_for({"studio": {"enabled": True}})
     assert retained_resources_in_deleted_networks({s.stack_name: s.template for s in with_studio.stacks}) == []
+
+
+def test_optional_stacks_pass_cfn_lint(assembly_for):
+    # Studio (its own security group, rules into the HyperPod group) and alert subscriptions are off by default.
+    variant = assembly_for({"studio": {"enabled": True}, "alerts": {"email_addresses": ["ops@example.com"]}})
+    assert [f"{s.stack_name}: {e}" for s in variant.stacks for e in cfn_lint_errors(s.template)] == []
 
 
 def test_the_teardown_check_finds_a_retained_file_system_in_a_deleted_group(templates, default_config):
@@ -161,5 +170,5 @@ def test_stateful_data_outlives_the_stacks(templates):
                 assert resource.get("DeletionPolicy") == "Retain", f"{stack_name}/{logical_id} is not retained"
                 assert resource.get("UpdateReplacePolicy") == "Retain", f"{stack_name}/{logical_id}"
             if resource["Type"] == "AWS::FSx::FileSystem":
-                assert any(r["Type"] == "Custom::FsxFinalBackup" for r in template["Resources"].values())
+                assert any(r["Type"] == FINAL_BACKUP_RESOURCE_TYPE for r in template["Resources"].values())
     assert found >= 7  # 3 buckets, 3 bucket policies, the ECR repository

@@ -1,4 +1,4 @@
-"""`skyrl-hp`: operator commands around `cdk deploy` (cost, preflight, review, outputs)."""
+"""`skyrl-hp`: operator commands around `cdk deploy` (cost, preflight, review, outputs, status, teardown)."""
 
 from __future__ import annotations
 
@@ -186,7 +186,8 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     if not chosen:
-        fail(["status error: no region: set env.region in the config, pass --region or export AWS_REGION"], EXIT_BAD_INPUT)
+        fail(["status error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+             EXIT_BAD_INPUT)
     try:
         with aws_errors("status error: SageMaker"):
             report = status_module.fetch_status(config, clients("sagemaker", chosen))

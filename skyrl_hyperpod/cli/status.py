@@ -47,7 +47,9 @@ class GroupStatus:
                 "(a deploy is pending, or the cluster was changed outside CloudFormation)"
             )
         if self.running < self.configured:
-            waiting = ", ".join(f"{count} {status}" for status, count in sorted(self.nodes.items()) if status != RUNNING)
+            waiting = ", ".join(
+                f"{count} {status}" for status, count in sorted(self.nodes.items()) if status != RUNNING
+            )
             why = f" ({waiting})" if waiting else ""
             found.append(f"group {self.name}: {self.running} of {self.configured} nodes running{why}")
         found += [f"group {self.name}: node failure: {message}" for message in self.failure_messages]

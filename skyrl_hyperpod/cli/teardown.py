@@ -62,7 +62,8 @@ def plan(config: ProjectConfig) -> list[Step]:
                     f"DOMAIN_ID=$({_output(studio, OperatorOutputKey.STUDIO_DOMAIN_ID.value)})",
                     f"HOME_EFS=$({_output(studio, OperatorOutputKey.STUDIO_HOME_EFS_ID.value)})",
                     "aws sagemaker list-apps --domain-id-equals $DOMAIN_ID  # aws sagemaker delete-app ... for each",
-                    "aws sagemaker list-spaces --domain-id-equals $DOMAIN_ID  # aws sagemaker delete-space ... for each",
+                    "aws sagemaker list-spaces --domain-id-equals $DOMAIN_ID"
+                    "  # aws sagemaker delete-space ... for each",
                     "aws sagemaker list-user-profiles --domain-id-equals $DOMAIN_ID"
                     "  # aws sagemaker delete-user-profile ... for each",
                 ),
