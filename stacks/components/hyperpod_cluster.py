@@ -84,7 +84,8 @@ class HyperPodExecutionRole(Construct):
                 # account's VPC. Attaching, detaching and modifying an ENI is authorized against the
                 # ENI and against that instance (and a security group when groups change). Each
                 # resource is allowed by its own statement, so the ENI side can carry the VPC
-                # condition (`ec2:Vpc` is a condition key of the network-interface resource type)
+                # condition (`ec2:Vpc` is a condition key of the network-interface resource type:
+                # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html)
                 # without depending on which keys an instance in another account carries.
                 iam.PolicyStatement(
                     sid="CniAttachInterfacesOfThisVpc",
