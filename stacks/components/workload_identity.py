@@ -82,8 +82,9 @@ class WorkloadIdentities(Construct):
         super().__init__(scope, construct_id)
         prefix = workloads.adapters_prefix
         objects = adapters_object_arn(artifacts_bucket, prefix)
-        # ListBucket is limited to keys under the prefix; Ray Serve LLM lists it to find adapters.
-        # Both values end at the delimiter: a bare `adapters` would also list `adapters-old/...`.
+        # ListBucket is limited to keys under the prefix; Ray Serve LLM lists it to find adapters, always
+        # with a trailing slash (ray-project/ray: python/ray/llm/_internal/common/utils/cloud_filesystem,
+        # `list_subfolders`). Both values end at the delimiter: a bare `adapters` would also list `adapters-old/...`.
         list_prefix = iam.PolicyStatement(
             actions=["s3:ListBucket"],
             resources=[artifacts_bucket.bucket_arn],
