@@ -38,6 +38,14 @@ class OutputKey(str, Enum):
     TRAINING_IMAGE_URI = "TrainingImageUri"
 
 
+class OperatorOutputKey(str, Enum):
+    """Outputs for operators and `skyrl-hp` commands; the charts never read them (optional stacks emit some)."""
+
+    ALERTS_TOPIC_ARN = "AlertsTopicArn"
+    STUDIO_DOMAIN_ID = "StudioDomainId"
+    STUDIO_HOME_EFS_ID = "StudioHomeEfsFileSystemId"
+
+
 PLACEHOLDER_ACCOUNT = "111111111111"
 PLACEHOLDER_REGION = "us-west-2"
 

@@ -11,8 +11,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.outputs import OperatorOutputKey, OutputKey
 
+from .components.alerts import HyperPodFailureAlerts
 from .components.hyperpod_cluster import HyperPodCluster, HyperPodExecutionRole
 from .components.lifecycle import LifecycleScripts
 
@@ -25,6 +26,7 @@ class HyperPodStack(cdk.Stack):
         *,
         config: ProjectConfig,
         eks_cluster: eks.ICluster,
+        vpc: ec2.IVpc,
         hyperpod_subnet: ec2.ISubnet,
         hyperpod_security_group: ec2.ISecurityGroup,
         lifecycle_bucket: s3.IBucket,
@@ -40,6 +42,7 @@ class HyperPodStack(cdk.Stack):
             self,
             "ExecutionRole",
             eks_cluster=eks_cluster,
+            vpc=vpc,
             subnet=hyperpod_subnet,
             security_group=hyperpod_security_group,
             lifecycle_bucket=lifecycle_bucket,
@@ -56,6 +59,16 @@ class HyperPodStack(cdk.Stack):
             lifecycle_scripts=self.lifecycle_scripts,
         )
 
+        self.alerts = HyperPodFailureAlerts(
+            self, "FailureAlerts", cluster_name=cluster_name, email_addresses=config.alerts.email_addresses
+        )
+
         cdk.CfnOutput(self, OutputKey.HYPERPOD_CLUSTER_NAME.value, value=cluster_name)
+        cdk.CfnOutput(
+            self,
+            OperatorOutputKey.ALERTS_TOPIC_ARN.value,
+            value=self.alerts.topic.topic_arn,
+            description="SNS topic of HyperPod failure events: subscribe with aws sns subscribe",
+        )
         cdk.CfnOutput(self, OutputKey.HYPERPOD_CLUSTER_ARN.value, value=self.hyperpod_cluster.cluster_arn)
         cdk.CfnOutput(self, OutputKey.HYPERPOD_EXECUTION_ROLE_ARN.value, value=self.execution_role.role_arn)

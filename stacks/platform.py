@@ -68,6 +68,7 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
         env=env,
         config=config,
         eks_cluster=eks.cluster,
+        vpc=network.vpc,
         hyperpod_subnet=network.hyperpod_subnet,
         hyperpod_security_group=network.hyperpod_security_group,
         lifecycle_bucket=storage.lifecycle_bucket,

@@ -21,7 +21,10 @@ class RegistryStack(cdk.Stack):
         description = f"{config.name_prefix}: ECR repository of the training image"
         super().__init__(scope, construct_id, description=description, **kwargs)
         self.repository: ecr.IRepository = TrainingImageRepository(
-            self, "TrainingImage", repository_name=config.names.ecr_repository
+            self,
+            "TrainingImage",
+            repository_name=config.names.ecr_repository,
+            running_tag=config.training_image.tag,
         ).repository
         # Consumers derive the URI with Fn::Split on the ARN; cfn-lint rejects a weak Fn::GetStackOutput
         # there (E1022/E6101) but accepts Fn::ImportValue. The repository keeps a fixed name and is

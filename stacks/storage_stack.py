@@ -1,4 +1,7 @@
-"""Storage stack: FSx for Lustre, the lifecycle-scripts bucket and the artifacts bucket (all retained)."""
+"""Storage stack: FSx for Lustre (deleted after a final backup) and the retained S3 buckets.
+
+components/storage.py explains why.
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.outputs import OperatorOutputKey
 
 from .components.studio import StudioDomain
 
@@ -37,5 +38,8 @@ class StudioStack(cdk.Stack):
             eks_cluster_name=config.names.eks_cluster,
             vpc=vpc,
             subnet=hyperpod_subnet,
-            security_group=hyperpod_security_group,
+            cluster_security_group=hyperpod_security_group,
         )
+        # The teardown plan reads these to find what DeleteDomain leaves in the VPC.
+        cdk.CfnOutput(self, OperatorOutputKey.STUDIO_DOMAIN_ID.value, value=self.studio.domain_id)
+        cdk.CfnOutput(self, OperatorOutputKey.STUDIO_HOME_EFS_ID.value, value=self.studio.home_efs_file_system_id)

@@ -7,6 +7,7 @@ build_platform.
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
 import re
@@ -367,7 +368,13 @@ def test_workload_roles_are_scoped_to_the_adapters_prefix(fixture, request):
             resource = json.dumps(statement["Resource"])
             assert "Artifacts" in resource  # the artifacts bucket, nothing else
             if statement["Action"] == "s3:ListBucket":
-                assert statement["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}
+                # Ends at the delimiter: `adapters` alone would also list `adapters-old/...`.
+                assert statement["Condition"] == {"StringLike": {"s3:prefix": [f"{prefix}/", f"{prefix}/*"]}}
+                assert not any(
+                    fnmatch.fnmatchcase(f"{prefix}-old/{tail}", pattern)
+                    for pattern in statement["Condition"]["StringLike"]["s3:prefix"]
+                    for tail in ("", "adapter/")
+                )
             else:
                 assert statement["Resource"]["Fn::Join"][1][-1] == f"/{prefix}/*"
 

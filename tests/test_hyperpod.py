@@ -18,7 +18,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from skyrl_hyperpod.config import ProjectConfig, load_config, validate_config
+from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.hyperpod_cluster import INSTANCE_ROLE_MANAGED_POLICY
 from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
@@ -29,6 +29,8 @@ ENV = cdk.Environment(account="111111111111", region="us-west-2")
 LIFECYCLE_BUCKET = "sagemaker-skyrl-hp-lifecycle-111111111111-us-west-2"
 SUBNET_ID = "subnet-0123456789abcdef0"
 SECURITY_GROUP_ID = "sg-0123456789abcdef0"
+VPC_ID = "vpc-0123456789abcdef0"
+VPC_ARN = f"arn:aws:ec2:us-west-2:111111111111:vpc/{VPC_ID}"
 
 
 def _app(outdir: Path | None = None) -> cdk.App:
@@ -49,6 +51,10 @@ def imported_subnet(scope: cdk.Stack) -> ec2.ISubnet:
     )
 
 
+def imported_vpc(scope: cdk.Stack) -> ec2.IVpc:
+    return ec2.Vpc.from_vpc_attributes(scope, "Vpc", vpc_id=VPC_ID, availability_zones=["us-west-2b"])
+
+
 def build_hyperpod_stack(config: ProjectConfig, app: cdk.App | None = None) -> HyperPodStack:
     """The HyperPod stack wired to imported stand-ins of the network, storage and EKS stacks."""
     app = app or _app()
@@ -59,6 +65,7 @@ def build_hyperpod_stack(config: ProjectConfig, app: cdk.App | None = None) -> H
         env=ENV,
         config=config,
         eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
+        vpc=imported_vpc(deps),
         hyperpod_subnet=imported_subnet(deps),
         hyperpod_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", SECURITY_GROUP_ID),
         lifecycle_bucket=s3.Bucket.from_bucket_name(deps, "Lifecycle", LIFECYCLE_BUCKET),
@@ -202,8 +209,10 @@ def test_execution_role_extra_permissions_are_scoped(default_template, default_c
     statements = _execution_role_statements(default_template)
     assert set(statements) == {
         "CniCreateInterfacesInHyperPodSubnet",
-        "CniManageOwnInterfaces",
+        "CniManageInterfacesOfThisVpc",
+        "CniAttachInterfacesOfThisVpc",
         "CniAttachToHyperPodInstances",
+        "CniDeleteAttachPermissions",
         "CniTagInterfaces",
         "CniDescribe",
         "PullContainerImages",
@@ -216,16 +225,32 @@ def test_execution_role_extra_permissions_are_scoped(default_template, default_c
     assert statements["PodIdentityAgent"]["Resource"] == (
         f"arn:aws:eks:us-west-2:111111111111:cluster/{default_config.names.eks_cluster}"
     )
-    # ENIs the CNI creates belong to this account: managing their addresses stays on this account's ENIs.
-    assert statements["CniManageOwnInterfaces"]["Resource"] == "arn:aws:ec2:us-west-2:111111111111:network-interface/*"
-    # HyperPod instances belong to a SageMaker service account: nothing may pin an instance ARN to ours.
+    this_vpc = {"StringEquals": {"ec2:Vpc": VPC_ARN}}
+    own_enis = "arn:aws:ec2:us-west-2:111111111111:network-interface/*"
+    # Every action on an existing ENI is limited to ENIs of the platform VPC.
+    for sid in ("CniManageInterfacesOfThisVpc", "CniAttachInterfacesOfThisVpc"):
+        assert statements[sid]["Resource"] == own_enis
+        assert statements[sid]["Condition"] == this_vpc
+    attach_actions = set(statements["CniAttachInterfacesOfThisVpc"]["Action"])
+    assert attach_actions == {
+        "ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"
+    }  # fmt: skip
+    # The same calls are authorized against the instance, in SageMaker's account (never ours), and
+    # against the HyperPod security group only; no statement lets them touch an ENI without the condition.
+    instances = statements["CniAttachToHyperPodInstances"]
+    assert set(instances["Action"]) == attach_actions
+    assert sorted(instances["Resource"]) == sorted([
+        "arn:aws:ec2:us-west-2:*:instance/*", f"arn:aws:ec2:us-west-2:111111111111:security-group/{SECURITY_GROUP_ID}"
+    ])  # fmt: skip
     rendered = json.dumps(statements)
     assert ":111111111111:instance/" not in rendered
-    attach = statements["CniAttachToHyperPodInstances"]
-    assert attach["Resource"] == "*"
-    assert attach["Condition"] == {"StringEquals": {"aws:RequestedRegion": "us-west-2"}}
-    assert {"ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"} <= set(attach["Action"])
-    assert not any(action.startswith(("ec2:Create", "ec2:Assign")) for action in attach["Action"])
+    for sid, statement in statements.items():
+        touches_enis = set(statement["Action"]) & (attach_actions | {"ec2:DeleteNetworkInterface"})
+        if touches_enis and sid != "CniAttachToHyperPodInstances":
+            assert statement.get("Condition") == this_vpc, sid
+    delete_permission = statements["CniDeleteAttachPermissions"]
+    assert (delete_permission["Action"], delete_permission["Resource"]) == ("ec2:DeleteNetworkInterfacePermission", "*")
+    assert delete_permission["Condition"] == {"StringEquals": {"aws:RequestedRegion": "us-west-2"}}
     # Only list-style actions that have no resource-level permissions run on "*" unconditionally.
     for sid in ("CniDescribe", "PullContainerImages"):
         assert statements[sid]["Resource"] == "*"
@@ -248,6 +273,7 @@ def test_kms_encrypted_lifecycle_bucket_gets_decrypt_before_the_cluster(default_
         env=ENV,
         config=default_config,
         eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name="c"),
+        vpc=imported_vpc(deps),
         hyperpod_subnet=imported_subnet(deps),
         hyperpod_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", SECURITY_GROUP_ID),
         lifecycle_bucket=bucket,
@@ -337,6 +363,7 @@ def test_stack_passes_cdk_nag_and_cfn_lint_with_cross_stack_references(tmp_path)
         config.names.stack("hyperpod"),
         config=config,
         eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
+        vpc=vpc,
         hyperpod_subnet=vpc.isolated_subnets[0],
         hyperpod_security_group=security_group,
         lifecycle_bucket=bucket,
@@ -358,3 +385,43 @@ def test_platform_hyperpod_stack_reads_scripts_from_the_storage_stack_bucket(tem
     # A cross-stack reference to the storage stack's (sagemaker-*) lifecycle bucket, never a literal.
     assert default_config.names.stack("storage") in rendered or "Fn::ImportValue" in rendered
     assert f"/lifecycle-scripts/{default_config.names.hyperpod_cluster}" in rendered
+
+
+# --- failure alerts ----------------------------------------------------------------------------------------
+
+
+def test_hyperpod_error_events_of_this_cluster_reach_an_encrypted_topic(default_config):
+    config = validate_config({"alerts": {"email_addresses": ["ops@example.com", "ml-oncall@example.com"]}})
+    template = hyperpod_template(config)
+    (rule,) = template.find_resources("AWS::Events::Rule").values()
+    # The event HyperPod documents for failures, for this cluster only.
+    assert rule["Properties"]["EventPattern"] == {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker HyperPod Cluster Event"],
+        "detail": {"EventDetails": {"ClusterName": [config.names.hyperpod_cluster], "EventLevel": ["Error"]}},
+    }
+    (topic_id, topic), = template.find_resources("AWS::SNS::Topic").items()
+    assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [{"Ref": topic_id}]
+    (key_id, key), = template.find_resources("AWS::KMS::Key").items()
+    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    # EventBridge may use the key (it cannot use the AWS-managed SNS key), and publish to the topic.
+    assert any(
+        statement.get("Principal") == {"Service": "events.amazonaws.com"}
+        and "kms:GenerateDataKey*" in statement["Action"]
+        for statement in key["Properties"]["KeyPolicy"]["Statement"]
+    )
+    subscriptions = template.find_resources("AWS::SNS::Subscription").values()
+    assert sorted(s["Properties"]["Endpoint"] for s in subscriptions) == sorted(config.alerts.email_addresses)
+    assert all(s["Properties"]["Protocol"] == "email" for s in subscriptions)
+    assert "AlertsTopicArn" in template.find_outputs("*")
+    # Without addresses the topic still exists, for subscriptions made later.
+    default = hyperpod_template(default_config)
+    default.resource_count_is("AWS::SNS::Subscription", 0)
+    default.resource_count_is("AWS::SNS::Topic", 1)
+
+
+@pytest.mark.parametrize("addresses", [["not-an-address"], ["ops@example.com", "ops@example.com"]])
+def test_alert_addresses_are_validated(addresses):
+    with pytest.raises(ConfigError) as error:
+        validate_config({"alerts": {"email_addresses": addresses}})
+    assert "alerts.email_addresses" in str(error.value.problems)

@@ -262,7 +262,10 @@ def test_studio_domain_when_enabled():
     assert properties["AppNetworkAccessType"] == "VpcOnly"
     assert properties["VpcId"] == "vpc-0123456789abcdef0"
     assert properties["SubnetIds"] == ["subnet-0123456789abcdef0"]
-    assert properties["DefaultUserSettings"]["SecurityGroups"] == ["sg-0123456789abcdef0"]
+    # Studio has its own group, never the HyperPod one (self-referencing, all traffic).
+    (group_id,) = template.find_resources("AWS::EC2::SecurityGroup")
+    assert properties["DefaultUserSettings"]["SecurityGroups"] == [{"Fn::GetAtt": [group_id, "GroupId"]}]
+    assert domain["DeletionPolicy"] == "Delete"  # a retained domain would block deleting the subnet
     (role_id, role) = next(iter(template.find_resources("AWS::IAM::Role").items()))
     assert properties["DefaultUserSettings"]["ExecutionRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
     statements = {s["Sid"]: s for s in role["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]}
@@ -276,3 +279,32 @@ def test_studio_domain_when_enabled():
         a for s in statements.values() for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     ]
     assert actions and not any("*" in action for action in actions)
+
+
+def test_studio_security_group_opens_only_what_studio_needs():
+    template = studio_template(validate_config({"studio": {"enabled": True}}))
+    (group_id, group) = next(iter(template.find_resources("AWS::EC2::SecurityGroup").items()))
+    studio = {"Fn::GetAtt": [group_id, "GroupId"]}
+    hyperpod = "sg-0123456789abcdef0"
+
+    def rules(kind: str) -> set[tuple]:
+        found = set()
+        for rule in template.find_resources(f"AWS::EC2::SecurityGroup{kind}").values():
+            props = rule["Properties"]
+            peer = props.get("SourceSecurityGroupId") or props.get("DestinationSecurityGroupId")
+            group = json.dumps(props["GroupId"])
+            found.add((group, json.dumps(peer), props["IpProtocol"], props["FromPort"], props["ToPort"]))
+        return found
+
+    s, h = json.dumps(studio), json.dumps(hyperpod)
+    assert rules("Ingress") == {
+        (s, s, "tcp", 8192, 65535),  # Studio apps to each other
+        (h, s, "tcp", 443, 443), (h, s, "tcp", 8265, 8265), (h, s, "tcp", 10001, 10001),  # EKS API, Ray job API, client
+    }  # fmt: skip
+    assert rules("Egress") == {(s, s, "tcp", 8192, 65535), (s, h, "tcp", 443, 443), (s, h, "tcp", 8265, 8265),
+                               (s, h, "tcp", 10001, 10001)}  # fmt: skip
+    # Inline: HTTPS to AWS APIs through NAT, and nothing else (no allow-all egress).
+    assert group["Properties"]["SecurityGroupEgress"] == [
+        {"CidrIp": "0.0.0.0/0", "Description": "AWS APIs and package indexes over HTTPS", "FromPort": 443,
+         "IpProtocol": "tcp", "ToPort": 443}
+    ]  # fmt: skip

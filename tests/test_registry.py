@@ -58,7 +58,7 @@ def test_lifecycle_policy_expires_untagged_images_and_caps_the_history(registry)
     _, repository = the_repository(registry)
     rules = json.loads(repository["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
     by_status = {rule["selection"]["tagStatus"]: rule for rule in rules}
-    assert set(by_status) == {"untagged", "any"}
+    assert set(by_status) == {"tagged", "untagged", "any"}
     untagged = by_status["untagged"]["selection"]
     assert (untagged["countType"], untagged["countUnit"]) == ("sinceImagePushed", "days")
     assert untagged["countNumber"] == UNTAGGED_IMAGE_RETENTION.to_days()
@@ -67,6 +67,23 @@ def test_lifecycle_policy_expires_untagged_images_and_caps_the_history(registry)
     # ECR requires the tagStatus=any rule to have the lowest precedence (highest priority number).
     assert by_status["any"]["rulePriority"] == max(rule["rulePriority"] for rule in rules)
     assert all(rule["action"] == {"type": "expire"} for rule in rules)
+
+
+def test_the_tag_the_manifests_run_can_never_expire(registry, default_config):
+    """ECR applies each image's first matching rule only: the first rule selects exactly the running tag and
+    expires only beyond one image of it, which an immutable tag never has."""
+    _, repository = the_repository(registry)
+    rules = sorted(
+        json.loads(repository["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"],
+        key=lambda rule: rule["rulePriority"],
+    )
+    first = rules[0]["selection"]
+    assert first == {
+        "tagStatus": "tagged", "tagPatternList": [default_config.training_image.tag],
+        "countType": "imageCountMoreThan", "countNumber": 1,
+    }  # fmt: skip
+    assert repository["Properties"]["ImageTagMutability"] == "IMMUTABLE"
+    assert "*" not in default_config.training_image.tag  # a pattern without wildcards matches that tag only
 
 
 def test_repository_uri_is_an_output(registry):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from skyrl_hyperpod.config import ProjectConfig, validate_config
+from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 from skyrl_hyperpod.outputs import OutputKey
+from stacks.components.storage import FINAL_BACKUP_POLL_INTERVAL, FINAL_BACKUP_RESOURCE_TYPE, FINAL_BACKUP_TIMEOUT
 
 from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 
@@ -69,10 +72,52 @@ def test_file_system_follows_the_fsx_config(storage, default_config):
     assert lustre["MetadataConfiguration"] == {"Mode": "AUTOMATIC"}
 
 
-def test_file_system_is_retained_on_stack_deletion_and_replacement(storage):
+def test_file_system_is_deleted_only_after_its_final_backup(storage):
+    # Retained, the file system would keep its ENIs in the network stack's subnet and group.
+    fs_id, file_system = the_file_system(storage)
+    assert file_system["DeletionPolicy"] == file_system["UpdateReplacePolicy"] == "Delete"
+    (backup_id, backup), = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).items()
+    # The reference makes CloudFormation delete the backup resource (and wait for it) before the file system.
+    assert backup["Properties"]["FileSystemId"] == {"Ref": fs_id}
+    assert backup["DeletionPolicy"] == "Delete"
+    # The waiter polls is_complete until the backup is AVAILABLE, for as long as FINAL_BACKUP_TIMEOUT.
+    (machine,) = storage.find_resources("AWS::StepFunctions::StateMachine").values()
+    definition = json.dumps(machine["Properties"]["DefinitionString"])
+    assert str(int(FINAL_BACKUP_TIMEOUT.to_seconds() / FINAL_BACKUP_POLL_INTERVAL.to_seconds())) in definition
+
+
+def test_final_backup_handler_may_back_up_only_this_file_system(storage):
+    fs_id, _ = the_file_system(storage)
+    (backup,) = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).values()
+    policies = storage.find_resources("AWS::IAM::Policy")
+    statements = [
+        statement
+        for policy in policies.values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "fsx:CreateBackup" in json.dumps(statement["Action"])
+    ]
+    (create,) = statements
+    rendered = json.dumps(create["Resource"])
+    assert f'"Ref": "{fs_id}"' in rendered and ":file-system/*" not in rendered
+    assert backup["Properties"]["ServiceToken"]
+
+
+def test_automatic_backups_follow_the_config(storage, default_config, assembly_for):
     _, file_system = the_file_system(storage)
-    assert file_system["DeletionPolicy"] == "Retain"
-    assert file_system["UpdateReplacePolicy"] == "Retain"
+    lustre = file_system["Properties"]["LustreConfiguration"]
+    assert lustre["AutomaticBackupRetentionDays"] == default_config.fsx.automatic_backup_retention_days > 0
+    assert lustre["CopyTagsToBackups"] is True
+    variant = assembly_for({"fsx": {"automatic_backup_retention_days": 30}})
+    template = Template.from_json(variant.get_stack_by_name(default_config.names.stack("storage")).template)
+    _, file_system = the_file_system(template)
+    assert file_system["Properties"]["LustreConfiguration"]["AutomaticBackupRetentionDays"] == 30
+
+
+@pytest.mark.parametrize("days", [-1, 91])
+def test_backup_retention_outside_what_fsx_accepts_is_refused(days):
+    with pytest.raises(ConfigError) as error:
+        validate_config({"fsx": {"automatic_backup_retention_days": days}})
+    assert "automatic_backup_retention_days" in str(error.value.problems)
 
 
 def test_file_system_sits_in_the_hyperpod_subnet_and_security_group(storage, templates, default_config):
@@ -106,6 +151,13 @@ def test_every_bucket_is_encrypted_private_and_retained(storage):
         }, logical_id
         (rule,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
         assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256", logical_id
+
+
+def test_bucket_policies_are_retained_with_their_buckets(storage):
+    policies = storage.find_resources("AWS::S3::BucketPolicy")
+    assert {policy["Properties"]["Bucket"]["Ref"] for policy in policies.values()} == set(buckets(storage))
+    for logical_id, policy in policies.items():
+        assert policy["DeletionPolicy"] == policy["UpdateReplacePolicy"] == "Retain", logical_id
 
 
 def test_every_bucket_policy_denies_requests_without_tls(storage):

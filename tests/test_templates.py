@@ -11,6 +11,7 @@ from conftest import cfn_lint_errors
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, StackOutputs
+from stacks.components.storage import FINAL_BACKUP_RESOURCE_TYPE
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
 
@@ -76,13 +77,98 @@ def test_outputs_cover_everything_the_charts_read(templates):
     assert required <= set(FIELD_BY_OUTPUT_KEY.values())
 
 
-def test_stateful_resources_are_retained(templates):
-    stateful = {"AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::ECR::Repository"}
+# --- `cdk destroy --all` completes -----------------------------------------------------------------------
+
+RETAINING_POLICIES = {"Retain", "RetainExceptOnCreate", "Snapshot"}
+# Resources a network interface sits in: deleting one that still holds an ENI fails with DependencyViolation.
+NETWORK_PLACEMENTS = {"AWS::EC2::Subnet", "AWS::EC2::SecurityGroup", "AWS::EC2::VPC"}
+
+
+def referenced_resources(value, stack: str, templates: dict[str, dict]) -> set[tuple[str, str]]:
+    """(stack, logical id) of every resource `value` references, following cross-stack references
+    (Fn::ImportValue of an export, weak Fn::GetStackOutput) to the producing stack's resource."""
+    found: set[tuple[str, str]] = set()
+    if isinstance(value, list):
+        for item in value:
+            found |= referenced_resources(item, stack, templates)
+    elif isinstance(value, dict):
+        resources = templates[stack]["Resources"]
+        if isinstance(value.get("Ref"), str) and value["Ref"] in resources:
+            found.add((stack, value["Ref"]))
+        if "Fn::GetAtt" in value:
+            target = value["Fn::GetAtt"]
+            target = target[0] if isinstance(target, list) else target.split(".")[0]
+            if target in resources:
+                found.add((stack, target))
+        if "Fn::GetStackOutput" in value:
+            ref = value["Fn::GetStackOutput"]
+            producer = ref["StackName"]
+            output = templates[producer]["Outputs"][ref["OutputName"]]
+            found |= referenced_resources(output["Value"], producer, templates)
+        if "Fn::ImportValue" in value:
+            for producer, template in templates.items():
+                for output in template.get("Outputs", {}).values():
+                    if output.get("Export", {}).get("Name") == value["Fn::ImportValue"]:
+                        found |= referenced_resources(output["Value"], producer, templates)
+        for key, item in value.items():
+            if key not in ("Ref", "Fn::GetAtt", "Fn::GetStackOutput"):
+                found |= referenced_resources(item, stack, templates)
+    return found
+
+
+def retained_resources_in_deleted_networks(templates: dict[str, dict]) -> list[str]:
+    """One line per retained resource placed in a subnet, security group or VPC that the destroy deletes."""
+    problems = []
+    for stack, template in sorted(templates.items()):
+        for logical_id, resource in template["Resources"].items():
+            if resource.get("DeletionPolicy") not in RETAINING_POLICIES:
+                continue
+            targets = referenced_resources(resource.get("Properties", {}), stack, templates)
+            for target_stack, target_id in sorted(targets):
+                target = templates[target_stack]["Resources"][target_id]
+                if target["Type"] in NETWORK_PLACEMENTS and target.get("DeletionPolicy") not in RETAINING_POLICIES:
+                    problems.append(
+                        f"{stack}/{logical_id} ({resource['Type']}) is retained in {target['Type']} "
+                        f"{target_stack}/{target_id}, which the destroy deletes"
+                    )
+    return problems
+
+
+def test_no_retained_resource_sits_in_a_subnet_or_group_the_destroy_deletes(templates, assembly_for):
+    assert retained_resources_in_deleted_networks(templates) == []
+    with_studio = assembly_for({"studio": {"enabled": True}})
+    assert retained_resources_in_deleted_networks({s.stack_name: s.template for s in with_studio.stacks}) == []
+
+
+def test_optional_stacks_pass_cfn_lint(assembly_for):
+    # Studio (its own security group, rules into the HyperPod group) and alert subscriptions are off by default.
+    variant = assembly_for({"studio": {"enabled": True}, "alerts": {"email_addresses": ["ops@example.com"]}})
+    assert [f"{s.stack_name}: {e}" for s in variant.stacks for e in cfn_lint_errors(s.template)] == []
+
+
+def test_the_teardown_check_finds_a_retained_file_system_in_a_deleted_group(templates, default_config):
+    # The shape `cdk destroy --all` cannot finish: FSx retained in the network stack's subnet and group.
+    broken = json.loads(json.dumps(templates))
+    storage = broken[default_config.names.stack("storage")]
+    (fs_id,) = [i for i, r in storage["Resources"].items() if r["Type"] == "AWS::FSx::FileSystem"]
+    storage["Resources"][fs_id]["DeletionPolicy"] = "Retain"
+    problems = retained_resources_in_deleted_networks(broken)
+    assert {problem.split(" is retained in ")[1].split(" ")[0] for problem in problems} == {
+        "AWS::EC2::Subnet", "AWS::EC2::SecurityGroup"
+    }  # fmt: skip
+    assert all(problem.startswith(f"{default_config.names.stack('storage')}/{fs_id} ") for problem in problems)
+
+
+def test_stateful_data_outlives_the_stacks(templates):
+    """Buckets, their policies and the ECR repository are retained; FSx leaves a final backup (test_storage)."""
+    kept = {"AWS::S3::Bucket", "AWS::S3::BucketPolicy", "AWS::ECR::Repository"}
     found = 0
     for stack_name, template in templates.items():
         for logical_id, resource in template["Resources"].items():
-            if resource["Type"] in stateful:
+            if resource["Type"] in kept:
                 found += 1
                 assert resource.get("DeletionPolicy") == "Retain", f"{stack_name}/{logical_id} is not retained"
                 assert resource.get("UpdateReplacePolicy") == "Retain", f"{stack_name}/{logical_id}"
-    assert found >= 4  # FSx, lifecycle bucket, artifacts bucket, ECR repository
+            if resource["Type"] == "AWS::FSx::FileSystem":
+                assert any(r["Type"] == FINAL_BACKUP_RESOURCE_TYPE for r in template["Resources"].values())
+    assert found >= 7  # 3 buckets, 3 bucket policies, the ECR repository

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from skyrl_hyperpod.config.efa import efa_environment
 from skyrl_hyperpod.config.platform import InstanceGroupConfig
-from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL
+from skyrl_hyperpod.constants import INSTANCE_TYPE_LABEL, RAY_CLIENT_PORT, RAY_DASHBOARD_PORT, RAY_GCS_PORT
 
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -22,7 +22,7 @@ SHM_VOLUME = "dshm"
 JOB_SCRIPT_VOLUME = "job-script"
 
 # Ray's default ports; KubeRay's head Service publishes the named ones.
-HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+HEAD_PORTS = (("gcs-server", RAY_GCS_PORT), ("dashboard", RAY_DASHBOARD_PORT), ("client", RAY_CLIENT_PORT))
 SERVE_PORT = ("serve", 8000)
 
 

@@ -1,4 +1,7 @@
-"""Operator command-line interface: `skyrl-hp` / `python -m skyrl_hyperpod.cli` (cost, preflight, review, outputs)."""
+"""Operator command-line interface: `skyrl-hp` / `python -m skyrl_hyperpod.cli`.
+
+Subcommands: cost, preflight, review, outputs, status, teardown.
+"""
 
 from .app import cli, main
 

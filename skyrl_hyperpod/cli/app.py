@@ -1,4 +1,4 @@
-"""`skyrl-hp`: operator commands around `cdk deploy` (cost, preflight, review, outputs)."""
+"""`skyrl-hp`: operator commands around `cdk deploy` (cost, preflight, review, outputs, status, teardown)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from . import cost as cost_module
 from . import outputs as outputs_module
 from . import preflight as preflight_module
 from . import review as review_module
+from . import status as status_module
+from . import teardown as teardown_module
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -171,6 +173,40 @@ def outputs(ctx: click.Context, config_path: Path | None, region: str | None, pr
         fail(error.problems, EXIT_FINDINGS)
     count = sum(len(v) for v in content.values())
     click.echo(f"wrote {outputs_file}: {count} outputs from {len(content)} stack(s) in {values.region}")
+
+
+@cli.command()
+@config_option
+@region_option
+@profile_option
+@click.pass_context
+def status(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None) -> None:
+    """Live HyperPod node counts per instance group against the configured targets (read-only)."""
+    config = load_project_config(config_path)
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    if not chosen:
+        fail(["status error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+             EXIT_BAD_INPUT)
+    try:
+        with aws_errors("status error: SageMaker"):
+            report = status_module.fetch_status(config, clients("sagemaker", chosen))
+    except status_module.ClusterNotFound as missing:
+        fail([f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
+             EXIT_FINDINGS)
+    click.echo("\n".join(status_module.render(report)))
+    if report.problems():
+        sys.exit(EXIT_FINDINGS)
+
+
+@cli.command()
+@config_option
+@click.option("--plan", "plan_only", is_flag=True, required=True,
+              help="Print the ordered teardown steps (required: this command never deletes anything itself).")
+def teardown(config_path: Path | None, plan_only: bool) -> None:
+    """Print the order of operations that tears the platform down without losing data (offline)."""
+    config = load_project_config(config_path)
+    click.echo(teardown_module.render_plan(teardown_module.plan(config), teardown_module.leftovers(config)))
 
 
 def main() -> None:

@@ -341,6 +341,13 @@ class FsxConfig(StrictModel):
     )
     data_compression: Literal["NONE", "LZ4"] = "LZ4"
     lustre_version: Literal["2.15"] = "2.15"
+    automatic_backup_retention_days: int = Field(
+        default=7,
+        ge=0,
+        le=90,
+        description="Days FSx keeps its daily automatic backups (0 turns them off). They are deleted with the "
+        "file system; `cdk destroy` keeps a final backup either way.",
+    )
 
     @field_validator("storage_capacity_gib")
     @classmethod
@@ -366,6 +373,29 @@ class ObservabilityConfig(StrictModel):
     metrics_level: Literal["Basic", "Advanced"] = "Basic"
     scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
     logging_enabled: bool = True
+
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class AlertsConfig(StrictModel):
+    """HyperPod failure events (instance creation, health, lifecycle scripts) go to an SNS topic."""
+
+    email_addresses: list[str] = Field(
+        default_factory=list,
+        description="Subscribed to the alerts topic (each address confirms by email). Empty: subscribe later "
+        "to the topic in the HyperPod stack's AlertsTopicArn output.",
+    )
+
+    @field_validator("email_addresses")
+    @classmethod
+    def _emails(cls, value: list[str]) -> list[str]:
+        for address in value:
+            if not _EMAIL.fullmatch(address):
+                raise ValueError(f"{address!r} is not an email address (name@example.com)")
+        if len(set(value)) != len(value):
+            raise ValueError("lists an address twice")
+        return value
 
 
 class StudioConfig(StrictModel):

@@ -8,6 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from .images import ServingImageConfig, TrainingImageConfig
 from .platform import (
+    AlertsConfig,
     EksConfig,
     EnvironmentConfig,
     FsxConfig,
@@ -70,6 +71,7 @@ class ProjectConfig(StrictModel):
     hyperpod: HyperPodConfig = HyperPodConfig()
     fsx: FsxConfig = FsxConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    alerts: AlertsConfig = AlertsConfig()
     studio: StudioConfig = StudioConfig()
     ray_endpoint_operator: RayEndpointOperatorConfig = RayEndpointOperatorConfig()
     versions: VersionsConfig = VersionsConfig()

@@ -20,13 +20,25 @@ INSTANCE_ROLE_MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 # HyperPod accepts only this mode for new EKS clusters: nodes are provisioned (and retried)
 # in the background instead of failing the whole create call.
 NODE_PROVISIONING_MODE = "Continuous"
+# Authorized against the ENI and the instance (in SageMaker's account) it is attached to.
+ENI_ATTACH_ACTIONS = [
+    "ec2:AttachNetworkInterface",
+    "ec2:DetachNetworkInterface",
+    "ec2:ModifyNetworkInterfaceAttribute",
+]
 
 
 class HyperPodExecutionRole(Construct):
     """The role every HyperPod node assumes.
 
     On top of the managed instance policy, EKS-orchestrated nodes run the VPC CNI (which manages
-    ENIs in the HyperPod subnet), pull images from ECR and host the EKS Pod Identity agent.
+    ENIs in the HyperPod subnet), pull images from ECR and host the EKS Pod Identity agent. Every
+    action on an existing ENI is limited to ENIs of the platform VPC.
+
+    Instance metadata: HyperPod's cluster API (`ClusterInstanceGroupSpecification`) has no metadata
+    options, and the instances run in a SageMaker service account, so this project cannot set an IMDS
+    hop limit of 1. Pods on the pod network reach IMDS (and so this role's ENI permissions, now
+    limited to the platform VPC) unless a NetworkPolicy denies 169.254.169.254.
     """
 
     def __init__(
@@ -35,6 +47,7 @@ class HyperPodExecutionRole(Construct):
         construct_id: str,
         *,
         eks_cluster: eks.ICluster,
+        vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
         security_group: ec2.ISecurityGroup,
         lifecycle_bucket: s3.IBucket,
@@ -58,30 +71,47 @@ class HyperPodExecutionRole(Construct):
                     ],
                 ),
                 iam.PolicyStatement(
-                    sid="CniManageOwnInterfaces",
+                    sid="CniManageInterfacesOfThisVpc",
                     actions=[
                         "ec2:AssignPrivateIpAddresses",
                         "ec2:UnassignPrivateIpAddresses",
                         "ec2:DeleteNetworkInterface",
                     ],
                     resources=[network_interfaces],
+                    conditions={"StringEquals": {"ec2:Vpc": ec2_arn("vpc", vpc.vpc_id)}},
                 ),
                 # HyperPod instances live in a SageMaker service account; only their ENIs are in this
-                # account's VPC. Attaching, detaching and modifying an ENI is authorized against that
-                # instance too, and the permission that lets the service account attach an ENI is
-                # deleted by permission id: as in the HyperPod-on-EKS execution-role policy, these
-                # run on "*", pinned to the deployment region.
+                # account's VPC. Attaching, detaching and modifying an ENI is authorized against the
+                # ENI and against that instance (and a security group when groups change). Each
+                # resource is allowed by its own statement, so the ENI side can carry the VPC
+                # condition (`ec2:Vpc` is a condition key of the network-interface resource type:
+                # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html)
+                # without depending on which keys an instance in another account carries.
+                iam.PolicyStatement(
+                    sid="CniAttachInterfacesOfThisVpc",
+                    actions=ENI_ATTACH_ACTIONS,
+                    resources=[network_interfaces],
+                    conditions={"StringEquals": {"ec2:Vpc": ec2_arn("vpc", vpc.vpc_id)}},
+                ),
                 iam.PolicyStatement(
                     sid="CniAttachToHyperPodInstances",
-                    actions=[
-                        "ec2:AttachNetworkInterface",
-                        "ec2:DetachNetworkInterface",
-                        "ec2:ModifyNetworkInterfaceAttribute",
-                        "ec2:DeleteNetworkInterfacePermission",
+                    actions=ENI_ATTACH_ACTIONS,
+                    resources=[
+                        # The instance's account is SageMaker's, not this one.
+                        stack.format_arn(service="ec2", account="*", resource="instance", resource_name="*"),
+                        ec2_arn("security-group", security_group.security_group_id),
                     ],
+                ),
+                # The permission that lets the service account attach an ENI is deleted by permission
+                # id, which has no resource-level permissions: "*", pinned to the region.
+                iam.PolicyStatement(
+                    sid="CniDeleteAttachPermissions",
+                    actions=["ec2:DeleteNetworkInterfacePermission"],
                     resources=["*"],
                     conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
                 ),
+                # Tagging also happens inside CreateNetworkInterface (tag-on-create), which the
+                # statement above already pins to the HyperPod subnet and security group.
                 iam.PolicyStatement(
                     sid="CniTagInterfaces",
                     actions=["ec2:CreateTags"],
@@ -145,13 +175,18 @@ class HyperPodExecutionRole(Construct):
             {
                 arn_pattern("ec2", r"network-interface/\*"): (
                     "the VPC CNI on HyperPod nodes creates, attaches and tags ENIs whose ids exist only at "
-                    "run time; creation itself is pinned to the HyperPod subnet and security group"
+                    "run time; creation is pinned to the HyperPod subnet and security group, every other "
+                    "action to ENIs of the platform VPC (ec2:Vpc condition)"
+                ),
+                arn_pattern("ec2", r"instance/\*"): (
+                    "HyperPod instances belong to a SageMaker service account whose id is not known here; "
+                    "the ENI side of the same attach/detach/modify calls is limited to the platform VPC"
                 ),
                 r"Resource::\*": (
                     "ec2:Describe* and ecr:GetAuthorizationToken have no resource-level permissions; ECR "
                     "image pulls include EKS add-on and HyperPod agent images in AWS-owned registries; ENI "
-                    "attach/detach/modify name HyperPod instances owned by a SageMaker service account whose "
-                    "id is not known here, and ENI permissions are deleted by id (region-pinned by condition)"
+                    "ENI permissions are deleted by permission id, which has no resource-level permissions "
+                    "(region-pinned by condition)"
                 ),
             },
         )

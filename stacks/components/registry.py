@@ -2,8 +2,12 @@
 
 - IMMUTABLE tags: a tag names exactly one image, so a RayJob that pins a tag always runs the image
   it was tested with (rebuilds must use a new tag, e.g. the git commit).
-- Lifecycle: untagged images (superseded pushes, failed multi-step builds) expire after
-  UNTAGGED_IMAGE_RETENTION; the repository keeps the newest MAX_IMAGES images. Training images are
+- Lifecycle: the tag the manifests run (`config.training_image.tag`) is never expired: the
+  highest-priority rule selects exactly that tag and keeps up to one image of it (an immutable tag
+  names one image), and ECR never applies a lower-priority rule to an image an earlier rule
+  selected (https://docs.aws.amazon.com/AmazonECR/latest/userguide/LifecyclePolicies.html,
+  "Lifecycle policy evaluation rules"). Untagged images (superseded pushes, failed multi-step
+  builds) expire after UNTAGGED_IMAGE_RETENTION; the repository keeps the newest MAX_IMAGES images. Training images are
   tens of GB (CUDA, vLLM, PyTorch), so an unbounded history is a real storage bill; 20 images keeps
   several weeks of daily builds to roll back to.
 - Encryption: AES256 (SSE with S3-managed keys). HyperPod nodes pull with the managed instance
@@ -22,7 +26,7 @@ MAX_IMAGES = 20
 
 
 class TrainingImageRepository(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, repository_name: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, repository_name: str, running_tag: str) -> None:
         super().__init__(scope, construct_id)
         self.repository = ecr.Repository(
             self,
@@ -32,6 +36,13 @@ class TrainingImageRepository(Construct):
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             encryption=ecr.RepositoryEncryption.AES_256,
             lifecycle_rules=[
+                ecr.LifecycleRule(
+                    rule_priority=1,
+                    description="Never expire the tag the manifests run",
+                    tag_status=ecr.TagStatus.TAGGED,
+                    tag_pattern_list=[running_tag],
+                    max_image_count=1,
+                ),
                 ecr.LifecycleRule(
                     description="Expire untagged images",
                     tag_status=ecr.TagStatus.UNTAGGED,

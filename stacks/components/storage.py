@@ -1,7 +1,16 @@
 """Stateful storage: FSx for Lustre shared by every node, and the S3 buckets of the platform.
 
-Everything here is RETAINED on `cdk destroy`: checkpoints, adapters and lifecycle scripts outlive
-the stacks and are deleted by hand (see the README's teardown section).
+Nothing stored here is lost on `cdk destroy`, and nothing kept blocks the destroy:
+- The buckets (adapters, lifecycle scripts, access logs) and their policies are RETAINED: they hold
+  no network interface, so they outlive the VPC.
+- FSx for Lustre is DELETED, after a final backup. A retained file system would keep its network
+  interfaces in the network stack's subnet and security group, and deleting those would then fail
+  (DependencyViolation), leaving the network stack in DELETE_FAILED. Retaining the subnet and the
+  group as well would keep the VPC, its route tables and flow logs alive for a file system nobody
+  mounts; a backup keeps the data at backup-storage prices and restores into a new file system
+  (`aws fsx create-file-system-from-backup`) in whatever network the next deployment has.
+  `FsxFinalBackup` takes that backup before CloudFormation deletes the file system, and fails the
+  delete (keeping the file system) if the backup fails.
 
 Encryption: SSE-S3 for the buckets. The lifecycle bucket is read by HyperPod nodes through the
 managed `AmazonSageMakerClusterInstanceRolePolicy`, which grants no `kms:Decrypt`, so a
@@ -12,13 +21,35 @@ key policy to maintain. FSx encrypts at rest with its AWS-managed key.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from skyrl_hyperpod.config.platform import FsxConfig
+
+from .iam_wildcards import (
+    LAMBDA_BASIC_EXECUTION_POLICY,
+    acknowledge_iam_wildcards,
+    arn_pattern,
+    managed_policy_finding,
+    nag_rule,
+)
+
+FINAL_BACKUP_HANDLER_DIR = Path(__file__).with_name("fsx_final_backup")
+FINAL_BACKUP_RESOURCE_TYPE = "Custom::FsxFinalBackup"
+# Backups are incremental, but the first one copies the whole file system: allow for a large one.
+FINAL_BACKUP_TIMEOUT = cdk.Duration.hours(2)
+FINAL_BACKUP_POLL_INTERVAL = cdk.Duration.minutes(1)
+HANDLER_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 
 # Access logs are kept for a year of audit history, then expire.
 ACCESS_LOG_RETENTION = cdk.Duration.days(365)
@@ -66,13 +97,157 @@ class FsxLustre(Construct):
                 metadata_configuration=(
                     fsx.CfnFileSystem.MetadataConfigurationProperty(mode="AUTOMATIC") if persistent_2 else None
                 ),
+                # Daily backups protect against a deleted or corrupted checkpoint while the platform runs
+                # (FSx picks the start time). They are deleted with the file system: FsxFinalBackup is not.
+                automatic_backup_retention_days=fsx_config.automatic_backup_retention_days,
+                copy_tags_to_backups=True,
             ),
         )
-        # Checkpoints, the model cache and the training data live here: never delete with the stack.
-        self.file_system.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        # Deleted with the stack, after FsxFinalBackup has backed it up (see the module docstring).
+        self.file_system.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
         self.file_system_id: str = self.file_system.ref
         self.dns_name: str = self.file_system.attr_dns_name
         self.mount_name: str = self.file_system.attr_lustre_mount_name
+        self.final_backup = FsxFinalBackup(self, "FinalBackup", file_system=self.file_system)
+
+
+class FsxFinalBackup(Construct):
+    """A user-initiated backup of `file_system` when CloudFormation deletes (or replaces) it.
+
+    The handler (fsx_final_backup/index.py) runs under the custom-resource provider framework, which
+    polls for the backup to become AVAILABLE for up to FINAL_BACKUP_TIMEOUT. The custom resource
+    references the file system, so CloudFormation deletes it, and waits for the backup, first.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, file_system: fsx.CfnFileSystem) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        role = iam.Role(
+            self,
+            "HandlerRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Final FSx backup before stack deletion: create and watch one backup",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(LAMBDA_BASIC_EXECUTION_POLICY)],
+        )
+        file_system_arn = stack.format_arn(service="fsx", resource="file-system", resource_name=file_system.ref)
+        backups_arn = stack.format_arn(service="fsx", resource="backup", resource_name="*")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="BackUpThisFileSystem",
+                actions=["fsx:CreateBackup", "fsx:TagResource"],
+                resources=[file_system_arn, backups_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WatchBackups",
+                actions=["fsx:DescribeBackups", "fsx:DescribeFileSystems"],
+                resources=["*"],
+            )
+        )
+        handlers = {}
+        for name in ("on_event", "is_complete"):
+            log_group = logs.LogGroup(
+                self,
+                f"{name.title().replace('_', '')}Logs",
+                retention=HANDLER_LOG_RETENTION,
+                removal_policy=cdk.RemovalPolicy.DESTROY,
+            )
+            handlers[name] = lambda_.Function(
+                self,
+                name.title().replace("_", ""),
+                description=f"FSx final backup before stack deletion ({name})",
+                runtime=lambda_.Runtime.PYTHON_3_14,
+                handler=f"index.{name}",
+                code=lambda_.Code.from_asset(str(FINAL_BACKUP_HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+                timeout=cdk.Duration.minutes(1),
+                role=role,
+                log_group=log_group,
+            )
+        provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=handlers["on_event"],
+            is_complete_handler=handlers["is_complete"],
+            query_interval=FINAL_BACKUP_POLL_INTERVAL,
+            total_timeout=FINAL_BACKUP_TIMEOUT,
+            log_group=logs.LogGroup(
+                self, "ProviderLogs", retention=HANDLER_LOG_RETENTION, removal_policy=cdk.RemovalPolicy.DESTROY
+            ),
+            disable_waiter_state_machine_logging=False,
+            # Execution data would copy CloudFormation's pre-signed response URL into the log.
+            waiter_state_machine_log_options=cr.LogOptions(
+                include_execution_data=False,
+                destination=logs.LogGroup(
+                    self, "WaiterLogs", retention=HANDLER_LOG_RETENTION, removal_policy=cdk.RemovalPolicy.DESTROY
+                ),
+                level=sfn.LogLevel.ALL,
+            ),
+        )
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=provider.service_token,
+            resource_type=FINAL_BACKUP_RESOURCE_TYPE,
+            properties={"FileSystemId": file_system.ref},
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self._acknowledge(role, provider)
+
+    def _acknowledge(self, role: iam.Role, provider: cr.Provider) -> None:
+        cdk.Validations.of(role).acknowledge(
+            cdk.Acknowledgment(
+                id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
+                reason="FSx final-backup handler: AWS-managed baseline to write its own CloudWatch logs; nothing else.",
+            )
+        )
+        acknowledge_iam_wildcards(
+            role,
+            {
+                arn_pattern("fsx", r"backup/\*"): (
+                    "the backup id is generated by CreateBackup itself; tagging and creation are otherwise "
+                    "limited to this stack's file system"
+                ),
+                r"Resource::\*": "fsx:DescribeBackups and fsx:DescribeFileSystems have no resource-level permissions",
+            },
+        )
+        # The provider framework's own Lambdas, roles and waiter state machine belong to aws-cdk-lib.
+        for child in provider.node.find_all():
+            if isinstance(child, sfn.CfnStateMachine):
+                cdk.Validations.of(child).acknowledge(
+                    cdk.Acknowledgment(
+                        id=nag_rule("SF2"),
+                        reason="The provider framework's waiter only polls is_complete once a minute during a "
+                        "stack delete; its CloudWatch log (level ALL) covers tracing needs, and Provider has no "
+                        "X-Ray option.",
+                    )
+                )
+            if isinstance(child, lambda_.Function):
+                cdk.Validations.of(child).acknowledge(
+                    cdk.Acknowledgment(
+                        id=nag_rule("L1"),
+                        reason="aws-cdk-lib's custom-resource provider framework pins its own Node.js runtime.",
+                    )
+                )
+            if isinstance(child, iam.Role):
+                cdk.Validations.of(child).acknowledge(
+                    cdk.Acknowledgment(
+                        id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),
+                        reason="Provider-framework Lambda (aws-cdk-lib): the AWS-managed baseline to write its logs.",
+                    )
+                )
+                reasons = {
+                    r"Resource::<.*(OnEvent|IsComplete|framework).*\.Arn>:\*": (
+                        "lambda:InvokeFunction on the provider's own handler functions, all versions "
+                        "(aws-cdk-lib's provider framework grant)"
+                    ),
+                }
+                if child.node.scope is not None and child.node.scope.node.id == "waiter-state-machine":
+                    reasons[r"Resource::\*"] = (
+                        "the waiter's log delivery to its CloudWatch log group (logs:CreateLogDelivery and "
+                        "related actions) has no resource-level permissions"
+                    )
+                acknowledge_iam_wildcards(child, reasons)
 
 
 def _hardened_bucket_props() -> dict:
@@ -125,3 +300,6 @@ class PlatformBuckets(Construct):
             server_access_logs_prefix="artifacts/",
             **_hardened_bucket_props(),
         )
+        # The TLS-only rule and the access-log delivery grant stay with the buckets they protect.
+        for bucket in (self.access_logs_bucket, self.lifecycle_bucket, self.artifacts_bucket):
+            bucket.policy.apply_removal_policy(cdk.RemovalPolicy.RETAIN)

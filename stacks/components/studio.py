@@ -8,7 +8,46 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from skyrl_hyperpod.constants import RAY_CLIENT_PORT, RAY_DASHBOARD_PORT
+
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern
+
+HTTPS_PORT = 443
+# Studio's apps (JupyterServer, KernelGateway) talk to each other on these ports
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/studio-notebooks-and-internet-access.html).
+STUDIO_APP_PORT_RANGE = (8192, 65535)
+
+
+class StudioSecurityGroup(Construct):
+    """Studio's own group: apps reach each other, AWS APIs over HTTPS, and only the cluster ports a
+    user needs (EKS API, Ray dashboard/job API and Ray client). It never joins the HyperPod group,
+    whose self-referencing all-traffic rule (EFA) would open every port of every node and pod.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, cluster_security_group: ec2.ISecurityGroup
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="SageMaker Studio apps: HTTPS out, Studio app ports, EKS API and Ray job/client ports",
+            allow_all_outbound=False,
+        )
+        group = self.security_group
+        apps = ec2.Port.tcp_range(*STUDIO_APP_PORT_RANGE)
+        group.add_ingress_rule(group, apps, "Studio apps to each other")
+        group.add_egress_rule(group, apps, "Studio apps to each other")
+        # SageMaker, STS, ECR, PyPI, Hugging Face: through NAT. The EKS API's private endpoint is in the VPC.
+        group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS_PORT), "AWS APIs and package indexes over HTTPS")
+        # Pods get their IPs on node ENIs, and the EKS control-plane ENIs sit in the same group.
+        for port, purpose in (
+            (HTTPS_PORT, "EKS API server (private endpoint)"),
+            (RAY_DASHBOARD_PORT, "Ray dashboard and job submission API"),
+            (RAY_CLIENT_PORT, "Ray client"),
+        ):
+            group.connections.allow_to(cluster_security_group, ec2.Port.tcp(port), f"Studio to {purpose}")
 
 
 class StudioDomain(Construct):
@@ -29,7 +68,7 @@ class StudioDomain(Construct):
         eks_cluster_name: str,
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
-        security_group: ec2.ISecurityGroup,
+        cluster_security_group: ec2.ISecurityGroup,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -105,6 +144,9 @@ class StudioDomain(Construct):
             },
         )
 
+        self.security_group = StudioSecurityGroup(
+            self, "SecurityGroup", vpc=vpc, cluster_security_group=cluster_security_group
+        ).security_group
         self.domain = sagemaker.CfnDomain(
             self,
             "Domain",
@@ -116,8 +158,13 @@ class StudioDomain(Construct):
             subnet_ids=[subnet.subnet_id],
             default_user_settings=sagemaker.CfnDomain.UserSettingsProperty(
                 execution_role=self.execution_role.role_arn,
-                security_groups=[security_group.security_group_id],
+                security_groups=[self.security_group.security_group_id],
             ),
         )
-        # Users' home directories (EFS) are data: keep them when the stack is deleted.
-        self.domain.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        # Deleted with the stack: a retained domain keeps network interfaces in the HyperPod subnet and
+        # blocks deleting the network stack. DeleteDomain keeps the users' home EFS by default, and a
+        # domain with user profiles or spaces cannot be deleted at all: `skyrl-hp teardown --plan`
+        # lists the order (profiles and spaces, this stack, the home EFS mount targets, the rest).
+        self.domain.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
+        self.domain_id: str = self.domain.attr_domain_id
+        self.home_efs_file_system_id: str = self.domain.attr_home_efs_file_system_id

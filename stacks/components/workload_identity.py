@@ -58,6 +58,11 @@ def pod_identity_role(
     )
 
 
+def adapters_list_prefixes(prefix: str) -> list[str]:
+    """`s3:prefix` values that admit the adapters folder and everything below it, nothing beside it."""
+    return [f"{prefix}/", f"{prefix}/*"]
+
+
 def adapters_object_arn(bucket: s3.IBucket, prefix: str) -> str:
     return bucket.arn_for_objects(f"{prefix}/*")
 
@@ -77,11 +82,13 @@ class WorkloadIdentities(Construct):
         super().__init__(scope, construct_id)
         prefix = workloads.adapters_prefix
         objects = adapters_object_arn(artifacts_bucket, prefix)
-        # ListBucket is limited to keys under the prefix; Ray Serve LLM lists it to find adapters.
+        # ListBucket is limited to keys under the prefix; Ray Serve LLM lists it to find adapters, always
+        # with a trailing slash (ray-project/ray: python/ray/llm/_internal/common/utils/cloud_filesystem,
+        # `list_subfolders`). Both values end at the delimiter: a bare `adapters` would also list `adapters-old/...`.
         list_prefix = iam.PolicyStatement(
             actions=["s3:ListBucket"],
             resources=[artifacts_bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+            conditions={"StringLike": {"s3:prefix": adapters_list_prefixes(prefix)}},
         )
 
         self.serving_role = pod_identity_role(

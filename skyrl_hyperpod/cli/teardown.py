@@ -1,0 +1,163 @@
+"""`skyrl-hp teardown --plan`: the order of operations that removes the platform without losing data.
+
+Offline and read-only: it prints commands, it never runs them. What stays behind on purpose (data) and
+by CloudFormation's or the services' own doing (log groups, a retained key) is listed with the command
+that removes each, and the README's teardown section lists the same (a test keeps them in step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.outputs import OperatorOutputKey, OutputKey
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    why: str
+    commands: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Leftover:
+    what: str
+    removal: str
+
+
+def _output(stack: str, key: str) -> str:
+    return (
+        f"aws cloudformation describe-stacks --stack-name {stack} "
+        f"--query \"Stacks[0].Outputs[?OutputKey=='{key}'].OutputValue\" --output text"
+    )
+
+
+def plan(config: ProjectConfig) -> list[Step]:
+    names = config.names
+    steps = [
+        Step(
+            "Record the FSx file system id (it names the final backup later)",
+            "the storage stack and its outputs are gone after the destroy",
+            (f"FSX_ID=$({_output(names.stack('storage'), OutputKey.FSX_FILE_SYSTEM_ID.value)})",),
+        ),
+        Step(
+            "Delete the Kubernetes workloads",
+            "nothing may write to FSx while its final backup runs, and a Service of type LoadBalancer "
+            "would leave a load balancer (network interfaces, security groups) in the VPC",
+            (
+                "kubectl delete -f dist/ --ignore-not-found --wait=true",
+                "kubectl get services --all-namespaces --field-selector spec.type=LoadBalancer  # must list nothing",
+            ),
+        ),
+    ]
+    if config.studio.enabled:
+        studio = names.stack("studio")
+        steps += [
+            Step(
+                "Remove the Studio users' apps, spaces and user profiles",
+                "SageMaker refuses to delete a domain that still has them; a space's EBS volume is deleted with "
+                "the space, so users copy what they need to their home directory or S3 first",
+                (
+                    f"DOMAIN_ID=$({_output(studio, OperatorOutputKey.STUDIO_DOMAIN_ID.value)})",
+                    f"HOME_EFS=$({_output(studio, OperatorOutputKey.STUDIO_HOME_EFS_ID.value)})",
+                    "aws sagemaker list-apps --domain-id-equals $DOMAIN_ID  # aws sagemaker delete-app ... for each",
+                    "aws sagemaker list-spaces --domain-id-equals $DOMAIN_ID"
+                    "  # aws sagemaker delete-space ... for each",
+                    "aws sagemaker list-user-profiles --domain-id-equals $DOMAIN_ID"
+                    "  # aws sagemaker delete-user-profile ... for each",
+                ),
+            ),
+            Step(
+                "Delete the Studio stack",
+                "DeleteDomain keeps the users' home EFS file system (its data stays)",
+                (f"cdk destroy {studio}",),
+            ),
+            Step(
+                "Take the home EFS out of the VPC (the file system and its data stay)",
+                "its mount targets and the two NFS security groups SageMaker created sit in the HyperPod subnet "
+                "and would make deleting the network stack fail",
+                (
+                    "for mt in $(aws efs describe-mount-targets --file-system-id $HOME_EFS "
+                    "--query 'MountTargets[].MountTargetId' --output text); do "
+                    "aws efs delete-mount-target --mount-target-id $mt; done",
+                    "# wait until `aws efs describe-mount-targets --file-system-id $HOME_EFS` lists none, then:",
+                    "for name in inbound outbound; do aws ec2 delete-security-group --group-id $(aws ec2 "
+                    "describe-security-groups --filters Name=group-name,Values=security-group-for-$name-nfs-$DOMAIN_ID "
+                    "--query 'SecurityGroups[0].GroupId' --output text); done",
+                ),
+            ),
+        ]
+    steps.append(
+        Step(
+            "Delete every stack",
+            "the storage stack backs FSx up before deleting it (up to 2 hours for a first, full backup) and "
+            "fails, keeping the file system, if the backup fails",
+            ("cdk destroy --all",),
+        )
+    )
+    return steps
+
+
+def leftovers(config: ProjectConfig) -> list[Leftover]:
+    """What remains after the plan, and how to remove each (README: Teardown)."""
+    prefix = config.name_prefix
+    items = [
+        Leftover(
+            "FSx final backup (and the FSx backups you took yourself)",
+            "aws fsx describe-backups --filters Name=file-system-id,Values=$FSX_ID; "
+            "aws fsx delete-backup --backup-id <id>  (restore instead: aws fsx create-file-system-from-backup)",
+        ),
+        Leftover(
+            "S3 buckets: artifacts (LoRA adapters), lifecycle scripts, access logs, with their bucket policies",
+            "delete every object version (versioned buckets), then aws s3 rb s3://<bucket>",
+        ),
+        Leftover(
+            f"ECR repository {config.names.ecr_repository} (training images)",
+            f"aws ecr delete-repository --repository-name {config.names.ecr_repository} --force",
+        ),
+        Leftover(
+            "KMS key of the image build (CodeBuild artifacts and cache)",
+            f"aws resourcegroupstaggingapi get-resources --tag-filters Key=project,Values={prefix} "
+            "--resource-type-filters kms:key; aws kms schedule-key-deletion --key-id <id> --pending-window-in-days 7",
+        ),
+        Leftover(
+            "Log groups of the stacks: VPC flow logs, image build, Lambda handlers (kubectl, Helm installer, "
+            "lifecycle-script upload, default-security-group cleanup)",
+            f"aws logs describe-log-groups --log-group-name-prefix {prefix}- and "
+            f"--log-group-name-prefix /aws/lambda/{prefix}-; aws logs delete-log-group --log-group-name <name>",
+        ),
+        Leftover(
+            "Log groups the services create: EKS control plane, HyperPod nodes, container insights",
+            f"aws logs describe-log-groups --log-group-name-prefix /aws/eks/{config.names.eks_cluster}/ (and "
+            f"/aws/sagemaker/Clusters/{config.names.hyperpod_cluster}/, /aws/containerinsights/"
+            f"{config.names.eks_cluster}/); aws logs delete-log-group --log-group-name <name>",
+        ),
+    ]
+    if config.observability.enabled:
+        items.append(
+            Leftover(
+                "Amazon Managed Service for Prometheus workspace (metrics history)",
+                f"aws amp list-workspaces --alias {config.names.hyperpod_cluster}; "
+                "aws amp delete-workspace --workspace-id <id>",
+            )
+        )
+    if config.studio.enabled:
+        items.append(
+            Leftover(
+                "Studio home EFS file system (users' home directories)",
+                "aws efs delete-file-system --file-system-id $HOME_EFS",
+            )
+        )
+    return items
+
+
+def render_plan(steps: list[Step], remaining: list[Leftover]) -> str:
+    lines = ["Teardown plan (nothing has been run; run each step yourself, in order):", ""]
+    for number, step in enumerate(steps, start=1):
+        lines += [f"{number}. {step.title}", f"   why: {step.why}"]
+        lines += [f"   $ {command}" for command in step.commands]
+        lines.append("")
+    lines.append("What remains afterwards, and how to remove it when you are sure:")
+    lines += [f"- {item.what}: {item.removal}" for item in remaining]
+    return "\n".join(lines)
