@@ -135,6 +135,9 @@ class EksStack(cdk.Stack):
             awscli_layer=self.eks.awscli_layer,
             repository=versions.hyperpod_cli_repository,
             commit=versions.hyperpod_cli_commit,
+            archive_sha256=config.helm_installer.archive_sha256,
+            require_pinned_digests=config.helm_installer.require_pinned_digests,
+            archive_mirror=config.helm_installer.archive_mirror,
         )
         self.hyperpod_dependencies = HelmChartFromGit(
             self,
