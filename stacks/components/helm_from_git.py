@@ -37,8 +37,9 @@ FUNCTION_TIMEOUT = cdk.Duration.minutes(15)
 # The handler always answers before FUNCTION_TIMEOUT; if it dies anyway (out of memory, crash),
 # CloudFormation gives up after this instead of its default hour. Lambda's own retries of the
 # event are off (retry_attempts=0), so no second run can answer later.
-SERVICE_TIMEOUT = FUNCTION_TIMEOUT + cdk.Duration.minutes(5)
-LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+SERVICE_TIMEOUT = FUNCTION_TIMEOUT.plus(cdk.Duration.minutes(5))
+# What CDK gives the log groups it manages for Lambdas (@aws-cdk/aws-lambda:useCdkManagedLogGroup).
+LOG_RETENTION = logs.RetentionDays.TWO_YEARS
 
 
 def load_handler() -> ModuleType:
@@ -72,7 +73,7 @@ class GitHelmInstaller(Construct):
             self,
             "SecurityGroup",
             vpc=cluster.vpc,
-            description=f"Git Helm installer of EKS cluster {cluster.cluster_name}: HTTPS egress only",
+            description="Git Helm installer Lambda: HTTPS egress only",
             allow_all_outbound=False,
         )
         self.security_group.add_egress_rule(
@@ -163,7 +164,7 @@ class GitHelmInstaller(Construct):
         acknowledge_iam_wildcards(
             self.function.role,
             {
-                rf"Resource::arn:<AWS::Partition>:s3:::{re.escape(bucket)}/.*\*": (
+                rf"Resource::arn:(?:<AWS::Partition>|aws[a-z-]*):s3:::{re.escape(bucket)}/.*\*": (
                     "Read-only access to the user's Helm archive mirror prefix; "
                     "archive names are resolved at deploy time."
                 )
