@@ -550,3 +550,17 @@ def test_rollback_target_is_the_newest_deployed_revision_before_the_pending_one(
                {"revision": 3, "status": "failed"}, {"revision": 4, "status": "pending-upgrade"}]  # fmt: skip
     assert handler.rollback_target(history, 4) == 2
     assert handler.rollback_target([{"revision": 1, "status": "pending-install"}], 1) is None
+
+
+def test_readme_states_the_installers_actual_limits():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## The git Helm installer") : readme.index("## Node storage")]
+    h = handler
+    for claim in (
+        f"minus {h.RESPONSE_RESERVE_S} s", f"minus {h.TERM_GRACE_S} s (SIGTERM grace), minus {h.HELM_TIMEOUT_MARGIN_S} s",
+        f"at most {h.HELM_TIMEOUT_MAX_S // 60} min", f"less than {h.HELM_TIMEOUT_MIN_S} s left",
+        f"SIGKILL only {h.TERM_GRACE_S} s later", f"{h.ATTEMPTS} attempts",
+        f"({h.BACKOFF_BASE_S:.0f} s doubling, at most {h.BACKOFF_MAX_S:.0f} s)", f"one {h.DOWNLOAD_BUDGET_S} s deadline",
+        f"`{h.DIGESTS_NAMESPACE}/{h.DIGESTS_CONFIGMAP}`",
+    ):  # fmt: skip
+        assert claim in section, claim

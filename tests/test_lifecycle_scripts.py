@@ -12,11 +12,13 @@ service's real ExecStart.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import REPO_ROOT
 
 from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
 
@@ -458,3 +460,13 @@ def test_a_failing_step_fails_on_create_and_says_so(node):
     assert result.returncode == 1
     assert "step prepare_node_storage.sh: FAILED" in node.log
     assert "[on_create] finished" not in node.log
+
+
+def test_readme_states_the_scripts_actual_waits():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## Node storage (lifecycle scripts)") :]
+    script = (LIFECYCLE_SCRIPTS_DIR / "prepare_node_storage.sh").read_text()
+    for variable, claim in (("DATA_DISK_WAIT_SECONDS", "within {} s"), ("DATA_DISK_BOOT_WAIT_SECONDS", "up to {} s")):
+        [default] = re.findall(rf"\${{{variable}:-([0-9]+)}}", script)
+        assert claim.format(default) in section
+    assert STAMP in section and WAIT_UNIT in section

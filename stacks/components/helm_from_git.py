@@ -68,7 +68,7 @@ class GitHelmInstaller(Construct):
         super().__init__(scope, construct_id)
         # Its own group, HTTPS out only: the EKS API, AWS APIs (EKS, S3, STS), GitHub and the chart
         # repositories all speak HTTPS. DNS to the VPC resolver is not filtered by security groups
-        # (https://docs.aws.amazon.com/vpc/latest/userguide/AmazonDNS-concepts.html).
+        # (https://docs.aws.amazon.com/vpc/latest/userguide/vpc-security-groups.html, "Security group basics").
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
