@@ -545,6 +545,11 @@ def test_dependency_list_parsing_skips_header_and_warnings():
     assert handler.parse_dependency_list(output) == [("cert-manager", "v1.18.2", "oci://quay.io/jetstack/charts")]
 
 
+def test_archive_names_become_valid_configmap_keys():
+    assert handler.configmap_key("chart-1.2.3+build.4.tgz") == "chart-1.2.3_build.4.tgz"
+    assert handler.configmap_key(SOURCE_NAME) == SOURCE_NAME
+
+
 def test_rollback_target_is_the_newest_deployed_revision_before_the_pending_one():
     history = [{"revision": 1, "status": "superseded"}, {"revision": 2, "status": "deployed"},
                {"revision": 3, "status": "failed"}, {"revision": 4, "status": "pending-upgrade"}]  # fmt: skip

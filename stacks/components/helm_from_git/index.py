@@ -256,6 +256,11 @@ def backoff_s(attempt: int) -> float:
     return random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempt - 1)))  # noqa: S311 - not crypto
 
 
+def configmap_key(archive: str) -> str:
+    """`archive` as a ConfigMap key ([-._a-zA-Z0-9]+; chart versions may carry `+build` metadata)."""
+    return archive.replace("+", "_")
+
+
 def sha256_file(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as file:
@@ -480,13 +485,14 @@ class Installer:
 
     def verify(self, name: str, path: str, recorded: dict[str, str]) -> None:
         actual = sha256_file(path)
-        self.observed[name] = actual
+        key = configmap_key(name)
+        self.observed[key] = actual
         if name in self.pins:
             expected, origin = self.pins[name], "pinned in ArchiveDigests"
         elif self.require_pins:
             raise InstallError(f"archive {name} (sha256 {actual}) has no pin and pins are required")
-        elif name in recorded:
-            expected = recorded[name]
+        elif key in recorded:
+            expected = recorded[key]
             origin = f"recorded at first install in ConfigMap {DIGESTS_NAMESPACE}/{DIGESTS_CONFIGMAP}"
         else:
             print(f"archive {name}: sha256 {actual} (first use: recorded after the install)", flush=True)
