@@ -94,13 +94,20 @@ class EksStack(cdk.Stack):
             wait=False,
         )
 
-        self.hyperpod_dependencies = HelmChartFromGit(
-            self,
-            "HyperPodDependencies",
+        # One installer set-up for both git charts; each chart has its own commit pin.
+        git_chart_options = dict(
             cluster=self.cluster,
             kubectl_layer=self.eks.kubectl_layer,
             awscli_layer=self.eks.awscli_layer,
             repository=versions.hyperpod_cli_repository,
+            archive_sha256=config.helm_installer.archive_sha256,
+            require_pinned_digests=config.helm_installer.require_pinned_digests,
+            archive_mirror=config.helm_installer.archive_mirror,
+        )
+        self.hyperpod_dependencies = HelmChartFromGit(
+            self,
+            "HyperPodDependencies",
+            **git_chart_options,
             commit=versions.hyperpod_cli_commit,
             chart_path=HYPERPOD_CHART_PATH,
             release=HYPERPOD_DEPENDENCIES_RELEASE,
@@ -115,10 +122,7 @@ class EksStack(cdk.Stack):
             self.ray_endpoint_operator = HelmChartFromGit(
                 self,
                 "RayEndpointOperator",
-                cluster=self.cluster,
-                kubectl_layer=self.eks.kubectl_layer,
-                awscli_layer=self.eks.awscli_layer,
-                repository=versions.hyperpod_cli_repository,
+                **git_chart_options,
                 commit=operator.commit,
                 chart_path=RAY_ENDPOINT_OPERATOR_CHART_PATH,
                 release=RAY_ENDPOINT_OPERATOR_RELEASE,

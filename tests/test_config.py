@@ -290,6 +290,8 @@ PARTIAL_OVERRIDES = {
     "training.knobs": ("lora_alpha", 64),
     "serving": ("max_replicas", 1),
     "serving.publish": ("adapter_name", "maze-grpo-2"),
+    "alerts": ("email_addresses", ["oncall@example.com"]),
+    "helm_installer": ("archive_mirror", "s3://example-helm-mirror/hyperpod"),
 }
 
 

@@ -11,7 +11,6 @@ import fnmatch
 import io
 import json
 import re
-import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,7 +27,7 @@ from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, valid
 from skyrl_hyperpod.config.platform import SUPPORTED_KUBERNETES_VERSIONS
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components import eks_addons, eks_cluster
-from stacks.components.helm_from_git import RESOURCE_TYPE, HelmChartFromGit, load_handler
+from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from stacks.eks_stack import (
@@ -58,6 +57,11 @@ VARIANT = {
         "admin_group": "ray-admins",
         # Passed to the add-on verbatim; a placeholder mapping, not a claim about its schema.
         "spaces_addon_configuration": {"placeholder": {"enabled": True}},
+    },
+    "helm_installer": {
+        "archive_mirror": "s3://example-helm-mirror/hyperpod",
+        "archive_sha256": {"cert-manager-v1.18.2.tgz": "0" * 64},
+        "require_pinned_digests": True,
     },
 }
 COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -475,10 +479,64 @@ def test_hyperpod_dependencies_run_under_their_own_cluster_admin_entry(default):
     [entry_id] = [k for k, v in resources(default.template, "AWS::EKS::AccessEntry").items()
                   if v["Properties"]["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}]  # fmt: skip
     assert entry_id in chart["DependsOn"]
-    assert function["VpcConfig"]["SecurityGroupIds"] == [
-        {"Fn::GetAtt": [one(default.template, "AWS::EKS::Cluster")[0], "ClusterSecurityGroupId"]}
-    ]
     assert [s["Action"] for s in role_statements(default.template, role_id)] == ["eks:DescribeCluster"]
+
+
+def test_git_helm_installer_has_its_own_https_only_security_group(default):
+    [chart] = git_charts(default.template).values()
+    function = default.template["Resources"][chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]
+    [group_ref] = function["VpcConfig"]["SecurityGroupIds"]
+    group_id = group_ref["Fn::GetAtt"][0]
+    group = default.template["Resources"][group_id]["Properties"]
+    assert [(r["CidrIp"], r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in group["SecurityGroupEgress"]] == [
+        ("0.0.0.0/0", "tcp", 443, 443)
+    ]
+    assert "SecurityGroupIngress" not in group
+    # The private API endpoint (cluster security group) admits it on 443 only, before the first install.
+    cluster_id = one(default.template, "AWS::EKS::Cluster")[0]
+    [(ingress_id, ingress)] = [
+        (k, v["Properties"]) for k, v in resources(default.template, "AWS::EC2::SecurityGroupIngress").items()
+        if v["Properties"].get("SourceSecurityGroupId") == {"Fn::GetAtt": [group_id, "GroupId"]}
+    ]  # fmt: skip
+    assert ingress["GroupId"] == {"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]}
+    assert (ingress["IpProtocol"], ingress["FromPort"], ingress["ToPort"]) == ("tcp", 443, 443)
+    assert ingress_id in chart["DependsOn"]
+
+
+def test_git_helm_installer_cannot_keep_cloudformation_waiting(default, variant):
+    for synth in (default, variant):
+        for chart in git_charts(synth.template).values():
+            function_id = chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+            function = synth.template["Resources"][function_id]["Properties"]
+            # CloudFormation stops waiting soon after the function's own limit, not after an hour.
+            service_timeout = chart["Properties"]["ServiceTimeout"]
+            assert int(service_timeout) == SERVICE_TIMEOUT.to_seconds()
+            assert function["Timeout"] < int(service_timeout) < 3600
+            # The log group exists (and is declared) before the function first runs.
+            log_group_id = function["LoggingConfig"]["LogGroup"]["Ref"]
+            assert synth.template["Resources"][log_group_id]["Type"] == "AWS::Logs::LogGroup"
+            assert log_group_id in synth.template["Resources"][function_id]["DependsOn"]
+            assert log_group_id in chart["DependsOn"]
+    [invoke_config] = resources(default.template, "AWS::Lambda::EventInvokeConfig").values()
+    assert invoke_config["Properties"]["MaximumRetryAttempts"] == 0
+
+
+def test_archive_pins_and_mirror_reach_the_installer(default, variant):
+    for chart in git_charts(default.template).values():
+        props = chart["Properties"]
+        assert (props["ArchiveDigests"], props["RequirePinnedDigests"], props["ArchiveMirror"]) == ("{}", "false", "")
+    installer = variant.config.helm_installer
+    for chart in git_charts(variant.template).values():
+        props = chart["Properties"]
+        assert json.loads(props["ArchiveDigests"]) == installer.archive_sha256
+        assert props["RequirePinnedDigests"] == "true"
+        assert props["ArchiveMirror"] == installer.archive_mirror
+    [chart, *_] = git_charts(variant.template).values()
+    role_id = variant.template["Resources"][chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]["Role"]
+    statements = role_statements(variant.template, role_id["Fn::GetAtt"][0])
+    [statement] = [s for s in statements if s["Action"] == "s3:GetObject"]
+    # Only the mirror's prefix, read-only (the variant's environment is concrete: partition aws).
+    assert statement["Resource"] == "arn:aws:s3:::example-helm-mirror/hyperpod/*"
 
 
 def test_device_plugins_are_pinned_to_the_configured_instance_types(default):
@@ -551,133 +609,3 @@ def test_cdk_nag_passes_and_cfn_lint_reports_no_errors(fixture, request):
     [nag] = [r for r in report["pluginReports"] if r["pluginName"] == "AwsSolutions"]
     assert nag["conclusion"] == "success" and nag["violations"] == []
     assert cfn_lint_errors(synth.template) == []
-
-
-# --- the git Helm installer's handler (no AWS) --------------------------------------------------
-
-handler = load_handler()
-COMMIT = load_config(None).versions.hyperpod_cli_commit
-
-
-@pytest.mark.parametrize(
-    "repository",
-    ["https://github.com/aws/sagemaker-hyperpod-cli", "https://github.com/aws/sagemaker-hyperpod-cli.git",
-     "https://github.com/aws/sagemaker-hyperpod-cli/"],
-)  # fmt: skip
-def test_archive_url_points_at_one_commit(repository):
-    assert handler.archive_url(repository, COMMIT) == (
-        f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{COMMIT}.tar.gz"
-    )
-
-
-@pytest.mark.parametrize(
-    ("repository", "commit", "problem"),
-    [
-        ("https://github.com/aws/sagemaker-hyperpod-cli", "main", "commit"),
-        ("https://github.com/aws/sagemaker-hyperpod-cli", COMMIT[:12], "commit"),
-        ("https://github.com/aws/sagemaker-hyperpod-cli", COMMIT.upper(), "commit"),
-        ("http://github.com/aws/sagemaker-hyperpod-cli", COMMIT, "repository"),
-        ("https://gitlab.com/aws/sagemaker-hyperpod-cli", COMMIT, "repository"),
-        ("https://github.com/aws", COMMIT, "repository"),
-    ],
-)
-def test_archive_url_refuses_branches_and_other_hosts(repository, commit, problem):
-    with pytest.raises(ValueError, match=problem):
-        handler.archive_url(repository, commit)
-
-
-def test_chart_members_select_only_the_chart_subtree():
-    top = f"sagemaker-hyperpod-cli-{COMMIT}"
-    names = [top, f"{top}/README.md", f"{top}/helm_chart", f"{top}/helm_chart/HyperPodHelmChart",
-             f"{top}/helm_chart/HyperPodHelmChart/Chart.yaml", f"{top}/helm_chart/HyperPodHelmChartOther/x",
-             f"{top}/helm_chart/HyperPodHelmChart/charts/a/Chart.yaml"]  # fmt: skip
-    found_top, members = handler.chart_members(names, "helm_chart/HyperPodHelmChart")
-    assert found_top == top
-    assert members == [f"{top}/helm_chart/HyperPodHelmChart", f"{top}/helm_chart/HyperPodHelmChart/Chart.yaml",
-                       f"{top}/helm_chart/HyperPodHelmChart/charts/a/Chart.yaml"]  # fmt: skip
-    for bad in ("../etc", "/helm_chart", "helm_chart/missing"):
-        with pytest.raises(ValueError):
-            handler.chart_members(names, bad)
-
-
-def test_helm_arguments_install_without_waiting():
-    upgrade = handler.upgrade_args("dependencies", "/tmp/chart", "kube-system", "/tmp/values.json")
-    assert upgrade[:5] == [handler.HELM, "upgrade", "--install", "dependencies", "/tmp/chart"]
-    assert upgrade[upgrade.index("--namespace") + 1] == "kube-system"
-    assert upgrade[upgrade.index("--values") + 1] == "/tmp/values.json"
-    assert "--create-namespace" in upgrade
-    assert not {"--wait", "--atomic", "--wait-for-jobs"} & set(upgrade)
-    assert handler.dependency_update_args("/tmp/chart") == [handler.HELM, "dependency", "update", "/tmp/chart"]
-    assert handler.uninstall_args("dependencies", "kube-system")[:5] == [
-        handler.HELM, "uninstall", "dependencies", "--namespace", "kube-system"
-    ]
-    kubeconfig = handler.kubeconfig_args("skyrl-hp-eks", "us-west-2", "/tmp/k")
-    assert kubeconfig[:3] == [handler.AWS_CLI, "eks", "update-kubeconfig"] and "skyrl-hp-eks" in kubeconfig
-
-
-class FakeContext:
-    log_stream_name = "stream"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 600_000
-
-
-def run_handler(monkeypatch, request_type: str, failing: str | None = None, error: str = "boom") -> tuple[list, dict]:
-    commands, sent = [], {}
-
-    def fake_run(args, env, deadline_s):
-        commands.append(args[1:3])
-        if failing and failing in args:
-            raise RuntimeError(f"{' '.join(args[:3])} failed (1): {error}")
-        return ""
-
-    monkeypatch.setattr(handler, "_run", fake_run)
-    monkeypatch.setattr(handler, "_download_chart", lambda url, path, workdir: f"{workdir}/chart")
-    monkeypatch.setattr(handler, "_send", lambda event, body: sent.update(body))
-    monkeypatch.setenv("AWS_REGION", "us-west-2")
-    event = {
-        "RequestType": request_type, "ResponseURL": "https://example.invalid", "StackId": "stack",
-        "RequestId": "request", "LogicalResourceId": "HyperPodDependencies",
-        "ResourceProperties": {
-            "ClusterName": "skyrl-hp-eks", "Repository": "https://github.com/aws/sagemaker-hyperpod-cli",
-            "Commit": COMMIT, "ChartPath": HYPERPOD_CHART_PATH, "Release": "dependencies",
-            "Namespace": "kube-system", "Values": "{}",
-        },
-    }  # fmt: skip
-    if request_type == "Delete":
-        event["PhysicalResourceId"] = "kube-system/dependencies"
-    handler.handler(event, FakeContext())
-    return commands, sent
-
-
-def test_handler_create_updates_dependencies_then_installs(monkeypatch):
-    commands, sent = run_handler(monkeypatch, "Create")
-    assert commands == [["eks", "update-kubeconfig"], ["dependency", "update"], ["upgrade", "--install"]]
-    assert sent["Status"] == "SUCCESS" and sent["PhysicalResourceId"] == "kube-system/dependencies"
-
-
-def test_handler_reports_a_failed_install_to_cloudformation(monkeypatch):
-    _, sent = run_handler(monkeypatch, "Create", failing="upgrade", error="no matches for kind")
-    assert sent["Status"] == "FAILED" and "no matches for kind" in sent["Reason"]
-
-
-def test_handler_delete_uninstalls_and_tolerates_a_missing_release(monkeypatch):
-    commands, sent = run_handler(monkeypatch, "Delete", failing="uninstall", error="release: not found")
-    assert commands[-1] == ["uninstall", "dependencies"]
-    assert sent["Status"] == "SUCCESS" and sent["PhysicalResourceId"] == "kube-system/dependencies"
-
-
-def test_download_extracts_only_the_chart(monkeypatch, tmp_path):
-    top = f"sagemaker-hyperpod-cli-{COMMIT}"
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, text in ((f"{top}/README.md", "readme"), (f"{top}/{HYPERPOD_CHART_PATH}/Chart.yaml", "name: x")):
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    buffer.seek(0)
-    monkeypatch.setattr(handler.urllib.request, "urlopen", lambda url, timeout: buffer)
-    chart_dir = handler._download_chart("https://github.com/x/y/archive/c.tar.gz", HYPERPOD_CHART_PATH, str(tmp_path))
-    assert Path(chart_dir, "Chart.yaml").read_text() == "name: x"
-    assert not (tmp_path / top / "README.md").exists()

@@ -482,3 +482,33 @@ class VersionsConfig(StrictModel):
         if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", value):
             raise ValueError("must be an exact chart version such as 1.7.0 (no ranges, no 'latest')")
         return value
+
+
+def _archive_digests(value: dict[str, str]) -> dict[str, str]:
+    for name, digest in value.items():
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.(?:tgz|tar\.gz)", name):
+            raise ValueError(f"key {name!r} must be an archive file name such as cert-manager-v1.18.2.tgz")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ValueError(f"value for {name!r} must be a sha256 in 64 lowercase hex characters, got {digest!r}")
+    return value
+
+
+class HelmInstallerConfig(StrictModel):
+    """Integrity and source of the archives the git Helm installer applies (README: "The git Helm installer")."""
+
+    archive_sha256: Annotated[dict[str, str], AfterValidator(_archive_digests)] = Field(
+        default_factory=dict,
+        description="Pins: archive file name -> sha256. Unpinned archives are trusted on first use, then enforced.",
+    )
+    require_pinned_digests: bool = Field(default=False, description="Refuse any archive without a pin.")
+    archive_mirror: str | None = Field(
+        default=None,
+        pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?|https://\S+)$",
+        description="s3://bucket/prefix or https://host/path holding every archive under its upstream file name.",
+    )
+
+    @model_validator(mode="after")
+    def _pins_for_required(self) -> HelmInstallerConfig:
+        if self.require_pinned_digests and not self.archive_sha256:
+            raise ValueError("require_pinned_digests is true but archive_sha256 is empty: pin every archive first")
+        return self

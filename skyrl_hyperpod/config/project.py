@@ -12,6 +12,7 @@ from .platform import (
     EksConfig,
     EnvironmentConfig,
     FsxConfig,
+    HelmInstallerConfig,
     HyperPodConfig,
     NetworkConfig,
     ObservabilityConfig,
@@ -75,6 +76,7 @@ class ProjectConfig(StrictModel):
     studio: StudioConfig = StudioConfig()
     ray_endpoint_operator: RayEndpointOperatorConfig = RayEndpointOperatorConfig()
     versions: VersionsConfig = VersionsConfig()
+    helm_installer: HelmInstallerConfig = HelmInstallerConfig()
     training_image: TrainingImageConfig = TrainingImageConfig()
     serving_image: ServingImageConfig = ServingImageConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()

@@ -348,8 +348,9 @@ def health_agent_problems(
         return []
     # What Helm passes a sub-chart: the umbrella's section under its name, plus the global values.
     sub_values = merge_values(umbrella.get(HEALTH_MONITORING_AGENT) or {}, {"global": umbrella.get("global") or {}})
-    # `helm dependency update` (the installer runs it) packages the sub-chart from this folder; the
-    # commit's own charts/health-monitoring-agent-*.tgz may be older and is replaced by it.
+    # The installer (stacks/components/helm_from_git/index.py, fetch_dependencies) packages the sub-chart
+    # from this folder into charts/, as `helm dependency update` does; the commit's own
+    # charts/health-monitoring-agent-*.tgz may be older and is overwritten by it.
     docs = helm_template(helm, dependency.local_dir, sub_values, namespace="kube-system")
     pod_specs = [
         doc["spec"]["template"]["spec"]

@@ -2,8 +2,10 @@
 
 Some charts (the HyperPod dependencies chart, the HyperPod Ray endpoint operator) are not published
 in any Helm repository. `HelmChartFromGit` is a custom resource whose handler downloads the GitHub
-tarball of one commit at deploy time, runs `helm dependency update` and `helm upgrade --install`
-(no --wait), and `helm uninstall` on delete. The handler Lambda (`GitHelmInstaller`) is created once
+tarball of one commit at deploy time, fetches the remote sub-charts, verifies the sha256 of every
+archive, and runs `helm upgrade --install` (no --wait); `helm uninstall` on delete. Deadlines,
+SIGTERM before SIGKILL, recovery of releases left pending and bounded retries keep a failure from
+wedging the stack (helm_from_git/index.py). The handler Lambda (`GitHelmInstaller`) is created once
 per cluster and shared by every chart; it reuses the cluster's kubectl and AWS CLI layers, so no
 extra layer asset is staged.
 """
@@ -11,6 +13,7 @@ extra layer asset is staged.
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -21,13 +24,22 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from .eks_cluster import CLUSTER_ADMIN_POLICY
-from .iam_wildcards import nag_rule, vpc_lambda_managed_policies
+from .iam_wildcards import acknowledge_iam_wildcards, nag_rule, vpc_lambda_managed_policies
 
 HANDLER_DIR = Path(__file__).with_name("helm_from_git")
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
+HTTPS = 443
+FUNCTION_TIMEOUT = cdk.Duration.minutes(15)
+# The handler always answers before FUNCTION_TIMEOUT; if it dies anyway (out of memory, crash),
+# CloudFormation gives up after this instead of its default hour. Lambda's own retries of the
+# event are off (retry_attempts=0), so no second run can answer later.
+SERVICE_TIMEOUT = FUNCTION_TIMEOUT.plus(cdk.Duration.minutes(5))
+# What CDK gives the log groups it manages for Lambdas (@aws-cdk/aws-lambda:useCdkManagedLogGroup).
+LOG_RETENTION = logs.RetentionDays.TWO_YEARS
 
 
 def load_handler() -> ModuleType:
@@ -54,6 +66,34 @@ class GitHelmInstaller(Construct):
         awscli_layer: lambda_.ILayerVersion,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Its own group, HTTPS out only: the EKS API, AWS APIs (EKS, S3, STS), GitHub and the chart
+        # repositories all speak HTTPS. DNS to the VPC resolver is not filtered by security groups
+        # (https://docs.aws.amazon.com/vpc/latest/userguide/vpc-security-groups.html, "Security group basics").
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=cluster.vpc,
+            description="Git Helm installer Lambda: HTTPS egress only",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS), "EKS API, AWS APIs, GitHub and chart repositories (HTTPS)"
+        )
+        # The private API endpoint's ENIs carry the EKS-created cluster security group: admit the
+        # function there on 443 only.
+        self.api_access = ec2.CfnSecurityGroupIngress(
+            self,
+            "ClusterApiAccess",
+            group_id=cluster.cluster_security_group_id,
+            source_security_group_id=self.security_group.security_group_id,
+            ip_protocol="tcp",
+            from_port=HTTPS,
+            to_port=HTTPS,
+            description="Git Helm installer to the Kubernetes API",
+        )
+        # Created by CloudFormation before the function's first run (a group Lambda creates on its
+        # own is unmanaged and collides with a later declaration: aws/aws-cdk issue 667).
+        self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
         self.function = lambda_.Function(
             self,
             "Handler",
@@ -62,16 +102,20 @@ class GitHelmInstaller(Construct):
             handler="index.handler",
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
             layers=[kubectl_layer, awscli_layer],
-            timeout=cdk.Duration.minutes(15),
+            timeout=FUNCTION_TIMEOUT,
             memory_size=1024,
             # A repository tarball plus the chart's downloaded dependencies.
             ephemeral_storage_size=cdk.Size.gibibytes(2),
-            # The API endpoint may be private: run next to it, in the cluster's security group
-            # (which admits its own members); NAT gives the route to GitHub and the chart repositories.
+            # The API endpoint may be private: run next to it; NAT gives the route to GitHub and the
+            # chart repositories (or a mirror replaces them: README "The git Helm installer").
             vpc=cluster.vpc,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
-            security_groups=[cluster.cluster_security_group],
+            security_groups=[self.security_group],
+            log_group=self.log_group,
+            # A retried event would race the answer CloudFormation already has (or the ServiceTimeout).
+            retry_attempts=0,
         )
+        self.function.node.add_dependency(self.log_group)
         role = self.function.role
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
@@ -99,6 +143,32 @@ class GitHelmInstaller(Construct):
                     "the version the shared AWS CLI layer is built and tested against."
                 ),
             )
+        )
+
+    def allow_reading_mirror(self, mirror: str) -> None:
+        """Let the function read the archives of an `s3://bucket/prefix` mirror (https mirrors need nothing)."""
+        if not mirror.startswith("s3://"):
+            return
+        bucket, _, prefix = mirror[len("s3://") :].rstrip("/").partition("/")
+        objects = f"{prefix}/*" if prefix else "*"
+        self.function.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[
+                    cdk.Stack.of(self).format_arn(
+                        service="s3", region="", account="", resource=bucket, resource_name=objects
+                    )
+                ],
+            )
+        )
+        acknowledge_iam_wildcards(
+            self.function.role,
+            {
+                rf"Resource::arn:(?:<AWS::Partition>|aws[a-z-]*):s3:::{re.escape(bucket)}/.*\*": (
+                    "Read-only access to the user's Helm archive mirror prefix; "
+                    "archive names are resolved at deploy time."
+                )
+            },
         )
 
     @classmethod
@@ -131,19 +201,28 @@ class HelmChartFromGit(Construct):
         release: str,
         namespace: str,
         values: Mapping[str, Any] | None = None,
+        archive_sha256: Mapping[str, str] | None = None,
+        require_pinned_digests: bool = False,
+        archive_mirror: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # Fail the synth, not the deployment, on a branch name or a non-GitHub URL.
         self.archive_url = _HANDLER.archive_url(repository, commit)
+        pins = _HANDLER.validate_digests(dict(archive_sha256 or {}))
+        mirror = _HANDLER.validate_mirror(archive_mirror) if archive_mirror else ""
         self.commit = commit
         self.release = release
         self.namespace = namespace
         installer = GitHelmInstaller.of(cluster, kubectl_layer=kubectl_layer, awscli_layer=awscli_layer)
+        if mirror:
+            installer.allow_reading_mirror(mirror)
+        stack = cdk.Stack.of(self)
         self.resource = cdk.CustomResource(
             self,
             "Resource",
             service_token=installer.function.function_arn,
             resource_type=RESOURCE_TYPE,
+            service_timeout=SERVICE_TIMEOUT,
             properties={
                 "ClusterName": cluster.cluster_name,
                 "Repository": repository,
@@ -151,8 +230,13 @@ class HelmChartFromGit(Construct):
                 "ChartPath": chart_path,
                 "Release": release,
                 "Namespace": namespace,
-                "Values": cdk.Stack.of(self).to_json_string(dict(values or {})),
+                "Values": stack.to_json_string(dict(values or {})),
+                "ArchiveDigests": stack.to_json_string(dict(sorted(pins.items()))),
+                "RequirePinnedDigests": "true" if require_pinned_digests else "false",
+                "ArchiveMirror": mirror,
             },
         )
-        # Authorized before the first install; on delete, uninstalled while still authorized.
-        self.resource.node.add_dependency(installer.access_entry)
+        # Authorized, reachable and logged before the first install; on delete, uninstalled while
+        # still authorized and reachable.
+        for prerequisite in (installer.access_entry, installer.api_access, installer.log_group):
+            self.resource.node.add_dependency(prerequisite)

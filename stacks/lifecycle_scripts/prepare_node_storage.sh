@@ -5,34 +5,81 @@
 #
 # Approach: bind mounts declared as systemd mount units. Containerd and kubelet keep their
 # default paths, so this works the same on Amazon Linux 2 and 2023 and needs no change to
-# their configuration; the units re-create the mounts at every boot, before either service.
-# Idempotent: a directory that is already bind-mounted is left alone.
+# their configuration; the units re-create the mounts at every boot.
 #
-# Environment (optional): PROVISION_ROOT (path prefix, for tests), DATA_DISK_WAIT_SECONDS
-# (how long to wait for the volume to appear, default 120).
+# Day 2:
+# - Patching (UpdateClusterSoftware) re-runs this script on a new root volume while
+#   /opt/sagemaker keeps the old AMI's state. The copy on the data volume is therefore stamped
+#   with the AMI id and an id of the root volume it came from (plus the boot it was made in, for
+#   the log); on any mismatch, or a copy without a stamp (interrupted), the old copy is wiped and
+#   the new root's state copied again. AWS's own lifecycle script also deletes the old data
+#   (aws-samples/awsome-distributed-training,
+#   1.architectures/7.sagemaker-hyperpod-eks/LifecycleScripts/base-config/on_create_main.sh).
+# - Reboots: containerd and kubelet get a drop-in requiring their bind mounts, and the bind
+#   mounts require skyrl-hp-data-volume.service, which waits for /opt/sagemaker
+#   (wait_for_data_volume.sh). A late data volume delays them; a missing one makes them fail
+#   (fail closed) instead of running on the root volume's empty directories.
+# - A data volume that never appears fails this script, so the node fails provisioning now
+#   rather than hitting DiskPressure later.
+#
+# Environment (optional): PROVISION_ROOT (path prefix, for tests), DATA_DISK_WAIT_SECONDS (how
+# long this script waits for the volume, default 120), DATA_DISK_BOOT_WAIT_SECONDS (how long each
+# boot waits for it before containerd and kubelet fail, default 300).
 set -euo pipefail
 
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="${PROVISION_ROOT:-}"
 DATA_VOLUME="/opt/sagemaker"
 WAIT_SECONDS="${DATA_DISK_WAIT_SECONDS:-120}"
+BOOT_WAIT_SECONDS="${DATA_DISK_BOOT_WAIT_SECONDS:-300}"
 UNIT_DIR="${ROOT}/etc/systemd/system"
-# Directories moved to the data volume, and where each one lands there.
+# Directories moved to the data volume; each lands at ${DATA_VOLUME}/<basename>.
 STATE_DIRS=(/var/lib/containerd /var/lib/kubelet)
 # Stopped in this order while their state moves, started again in reverse.
 SERVICES=(kubelet containerd)
+WAIT_COMMAND="/usr/local/sbin/skyrl-hp-wait-data-volume"
+WAIT_UNIT="skyrl-hp-data-volume.service"
+DROP_IN="50-skyrl-hp-data-volume.conf"
+# Which AMI and which root volume the copy on the data volume came from.
+STAMP="${DATA_VOLUME}/.skyrl-hp-node-state"
+ROOT_VOLUME_ID_FILE="/etc/skyrl-hp/root-volume-id"
+IMDS="http://169.254.169.254/latest"
 
 log() { printf '[prepare_node_storage] %s\n' "$*"; }
 
-wait_for_data_volume() {
-  local waited=0
-  until mountpoint -q "${ROOT}${DATA_VOLUME}"; do
-    if ((waited >= WAIT_SECONDS)); then
-      return 1
-    fi
-    log "waiting for ${DATA_VOLUME} to be mounted (${waited}s)"
-    sleep 5
-    waited=$((waited + 5))
-  done
+units_changed=0
+
+# Write $2 to $1 unless it already holds exactly that.
+write_file() {
+  local file="$1" content="$2"
+  if [[ -f "$file" ]] && cmp -s "$file" <(printf '%s' "$content"); then
+    return 0
+  fi
+  mkdir -p "$(dirname "$file")"
+  printf '%s' "$content" >"${file}.new"
+  mv "${file}.new" "$file"
+  log "wrote ${file#"$ROOT"}"
+  units_changed=1
+}
+
+ami_id() {
+  local token
+  token="$(curl -fsS --max-time 5 --retry 3 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "${IMDS}/api/token")"
+  curl -fsS --max-time 5 --retry 3 -H "X-aws-ec2-metadata-token: ${token}" "${IMDS}/meta-data/ami-id"
+}
+
+# A random id kept on the root volume: a new root volume (patching, replacement) has none yet.
+root_volume_id() {
+  local file="${ROOT}${ROOT_VOLUME_ID_FILE}"
+  if [[ ! -s "$file" ]]; then
+    mkdir -p "$(dirname "$file")"
+    cat /proc/sys/kernel/random/uuid >"$file"
+  fi
+  cat "$file"
+}
+
+stamp_field() {
+  sed -n "s/^$1=//p" "${ROOT}${STAMP}" 2>/dev/null || true
 }
 
 # systemd requires a mount unit's name to be its escaped mount path (/var/lib/kubelet ->
@@ -42,16 +89,32 @@ mount_unit_name() {
   printf '%s.mount\n' "${path//\//-}"
 }
 
-write_mount_unit() {
-  local state_dir="$1" target="$2" unit_file
-  unit_file="${UNIT_DIR}/$(mount_unit_name "$state_dir")"
-  local content
-  content="[Unit]
+install_boot_units() {
+  mkdir -p "${ROOT}$(dirname "$WAIT_COMMAND")"
+  if ! cmp -s "${SCRIPT_DIR}/wait_for_data_volume.sh" "${ROOT}${WAIT_COMMAND}"; then
+    install -m 0755 "${SCRIPT_DIR}/wait_for_data_volume.sh" "${ROOT}${WAIT_COMMAND}"
+    log "installed ${WAIT_COMMAND}"
+  fi
+  write_file "${UNIT_DIR}/${WAIT_UNIT}" "[Unit]
+Description=Wait for the HyperPod data volume ${DATA_VOLUME} (containerd and kubelet state live there)
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=${WAIT_COMMAND} ${DATA_VOLUME} ${BOOT_WAIT_SECONDS}
+TimeoutStartSec=$((BOOT_WAIT_SECONDS + 30))
+"
+  local state_dir target
+  for state_dir in "${STATE_DIRS[@]}"; do
+    target="${DATA_VOLUME}/$(basename "$state_dir")"
+    write_file "${UNIT_DIR}/$(mount_unit_name "$state_dir")" "[Unit]
 Description=Keep ${state_dir} on the HyperPod data volume ${DATA_VOLUME}
 DefaultDependencies=no
+Requires=${WAIT_UNIT}
+After=${WAIT_UNIT}
 RequiresMountsFor=${DATA_VOLUME}
-# Without the volume, fall back to the root disk rather than hiding data behind an empty mount.
-ConditionPathIsMountPoint=${DATA_VOLUME}
+# Fail (and with it containerd and kubelet) rather than mount the root volume's empty directory.
+AssertPathIsMountPoint=${DATA_VOLUME}
 Before=containerd.service kubelet.service umount.target
 Conflicts=umount.target
 
@@ -64,45 +127,70 @@ Options=bind
 [Install]
 WantedBy=containerd.service kubelet.service
 "
-  if [[ -f "$unit_file" ]] && [[ "$(cat "$unit_file")" == "$content" ]]; then
-    log "$(basename "$unit_file") is up to date"
-  else
-    mkdir -p "$UNIT_DIR"
-    printf '%s' "$content" >"$unit_file"
-    log "wrote $(basename "$unit_file")"
-  fi
+  done
+  local service
+  for service in "${SERVICES[@]}"; do
+    write_file "${UNIT_DIR}/${service}.service.d/${DROP_IN}" "[Unit]
+# Never start on the root volume: require (and order after) the bind mounts of both state directories.
+RequiresMountsFor=${STATE_DIRS[*]}
+"
+  done
 }
 
-move_state() {
+copy_state() {
   local state_dir="$1" target="$2"
-  mkdir -p "${ROOT}${target}" "${ROOT}${state_dir}"
-  # A non-empty target means an earlier run already copied (and possibly cleared the source).
-  if [[ -z "$(ls -A "${ROOT}${target}")" ]] && [[ -n "$(ls -A "${ROOT}${state_dir}")" ]]; then
-    log "copying ${state_dir} to ${target}"
-    cp -a "${ROOT}${state_dir}/." "${ROOT}${target}/"
+  if [[ -d "${ROOT}${target}" ]]; then
+    log "${target} holds the stamped copy of ${state_dir}"
+    return 0
   fi
-  # The source is hidden by the bind mount from now on: free the root volume.
-  find "${ROOT}${state_dir}" -mindepth 1 -delete
+  log "copying ${state_dir} to ${target}"
+  rm -rf "${ROOT}${target}.partial"
+  mkdir -p "${ROOT}${target}.partial" "${ROOT}${state_dir}"
+  cp -a "${ROOT}${state_dir}/." "${ROOT}${target}.partial/"
+  mv "${ROOT}${target}.partial" "${ROOT}${target}"
 }
 
 main() {
-  log "data volume ${DATA_VOLUME}; moving ${STATE_DIRS[*]}"
-  if ! wait_for_data_volume; then
-    log "WARNING: ${DATA_VOLUME} is not mounted after ${WAIT_SECONDS}s; containerd and kubelet stay on the root volume"
-    return 0
+  log "data volume ${DATA_VOLUME}; state ${STATE_DIRS[*]}"
+  if ! bash "${SCRIPT_DIR}/wait_for_data_volume.sh" "$DATA_VOLUME" "$WAIT_SECONDS"; then
+    log "ERROR: ${DATA_VOLUME} is not mounted after ${WAIT_SECONDS}s: the node has no data volume for containerd and kubelet"
+    return 1
   fi
 
-  local pending=()
-  local state_dir
+  local ami root_id boot_id
+  if ! ami="$(ami_id)" || [[ -z "$ami" ]]; then
+    log "ERROR: cannot read the AMI id from the instance metadata service"
+    return 1
+  fi
+  root_id="$(root_volume_id)"
+  boot_id="$(cat /proc/sys/kernel/random/boot_id)"
+  local stamped_ami stamped_root current=0
+  stamped_ami="$(stamp_field ami)"
+  stamped_root="$(stamp_field root_volume)"
+  if [[ "$stamped_ami" == "$ami" && "$stamped_root" == "$root_id" ]]; then
+    current=1
+  fi
+
+  install_boot_units
+
+  local state_dir mounted=() pending=()
   for state_dir in "${STATE_DIRS[@]}"; do
     if mountpoint -q "${ROOT}${state_dir}"; then
-      log "${state_dir} is already on the data volume"
+      mounted+=("$state_dir")
     else
       pending+=("$state_dir")
     fi
   done
+  if ((${#mounted[@]} > 0 && !current)); then
+    # The root volume's own copy is hidden under the mount: it cannot be copied again from here.
+    log "ERROR: ${mounted[*]} already mounted, but ${STAMP} (ami=${stamped_ami:-none} root_volume=${stamped_root:-none}) is not this node's (ami=${ami} root_volume=${root_id})"
+    return 1
+  fi
   if ((${#pending[@]} == 0)); then
-    log "nothing to do"
+    if ((units_changed)); then
+      systemctl daemon-reload
+    fi
+    log "state is already on the data volume (ami=${ami}, copied in boot $(stamp_field boot))"
     return 0
   fi
 
@@ -115,13 +203,34 @@ main() {
     fi
   done
 
-  local target unit
+  local target
+  if ((!current)); then
+    if [[ -e "${ROOT}${STAMP}" ]]; then
+      log "data volume holds state of ami=${stamped_ami} root_volume=${stamped_root}; this node is ami=${ami} root_volume=${root_id} (patched or replaced root volume): wiping it"
+    else
+      log "no stamp on the data volume (first run, or an interrupted copy): wiping any earlier copy"
+    fi
+    rm -f "${ROOT}${STAMP}"
+    for state_dir in "${STATE_DIRS[@]}"; do
+      target="${DATA_VOLUME}/$(basename "$state_dir")"
+      rm -rf "${ROOT}${target}" "${ROOT}${target}.partial"
+    done
+  fi
   for state_dir in "${pending[@]}"; do
-    target="${DATA_VOLUME}/$(basename "$state_dir")"
-    move_state "$state_dir" "$target"
-    write_mount_unit "$state_dir" "$target"
+    copy_state "$state_dir" "${DATA_VOLUME}/$(basename "$state_dir")"
   done
+  if ((!current)); then
+    printf 'ami=%s\nroot_volume=%s\nboot=%s\n' "$ami" "$root_id" "$boot_id" >"${ROOT}${STAMP}.new"
+    mv "${ROOT}${STAMP}.new" "${ROOT}${STAMP}"
+    log "stamped ${STAMP}: ami=${ami} root_volume=${root_id} boot=${boot_id}"
+  fi
+  # Only now, with a complete stamped copy, free the root volume (the bind mounts hide it anyway).
+  for state_dir in "${pending[@]}"; do
+    find "${ROOT}${state_dir}" -mindepth 1 -delete
+  done
+
   systemctl daemon-reload
+  local unit
   for state_dir in "${pending[@]}"; do
     unit="$(mount_unit_name "$state_dir")"
     systemctl enable "$unit"
