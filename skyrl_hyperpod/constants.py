@@ -14,7 +14,7 @@ KUBERAY_NAMESPACE = "kuberay-system"
 HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 
 # Ray's default head ports (https://docs.ray.io/en/latest/ray-core/configure.html#ports-configurations):
-# the charts publish them on the head Service, the Studio security group opens the two clients use.
+# the charts publish them on the head Service and admit them in the NetworkPolicies.
 RAY_GCS_PORT = 6379
 RAY_DASHBOARD_PORT = 8265  # dashboard and job submission API
 RAY_CLIENT_PORT = 10001

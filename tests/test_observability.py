@@ -299,10 +299,9 @@ def test_studio_security_group_opens_only_what_studio_needs():
     s, h = json.dumps(studio), json.dumps(hyperpod)
     assert rules("Ingress") == {
         (s, s, "tcp", 8192, 65535),  # Studio apps to each other
-        (h, s, "tcp", 443, 443), (h, s, "tcp", 8265, 8265), (h, s, "tcp", 10001, 10001),  # EKS API, Ray job API, client
+        (h, s, "tcp", 443, 443),  # EKS API; Ray's ports are reached through it (kubectl port-forward)
     }  # fmt: skip
-    assert rules("Egress") == {(s, s, "tcp", 8192, 65535), (s, h, "tcp", 443, 443), (s, h, "tcp", 8265, 8265),
-                               (s, h, "tcp", 10001, 10001)}  # fmt: skip
+    assert rules("Egress") == {(s, s, "tcp", 8192, 65535), (s, h, "tcp", 443, 443)}
     # Inline: HTTPS to AWS APIs through NAT, and nothing else (no allow-all egress).
     assert group["Properties"]["SecurityGroupEgress"] == [
         {"CidrIp": "0.0.0.0/0", "Description": "AWS APIs and package indexes over HTTPS", "FromPort": 443,

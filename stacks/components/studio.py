@@ -8,8 +8,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from skyrl_hyperpod.constants import RAY_CLIENT_PORT, RAY_DASHBOARD_PORT
-
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern
 
 HTTPS_PORT = 443
@@ -19,9 +17,11 @@ STUDIO_APP_PORT_RANGE = (8192, 65535)
 
 
 class StudioSecurityGroup(Construct):
-    """Studio's own group: apps reach each other, AWS APIs over HTTPS, and only the cluster ports a
-    user needs (EKS API, Ray dashboard/job API and Ray client). It never joins the HyperPod group,
-    whose self-referencing all-traffic rule (EFA) would open every port of every node and pod.
+    """Studio's own group: apps reach each other, AWS APIs over HTTPS, and the EKS API only. It never
+    joins the HyperPod group, whose self-referencing all-traffic rule (EFA) would open every port of
+    every node and pod. Ray's ports are not opened: the namespace's NetworkPolicies (charts/ray_access.py)
+    admit no VPC address on them, so a Studio user reaches a Ray head through the EKS API
+    (`kubectl port-forward`), like any other operator.
     """
 
     def __init__(
@@ -32,7 +32,7 @@ class StudioSecurityGroup(Construct):
             self,
             "SecurityGroup",
             vpc=vpc,
-            description="SageMaker Studio apps: HTTPS out, Studio app ports, EKS API and Ray job/client ports",
+            description="SageMaker Studio apps: HTTPS out, Studio app ports and the EKS API",
             allow_all_outbound=False,
         )
         group = self.security_group
@@ -41,13 +41,10 @@ class StudioSecurityGroup(Construct):
         group.add_egress_rule(group, apps, "Studio apps to each other")
         # SageMaker, STS, ECR, PyPI, Hugging Face: through NAT. The EKS API's private endpoint is in the VPC.
         group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS_PORT), "AWS APIs and package indexes over HTTPS")
-        # Pods get their IPs on node ENIs, and the EKS control-plane ENIs sit in the same group.
-        for port, purpose in (
-            (HTTPS_PORT, "EKS API server (private endpoint)"),
-            (RAY_DASHBOARD_PORT, "Ray dashboard and job submission API"),
-            (RAY_CLIENT_PORT, "Ray client"),
-        ):
-            group.connections.allow_to(cluster_security_group, ec2.Port.tcp(port), f"Studio to {purpose}")
+        # The EKS control-plane ENIs sit in the HyperPod group (the private API endpoint).
+        group.connections.allow_to(
+            cluster_security_group, ec2.Port.tcp(HTTPS_PORT), "Studio to EKS API server (private endpoint)"
+        )
 
 
 class StudioDomain(Construct):
