@@ -348,12 +348,10 @@ def _network_policy(spec: dict, at: list) -> Iterator[Finding]:
 
 
 def _upgrade_strategy_of_cluster(spec: dict, at: list, created_by: str | None) -> Iterator[Finding]:
-    """ValidateRayClusterUpgradeOptions: RayCluster upgradeStrategy types, and who may set it."""
-    kind = _mapping(spec.get("upgradeStrategy")).get("type")
-    if kind is None:
+    """ValidateRayClusterUpgradeOptions: who may set a RayCluster's upgradeStrategy (the CRD's enum already
+    limits its type to Recreate and None)."""
+    if _mapping(spec.get("upgradeStrategy")).get("type") is None:
         return
-    if kind not in ("Recreate", "None"):
-        yield [*at, "upgradeStrategy", "type"], f"{kind!r} is not Recreate or None", "ValidateRayClusterUpgradeOptions"
     if created_by in ("RayJob", "RayService"):
         yield [*at, "upgradeStrategy"], f"cannot be set on a RayCluster that a {created_by} creates", "ValidateRayClusterUpgradeOptions"
 
@@ -436,9 +434,9 @@ def _ray_job(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
         else:
             if parsed is not None and not isinstance(parsed, dict):
                 yield ["spec", "runtimeEnvYAML"], f"must be a YAML mapping, got {type(parsed).__name__}", source
-    for field in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
-        if isinstance(spec.get(field), int) and spec[field] <= 0:
-            yield ["spec", field], "must be a positive integer", source
+    # preRunningDeadlineSeconds > 0: the CRD's minimum already says so.
+    if isinstance(spec.get("activeDeadlineSeconds"), int) and spec["activeDeadlineSeconds"] <= 0:
+        yield ["spec", "activeDeadlineSeconds"], "must be a positive integer", source
     if isinstance(backoff, int) and backoff < 0:
         yield ["spec", "backoffLimit"], "must be non-negative", source
 
@@ -502,13 +500,11 @@ def _deletion_rules(spec: dict, rules: list, at: list) -> Iterator[Finding]:
         rule = _mapping(rule)
         condition, policy = _mapping(rule.get("condition")), rule.get("policy")
         job_status, deployment_status = condition.get("jobStatus"), condition.get("jobDeploymentStatus")
+        # validateDeletionCondition (exactly one status, ttlSeconds >= 0) is what the CRD's CEL rules and
+        # minimum already enforce: such an object never reaches these checks.
         if (job_status is None) == (deployment_status is None):
-            yield [*at, index, "condition"], "set exactly one of jobStatus and jobDeploymentStatus", "validateDeletionCondition"
             continue
         ttl = condition.get("ttlSeconds", 0)
-        if isinstance(ttl, int) and ttl < 0:
-            yield [*at, index, "condition", "ttlSeconds"], "must be non-negative", "validateDeletionCondition"
-            continue
         if selector and policy in ("DeleteCluster", "DeleteWorkers"):
             yield [*at, index, "policy"], f"{policy} is not supported with clusterSelector", source
             continue
@@ -555,9 +551,7 @@ def _ray_service(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
     allowed = ("NewClusterWithIncrementalUpgrade", "NewCluster", "None")
     if kind is not None and kind not in allowed:
         yield ["spec", "upgradeStrategy", "type"], f"{kind!r} is not one of {', '.join(allowed)}", source
-    delay = spec.get("rayClusterDeletionDelaySeconds")
-    if isinstance(delay, int) and delay < 0:
-        yield ["spec", "rayClusterDeletionDelaySeconds"], "must be non-negative", source
+    # rayClusterDeletionDelaySeconds >= 0: the CRD's minimum already says so.
     if gates["RayServiceIncrementalUpgrade"] and kind == "NewClusterWithIncrementalUpgrade":
         yield from _incremental_upgrade(cluster, strategy)
 
