@@ -422,6 +422,27 @@ def test_operator_rules_wait_for_the_api_server_layers(charts):
     assert "(CRD rule:" in problem
 
 
+def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_not_evaluate(charts, tmp_path, capsys):
+    from skyrl_hyperpod.validation import __main__ as validate_command
+
+    config, docs = charts["default"]
+    docs = copy.deepcopy(docs)
+    job = next(doc for doc in docs if doc["kind"] == "RayJob")
+    service = next(doc for doc in docs if doc["kind"] == "RayService")
+    job["spec"]["backoffLimit"] = 1
+    service["spec"]["managedBy"] = "example.com/mine"
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(docs))
+    assert validate_command.main([str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        f"{label(job)}: spec.backoffLimit: 1 > 0 is incompatible with clusterSelector (retries recreate the job's own "
+        "cluster) (KubeRay v1.7.0 ValidateRayJobSpec)",
+        f"{label(service)}: spec.managedBy: the managedBy field value must be either 'ray.io/kuberay-operator' or "
+        "'kueue.x-k8s.io/multikueue' (CRD rule: self in ['ray.io/kuberay-operator', 'kueue.x-k8s.io/multikueue'])",
+    ]
+    assert len([line for line in err.splitlines() if line.startswith("SKIPPED") and cel_rules.CHECK_NAME in line]) == 3
+
+
 # --- through the configuration and the constructs -----------------------------------------------------
 
 
