@@ -10,8 +10,9 @@ failure, every failing rule is reported here.
 They run on the defaulted object, and only on objects that pass the CRD schema and its CEL rules (the
 operator never sees any other). Objects whose `spec.managedBy` names another controller are not
 checked: the operator does not reconcile them. Status checks (ValidateRayClusterStatus,
-ValidateRayJobStatus) concern what the operator writes, not a manifest. The optional admission
-webhooks (off in the kuberay-operator Helm chart) are not modelled.
+ValidateRayJobStatus) concern what the operator writes, not a manifest. KubeRay's optional admission
+webhooks (the kuberay-operator Helm chart installs none) are not modelled. Rules that the CRD already
+enforces (an enum, a minimum, a CEL rule) are left to that layer, so that each failure has one line.
 
 Feature gates: FEATURE_GATES holds what the kuberay-operator Helm chart 1.7.0 that the platform installs
 sets (its values.yaml `featureGates`, the same as the operator's defaults in
