@@ -169,11 +169,16 @@ def test_a_rule_that_cannot_be_evaluated_is_a_problem_never_a_pass():
     compiled = cel_rules.compile_rules([rule])
     assert cel_rules.evaluate(compiled, {"spec": {"entrypoint": "x"}}) == []
     [problem] = cel_rules.evaluate(compiled, {"spec": {}})
-    assert problem.startswith("spec: rule \"self.entrypoint == 'x'\" cannot be evaluated here:") and "entrypoint" in problem
+    assert (
+        problem.startswith("spec: rule \"self.entrypoint == 'x'\" cannot be evaluated here:")
+        and "entrypoint" in problem
+    )
 
 
 def test_a_rule_that_needs_a_kubernetes_cel_library_is_reported_skipped():
-    needs_quantity = cel_rules.CelRule("RayJob", ("spec", "x"), "quantity(self).isGreaterThan(quantity('1'))", "m", "", "")
+    needs_quantity = cel_rules.CelRule(
+        "RayJob", ("spec", "x"), "quantity(self).isGreaterThan(quantity('1'))", "m", "", ""
+    )
     compiled = cel_rules.compile_rules([needs_quantity])
     assert compiled.on_create == () and [rule for rule, _ in compiled.unsupported] == [needs_quantity]
     reason = cel_rules.not_evaluated_reason(compiled)
@@ -189,7 +194,9 @@ def test_field_path_and_message_expression_shape_the_line():
         "spec.replicas: replicas is 3 (CRD rule: self.replicas <= 2)"
     ]
     plain = cel_rules.compile_rules([cel_rules.CelRule("RayJob", ("spec", "items", "[*]"), "self > 0", "", "", "")])
-    assert cel_rules.evaluate(plain, {"spec": {"items": [1, 0]}}) == ["spec.items[1]: failed rule: self > 0 (CRD rule: self > 0)"]
+    assert cel_rules.evaluate(plain, {"spec": {"items": [1, 0]}}) == [
+        "spec.items[1]: failed rule: self > 0 (CRD rule: self > 0)"
+    ]
 
 
 # --- KubeRay operator checks ----------------------------------------------------------------------
@@ -353,7 +360,8 @@ OPERATOR_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("variant", "kind", "mutate", "path", "message", "source"), [case[1:] for case in OPERATOR_CASES],
+    ("variant", "kind", "mutate", "path", "message", "source"),
+    [case[1:] for case in OPERATOR_CASES],
     ids=[case[0] for case in OPERATOR_CASES],
 )
 def test_each_operator_rule_fails_a_manifest_with_one_line(charts, variant, kind, mutate, path, message, source):
@@ -425,8 +433,7 @@ def test_operator_rules_wait_for_the_api_server_layers(charts):
 def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_not_evaluate(charts, tmp_path, capsys):
     from skyrl_hyperpod.validation import __main__ as validate_command
 
-    config, docs = charts["default"]
-    docs = copy.deepcopy(docs)
+    docs = copy.deepcopy(charts["default"][1])
     job = next(doc for doc in docs if doc["kind"] == "RayJob")
     service = next(doc for doc in docs if doc["kind"] == "RayService")
     job["spec"]["backoffLimit"] = 1
@@ -483,7 +490,9 @@ def test_ray_job_construct_with_a_submission_mode_kuberay_refuses(mode, cluster,
         backoff_limit=backoff,
     )
     RayJob(chart, "job", name="probe", namespace=config.workloads.namespace, props=props)
-    assert problems_of(chart.to_json()[0], config) == [f"RayJob/probe: {path}: {message} (KubeRay v1.7.0 ValidateRayJobSpec)"]
+    assert problems_of(chart.to_json()[0], config) == [
+        f"RayJob/probe: {path}: {message} (KubeRay v1.7.0 ValidateRayJobSpec)"
+    ]
 
 
 # --- every default and scale-variant manifest passes every layer ------------------------------------------
@@ -494,8 +503,16 @@ def test_ray_job_construct_with_a_submission_mode_kuberay_refuses(mode, cluster,
     [
         {},
         SELF_CONTAINED,
-        {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.48xlarge", "instance_count": 3}}},
-        {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance_count": 1}}},
+        {
+            "hyperpod": {
+                "worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.48xlarge", "instance_count": 3}
+            }
+        },
+        {
+            "hyperpod": {
+                "worker_group": {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance_count": 1}
+            }
+        },
         {"serving": {"upgrade_strategy": "None"}},
     ],
     ids=["defaults", "self-contained", "g7e-48xlarge", "one-gpu-node", "no-upgrades"],

@@ -97,7 +97,9 @@ def validate_skyrl_overrides(overrides: list[str]) -> list[str]:
 
 
 def _is_ray_service(doc: Any) -> bool:
-    return isinstance(doc, dict) and doc.get("apiVersion") == crds.KUBERAY_API_VERSION and doc.get("kind") == "RayService"
+    return (
+        isinstance(doc, dict) and doc.get("apiVersion") == crds.KUBERAY_API_VERSION and doc.get("kind") == "RayService"
+    )
 
 
 def _namespace(doc: dict) -> str:

@@ -98,7 +98,7 @@ def _environment():
 
 
 def compile_rules(rules: list[CelRule]) -> CompiledRules:
-    cel, env = _environment()
+    _, env = _environment()
     on_create, update_only, unsupported = [], [], []
     for rule in rules:
         try:
@@ -160,7 +160,9 @@ def evaluate(rules: CompiledRules, defaulted: dict) -> list[str]:
             if result.type() == cel.Type.ERROR:
                 problems.append(f"{json_path(path)}: rule {rule.rule!r} cannot be evaluated here: {result.value()}")
             elif result.value() is not True:
-                where = json_path([*path, *rule.field_path.lstrip(".").split(".")]) if rule.field_path else json_path(path)
+                where = (
+                    json_path([*path, *rule.field_path.lstrip(".").split(".")]) if rule.field_path else json_path(path)
+                )
                 problems.append(f"{where}: {_message(rule, value)} (CRD rule: {rule.rule})")
     return problems
 

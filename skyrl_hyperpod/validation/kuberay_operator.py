@@ -77,7 +77,10 @@ def operator_problems(doc: dict, *, gates: Mapping[str, bool] = FEATURE_GATES) -
     spec = _mapping(doc.get("spec"))
     if check is None or spec.get("managedBy", KUBERAY_CONTROLLER) != KUBERAY_CONTROLLER:
         return []
-    return [f"{json_path(path)}: {message} (KubeRay {KUBERAY_VERSION} {source})" for path, message, source in check(doc, gates)]
+    return [
+        f"{json_path(path)}: {message} (KubeRay {KUBERAY_VERSION} {source})"
+        for path, message, source in check(doc, gates)
+    ]
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -163,7 +166,11 @@ def cluster_spec_findings(spec: dict, annotations: dict, at: list, gates: Mappin
     for group, group_at in groups:
         name = group.get("groupName")
         if not _containers(group):
-            yield [*group_at, "template", "spec", "containers"], f"worker group {name} needs at least one container", source
+            yield (
+                [*group_at, "template", "spec", "containers"],
+                f"worker group {name} needs at least one container",
+                source,
+            )
         if not autoscaling and (group.get("minReplicas") is None or group.get("maxReplicas") is None):
             yield group_at, f"worker group {name} must set minReplicas and maxReplicas when autoscaling is off", source
         for field in ("minReplicas", "maxReplicas"):
@@ -179,46 +186,90 @@ def cluster_spec_findings(spec: dict, annotations: dict, at: list, gates: Mappin
     ft_options = spec.get("gcsFaultToleranceOptions")
     ft_at = [*at, "gcsFaultToleranceOptions"]
     if annotations.get(FT_ENABLED_ANNOTATION) and ft_options is not None:
-        yield ft_at, f"the {FT_ENABLED_ANNOTATION} annotation and gcsFaultToleranceOptions are both set; use only gcsFaultToleranceOptions", source
+        yield (
+            ft_at,
+            f"the {FT_ENABLED_ANNOTATION} annotation and gcsFaultToleranceOptions are both set; use only gcsFaultToleranceOptions",
+            source,
+        )
     ft_enabled = str(annotations.get(FT_ENABLED_ANNOTATION, "")).lower() == "true" or ft_options is not None
     env_at = [*head_at, "template", "spec", "containers", 0, "env"]
     if not ft_enabled and "RAY_REDIS_ADDRESS" in head_env:
-        yield env_at, "RAY_REDIS_ADDRESS in the head container turns on GCS fault tolerance; set gcsFaultToleranceOptions instead", source
+        yield (
+            env_at,
+            "RAY_REDIS_ADDRESS in the head container turns on GCS fault tolerance; set gcsFaultToleranceOptions instead",
+            source,
+        )
     if ft_options is not None:
         options = _mapping(ft_options)
         if _mapping(head.get("rayStartParams")).get("redis-password"):
-            yield [*head_at, "rayStartParams", "redis-password"], "use gcsFaultToleranceOptions.redisPassword, not rayStartParams, with GCS fault tolerance", source
+            yield (
+                [*head_at, "rayStartParams", "redis-password"],
+                "use gcsFaultToleranceOptions.redisPassword, not rayStartParams, with GCS fault tolerance",
+                source,
+            )
         for name, instead in (("REDIS_PASSWORD", "redisPassword"), ("RAY_REDIS_ADDRESS", "redisAddress")):
             if name in head_env:
-                yield env_at, f"{name} in the head container conflicts with gcsFaultToleranceOptions; use gcsFaultToleranceOptions.{instead}", source
+                yield (
+                    env_at,
+                    f"{name} in the head container conflicts with gcsFaultToleranceOptions; use gcsFaultToleranceOptions.{instead}",
+                    source,
+                )
         if annotations.get(EXTERNAL_STORAGE_NS_ANNOTATION):
-            yield ft_at, f"the {EXTERNAL_STORAGE_NS_ANNOTATION} annotation conflicts with gcsFaultToleranceOptions; use its externalStorageNamespace", source
+            yield (
+                ft_at,
+                f"the {EXTERNAL_STORAGE_NS_ANNOTATION} annotation conflicts with gcsFaultToleranceOptions; use its externalStorageNamespace",
+                source,
+            )
         yield from _gcs_backend(options, head_container, head, ft_at, gates)
     if _mapping(head.get("rayStartParams")).get("redis-username") or "REDIS_USERNAME" in head_env:
-        yield head_at, "a Redis user name in rayStartParams or REDIS_USERNAME is refused; use gcsFaultToleranceOptions.redisUsername", source
+        yield (
+            head_at,
+            "a Redis user name in rayStartParams or REDIS_USERNAME is refused; use gcsFaultToleranceOptions.redisUsername",
+            source,
+        )
 
     for group, group_at in groups:
         if group.get("suspend") is True:
             if not gates["RayJobDeletionPolicy"]:
-                yield [*group_at, "suspend"], f"worker group {group.get('groupName')} can be suspended only with the RayJobDeletionPolicy feature gate", source
+                yield (
+                    [*group_at, "suspend"],
+                    f"worker group {group.get('groupName')} can be suspended only with the RayJobDeletionPolicy feature gate",
+                    source,
+                )
             elif autoscaling:
-                yield [*group_at, "suspend"], f"worker group {group.get('groupName')} cannot be suspended with the autoscaler on", source
+                yield (
+                    [*group_at, "suspend"],
+                    f"worker group {group.get('groupName')} cannot be suspended with the autoscaler on",
+                    source,
+                )
     v2_env = head_env.get(AUTOSCALER_V2_ENV)
     if not autoscaling and v2_env is not None and v2_env.get("value") in ("1", "true"):
         yield env_at, f"{AUTOSCALER_V2_ENV}={v2_env.get('value')} needs enableInTreeAutoscaling: true", source
     autoscaler = _mapping(spec.get("autoscalerOptions"))
     if autoscaling:
         if autoscaler.get("version") is not None and v2_env is not None:
-            yield [*at, "autoscalerOptions", "version"], f"set autoscalerOptions.version or the head's {AUTOSCALER_V2_ENV}, not both", source
+            yield (
+                [*at, "autoscalerOptions", "version"],
+                f"set autoscalerOptions.version or the head's {AUTOSCALER_V2_ENV}, not both",
+                source,
+            )
         if _autoscaler_v2(spec):
             for template_at, group in [(head_at, head), *((g_at, g) for g, g_at in groups)]:
                 policy = _mapping(_mapping(group.get("template")).get("spec")).get("restartPolicy")
                 if policy not in (None, "", "Never"):
-                    yield [*template_at, "template", "spec", "restartPolicy"], "restartPolicy must be Never or unset with autoscaler v2", source
+                    yield (
+                        [*template_at, "template", "spec", "restartPolicy"],
+                        "restartPolicy must be Never or unset with autoscaler v2",
+                        source,
+                    )
     if isinstance(autoscaler.get("idleTimeoutSeconds"), int) and autoscaler["idleTimeoutSeconds"] < 0:
         yield [*at, "autoscalerOptions", "idleTimeoutSeconds"], "must be non-negative", source
     if AUTOSCALER_START_CMD_ENV in _env(autoscaler):
-        yield [*at, "autoscalerOptions", "env"], f"{AUTOSCALER_START_CMD_ENV} is set by KubeRay and must not be set here", source
+        yield (
+            [*at, "autoscalerOptions", "env"],
+            f"{AUTOSCALER_START_CMD_ENV} is set by KubeRay and must not be set here",
+            source,
+        )
 
     if spec.get("historyServerOptions") is not None and not gates["RayClusterHistoryServer"]:
         yield [*at, "historyServerOptions"], "needs the RayClusterHistoryServer feature gate, which is off", source
@@ -235,9 +286,17 @@ def cluster_spec_findings(spec: dict, annotations: dict, at: list, gates: Mappin
 def _group_resources_and_labels(group: dict, at: list, what: str) -> Iterator[Finding]:
     params = _mapping(group.get("rayStartParams"))
     if any(params.get(key) for key in RAY_START_RESOURCE_PARAMS) and _mapping(group.get("resources")):
-        yield [*at, "resources"], f"{what} sets resources both here and in rayStartParams; use one", "validateRayGroupResources"
+        yield (
+            [*at, "resources"],
+            f"{what} sets resources both here and in rayStartParams; use one",
+            "validateRayGroupResources",
+        )
     if "labels" in params:
-        yield [*at, "rayStartParams", "labels"], f"not supported for {what}; use the group's labels field", "validateRayGroupLabels"
+        yield (
+            [*at, "rayStartParams", "labels"],
+            f"not supported for {what}; use the group's labels field",
+            "validateRayGroupLabels",
+        )
     for key, value in _mapping(group.get("labels")).items():
         if not _qualified_name(str(key)):
             yield [*at, "labels", key], f"{key!r} is not a valid label key", "validateRayGroupLabels"
@@ -257,9 +316,17 @@ def _idle_timeout(spec: dict, group: dict, at: list) -> Iterator[Finding]:
     if value is None:
         return
     if isinstance(value, int) and value < 0:
-        yield [*at, "idleTimeoutSeconds"], f"worker group {name}: must be non-negative", "validateWorkerGroupIdleTimeout"
+        yield (
+            [*at, "idleTimeoutSeconds"],
+            f"worker group {name}: must be non-negative",
+            "validateWorkerGroupIdleTimeout",
+        )
     elif not (_autoscaler_v2(spec) or _v2_by_env(spec)):
-        yield [*at, "idleTimeoutSeconds"], f"worker group {name}: needs autoscaler v2 (autoscalerOptions.version: v2)", "validateWorkerGroupIdleTimeout"
+        yield (
+            [*at, "idleTimeoutSeconds"],
+            f"worker group {name}: needs autoscaler v2 (autoscalerOptions.version: v2)",
+            "validateWorkerGroupIdleTimeout",
+        )
 
 
 def _priority(spec: dict, group: dict, at: list) -> Iterator[Finding]:
@@ -273,14 +340,20 @@ def _priority(spec: dict, group: dict, at: list) -> Iterator[Finding]:
         yield [*at, "priority"], f"worker group {name}: priority needs autoscaler v2", "validateWorkerGroupPriority"
 
 
-def _gcs_backend(options: dict, head_container: dict, head: dict, at: list, gates: Mapping[str, bool]) -> Iterator[Finding]:
+def _gcs_backend(
+    options: dict, head_container: dict, head: dict, at: list, gates: Mapping[str, bool]
+) -> Iterator[Finding]:
     source = "validateGcsFaultToleranceBackend"
     if (options.get("backend") or "redis") != "rocksdb":
         if options.get("storage") is not None:
             yield [*at, "storage"], "applies only to the 'rocksdb' backend", source
         return
     if not gates["GCSFaultToleranceEmbeddedStorage"]:
-        yield [*at, "backend"], "'rocksdb' needs the GCSFaultToleranceEmbeddedStorage feature gate, which is off", source
+        yield (
+            [*at, "backend"],
+            "'rocksdb' needs the GCSFaultToleranceEmbeddedStorage feature gate, which is off",
+            source,
+        )
         return
     for field in ("redisAddress", "externalStorageNamespace"):
         if options.get(field):
@@ -289,14 +362,24 @@ def _gcs_backend(options: dict, head_container: dict, head: dict, at: list, gate
         if options.get(field) is not None:
             yield [*at, field], "cannot be set with the 'rocksdb' backend", source
     storage = _mapping(options.get("storage"))
-    if storage.get("claimName") and (storage.get("size") is not None or storage.get("storageClassName") is not None or storage.get("accessModes")):
+    if storage.get("claimName") and (
+        storage.get("size") is not None or storage.get("storageClassName") is not None or storage.get("accessModes")
+    ):
         yield [*at, "storage", "claimName"], "excludes size, storageClassName and accessModes", source
     env = _env(head_container)
     if "RAY_gcs_storage" in env or "RAY_gcs_storage_path" in env:
-        yield [*at, "backend"], "RAY_gcs_storage / RAY_gcs_storage_path in the head container are managed by KubeRay with 'rocksdb'", source
+        yield (
+            [*at, "backend"],
+            "RAY_gcs_storage / RAY_gcs_storage_path in the head container are managed by KubeRay with 'rocksdb'",
+            source,
+        )
     for mount in _list(head_container.get("volumeMounts")):
         if _mapping(mount).get("mountPath") == "/data/gcs" or _mapping(mount).get("name") == "gcs-storage":
-            yield [*at, "backend"], "the head container's gcs-storage mount (/data/gcs) is managed by KubeRay with 'rocksdb'", source
+            yield (
+                [*at, "backend"],
+                "the head container's gcs-storage mount (/data/gcs) is managed by KubeRay with 'rocksdb'",
+                source,
+            )
     for volume in _list(_mapping(_mapping(head.get("template")).get("spec")).get("volumes")):
         if _mapping(volume).get("name") == "gcs-storage":
             yield [*at, "backend"], "the head pod's gcs-storage volume is managed by KubeRay with 'rocksdb'", source
@@ -339,13 +422,21 @@ def _network_policy(spec: dict, at: list) -> Iterator[Finding]:
     for index, group in enumerate(_list(spec.get("workerGroupSpecs"))):
         name = str(_mapping(group).get("groupName", ""))
         if len(name) > 63 or not _DNS1123_LABEL.match(name):
-            yield [*at, "workerGroupSpecs", index, "groupName"], f"{name!r} must be a DNS-1123 label with networkPolicy", source
+            yield (
+                [*at, "workerGroupSpecs", index, "groupName"],
+                f"{name!r} must be a DNS-1123 label with networkPolicy",
+                source,
+            )
         names.add(name)
     for index, entry in enumerate(_list(policy.get("workerGroups"))):
         entry = _mapping(entry)
         yield from rules(entry, [*np_at, "workerGroups", index])
         if entry.get("groupName") not in names:
-            yield [*np_at, "workerGroups", index, "groupName"], f"{entry.get('groupName')!r} matches no worker group", source
+            yield (
+                [*np_at, "workerGroups", index, "groupName"],
+                f"{entry.get('groupName')!r} matches no worker group",
+                source,
+            )
 
 
 def _upgrade_strategy_of_cluster(spec: dict, at: list, created_by: str | None) -> Iterator[Finding]:
@@ -354,7 +445,11 @@ def _upgrade_strategy_of_cluster(spec: dict, at: list, created_by: str | None) -
     if _mapping(spec.get("upgradeStrategy")).get("type") is None:
         return
     if created_by in ("RayJob", "RayService"):
-        yield [*at, "upgradeStrategy"], f"cannot be set on a RayCluster that a {created_by} creates", "ValidateRayClusterUpgradeOptions"
+        yield (
+            [*at, "upgradeStrategy"],
+            f"cannot be set on a RayCluster that a {created_by} creates",
+            "ValidateRayClusterUpgradeOptions",
+        )
 
 
 # --- metadata --------------------------------------------------------------------------------------
@@ -367,9 +462,17 @@ def metadata_findings(doc: dict) -> Iterator[Finding]:
         return
     limit = MAX_NAME_LENGTH[kind]
     if len(name) > limit:
-        yield ["metadata", "name"], f"{name!r} has {len(name)} characters; KubeRay allows at most {limit} for {kind}", source
+        yield (
+            ["metadata", "name"],
+            f"{name!r} has {len(name)} characters; KubeRay allows at most {limit} for {kind}",
+            source,
+        )
     if len(name) > 63 or not _DNS1035_LABEL.match(name):
-        yield ["metadata", "name"], f"{name!r} is not a DNS-1035 label (lowercase letters, digits, '-'; starts with a letter)", source
+        yield (
+            ["metadata", "name"],
+            f"{name!r} is not a DNS-1035 label (lowercase letters, digits, '-'; starts with a letter)",
+            source,
+        )
 
 
 # --- kinds -----------------------------------------------------------------------------------------
@@ -410,7 +513,11 @@ def _ray_job(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
         if mode == "SidecarMode":
             yield ["spec", "submissionMode"], "SidecarMode does not support clusterSelector", source
         if isinstance(backoff, int) and backoff > 0:
-            yield ["spec", "backoffLimit"], f"{backoff} > 0 is incompatible with clusterSelector (retries recreate the job's own cluster)", source
+            yield (
+                ["spec", "backoffLimit"],
+                f"{backoff} > 0 is incompatible with clusterSelector (retries recreate the job's own cluster)",
+                source,
+            )
     if mode == "InteractiveMode" and isinstance(backoff, int) and backoff > 0:
         yield ["spec", "backoffLimit"], f"{backoff} > 0 is incompatible with InteractiveMode", source
     if mode == "SidecarMode":
@@ -419,11 +526,19 @@ def _ray_job(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
                 yield ["spec", field], "SidecarMode does not support it", source
         head_template = _mapping(_mapping(_mapping(cluster_spec).get("headGroupSpec")).get("template"))
         if _mapping(head_template.get("spec")).get("restartPolicy") not in (None, "", "Never"):
-            yield ["spec", "rayClusterSpec", "headGroupSpec", "template", "spec", "restartPolicy"], "must be Never or unset in SidecarMode", source
+            yield (
+                ["spec", "rayClusterSpec", "headGroupSpec", "template", "spec", "restartPolicy"],
+                "must be Never or unset in SidecarMode",
+                source,
+            )
     if cluster_spec is not None:
         cluster = _mapping(cluster_spec)
         if _mapping(cluster.get("authOptions")).get("enableK8sTokenAuth") is True:
-            yield ["spec", "rayClusterSpec", "authOptions", "enableK8sTokenAuth"], "Kubernetes token auth is not supported for RayJob", source
+            yield (
+                ["spec", "rayClusterSpec", "authOptions", "enableK8sTokenAuth"],
+                "Kubernetes token auth is not supported for RayJob",
+                source,
+            )
         yield from cluster_spec_findings(cluster, annotations, ["spec", "rayClusterSpec"], gates)
         yield from _upgrade_strategy_of_cluster(cluster, ["spec", "rayClusterSpec"], "RayJob")
     runtime_env = spec.get("runtimeEnvYAML")
@@ -523,10 +638,14 @@ def _deletion_rules(spec: dict, rules: list, at: list) -> Iterator[Finding]:
             if policy not in by_policy:
                 continue
             if previous is not None and by_policy[policy] < by_policy[previous]:
-                yield at, (
-                    f"for {field} {status}: {policy} TTL ({by_policy[policy]}) must be >= {previous} TTL "
-                    f"({by_policy[previous]})"
-                ), "validateTTLConsistency"
+                yield (
+                    at,
+                    (
+                        f"for {field} {status}: {policy} TTL ({by_policy[policy]}) must be >= {previous} TTL "
+                        f"({by_policy[previous]})"
+                    ),
+                    "validateTTLConsistency",
+                )
             previous = policy
 
 
@@ -541,12 +660,20 @@ def _ray_service(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
     cluster = _mapping(spec.get("rayClusterConfig"))
     cluster_at = ["spec", "rayClusterConfig"]
     if _mapping(cluster.get("authOptions")).get("enableK8sTokenAuth") is True:
-        yield [*cluster_at, "authOptions", "enableK8sTokenAuth"], "Kubernetes token auth is not supported for RayService", source
+        yield (
+            [*cluster_at, "authOptions", "enableK8sTokenAuth"],
+            "Kubernetes token auth is not supported for RayService",
+            source,
+        )
     yield from cluster_spec_findings(cluster, annotations, cluster_at, gates)
     yield from _upgrade_strategy_of_cluster(cluster, cluster_at, "RayService")
     head_service = _mapping(_mapping(cluster.get("headGroupSpec")).get("headService"))
     if _mapping(head_service.get("metadata")).get("name"):
-        yield [*cluster_at, "headGroupSpec", "headService", "metadata", "name"], "must not be set for a RayService", source
+        yield (
+            [*cluster_at, "headGroupSpec", "headService", "metadata", "name"],
+            "must not be set for a RayService",
+            source,
+        )
     strategy = _mapping(spec.get("upgradeStrategy"))
     kind = strategy.get("type")
     allowed = ("NewClusterWithIncrementalUpgrade", "NewCluster", "None")
@@ -588,14 +715,22 @@ def _incremental_upgrade(cluster: dict, strategy: dict) -> Iterator[Finding]:
     source = "ValidateClusterUpgradeOptions"
     at = ["spec", "upgradeStrategy"]
     if not _autoscaling(cluster):
-        yield ["spec", "rayClusterConfig", "enableInTreeAutoscaling"], "NewClusterWithIncrementalUpgrade needs the Ray autoscaler (enableInTreeAutoscaling: true)", source
+        yield (
+            ["spec", "rayClusterConfig", "enableInTreeAutoscaling"],
+            "NewClusterWithIncrementalUpgrade needs the Ray autoscaler (enableInTreeAutoscaling: true)",
+            source,
+        )
         return
     options = strategy.get("clusterUpgradeOptions")
     if options is None:
         yield [*at, "clusterUpgradeOptions"], "required for NewClusterWithIncrementalUpgrade", source
         return
     options, at = _mapping(options), [*at, "clusterUpgradeOptions"]
-    surge, step, interval = options.get("maxSurgePercent", 100), options.get("stepSizePercent"), options.get("intervalSeconds")
+    surge, step, interval = (
+        options.get("maxSurgePercent", 100),
+        options.get("stepSizePercent"),
+        options.get("intervalSeconds"),
+    )
     if not 0 <= surge <= 100:
         yield [*at, "maxSurgePercent"], "must be between 0 and 100", source
     elif step is None or not 0 <= step <= 100:
