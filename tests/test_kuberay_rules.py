@@ -183,6 +183,17 @@ def test_a_rule_that_needs_a_kubernetes_cel_library_is_reported_skipped():
     assert compiled.on_create == () and [rule for rule, _ in compiled.unsupported] == [needs_quantity]
     reason = cel_rules.not_evaluated_reason(compiled)
     assert "1 need what this CEL environment lacks: spec.x" in reason and "quantity" in reason
+    # A rule with optionalOldSelf also runs on create (oldSelf empty): not modelled, so reported, never passed.
+    optional = cel_rules.CelRule("RayJob", ("spec",), "!has(oldSelf.x)", "m", "", "", optional_old_self=True)
+    assert [rule for rule, _ in cel_rules.compile_rules([optional]).unsupported] == [optional]
+
+
+def test_a_value_cel_has_no_type_for_is_a_problem_not_a_traceback():
+    import datetime
+
+    compiled = cel_rules.compile_rules([cel_rules.CelRule("RayJob", ("spec",), "has(self.a)", "m", "", "")])
+    [problem] = cel_rules.evaluate(compiled, {"spec": {"a": datetime.date(2026, 1, 1)}})  # YAML reads dates as dates
+    assert problem.startswith("spec: rule 'has(self.a)' cannot be evaluated here:")
 
 
 def test_field_path_and_message_expression_shape_the_line():

@@ -38,6 +38,7 @@ class CelRule:
     message: str
     message_expression: str
     field_path: str
+    optional_old_self: bool = False
 
     @property
     def where(self) -> str:
@@ -76,6 +77,7 @@ def schema_rules(kind: str, schema: dict) -> list[CelRule]:
                     message=str(entry.get("message") or ""),
                     message_expression=str(entry.get("messageExpression") or ""),
                     field_path=str(entry.get("fieldPath") or ""),
+                    optional_old_self=entry.get("optionalOldSelf") is True,
                 )
             )
         for key, sub in (node.get("properties") or {}).items():
@@ -101,6 +103,9 @@ def compile_rules(rules: list[CelRule]) -> CompiledRules:
     _, env = _environment()
     on_create, update_only, unsupported = [], [], []
     for rule in rules:
+        if rule.optional_old_self:  # evaluated on create too, with oldSelf an empty optional
+            unsupported.append((rule, "optionalOldSelf rules are not modelled here"))
+            continue
         try:
             on_create.append((rule, env.compile(rule.rule)))
         except RuntimeError as error:  # the checker's verdict: INVALID_ARGUMENT with its error lines
@@ -156,9 +161,13 @@ def evaluate(rules: CompiledRules, defaulted: dict) -> list[str]:
     problems = []
     for rule, program in rules.on_create:
         for path, value in _values_at(defaulted, rule.schema_path, []):
-            result = program.eval(data={"self": value})
-            if result.type() == cel.Type.ERROR:
-                problems.append(f"{json_path(path)}: rule {rule.rule!r} cannot be evaluated here: {result.value()}")
+            try:
+                result = program.eval(data={"self": value})
+                failed = result.value() if result.type() == cel.Type.ERROR else None
+            except (RuntimeError, TypeError, ValueError) as error:  # a value CEL has no type for (a YAML date)
+                failed = str(error).splitlines()[0] if str(error) else type(error).__name__
+            if failed is not None:
+                problems.append(f"{json_path(path)}: rule {rule.rule!r} cannot be evaluated here: {failed}")
             elif result.value() is not True:
                 where = (
                     json_path([*path, *rule.field_path.lstrip(".").split(".")]) if rule.field_path else json_path(path)
