@@ -535,5 +535,4 @@ def test_default_and_scale_variant_manifests_pass_every_layer(overrides):
         problems, skipped = validation_report(docs, config=config)
     assert problems == []
     # Only the update-only CEL rules are not evaluated; every other layer ran.
-    assert all(cel_rules.CHECK_NAME in line and "apply only to updates" in line for line in skipped), skipped
-    assert yaml.safe_dump(docs)  # the manifests are plain data (what cdk8s writes)
+    assert skipped and all(cel_rules.CHECK_NAME in line and "apply only to updates" in line for line in skipped)
