@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config
@@ -51,16 +52,20 @@ def main() -> None:
     import cdk8s
 
     from charts import ChartInputs, build_charts, manifests
-    from skyrl_hyperpod.validation import validate_manifests
+    from skyrl_hyperpod.validation import validation_report
 
     inputs = ChartInputs(config=config, outputs=outputs, job_script=job_script)
     # No outdir: cdk8s.App takes $CDK8S_OUTDIR, which `cdk8s synth -o DIR` sets (default dist/).
     app = cdk8s.App(yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
     charts = build_charts(app, inputs)
     try:
-        problems = validate_manifests(manifests(charts), config=config)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # each skipped check is printed below, as one line
+            problems, skipped = validation_report(manifests(charts), config=config)
     except ConfigError as error:  # e.g. the KubeRay CRDs are not where KUBERAY_CRDS_DIR says
-        problems = error.problems
+        problems, skipped = error.problems, []
+    for line in skipped:
+        print(f"warning: {line}", file=sys.stderr)
     if problems:
         fail(problems)
     app.synth()

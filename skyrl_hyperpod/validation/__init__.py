@@ -1,8 +1,9 @@
 """Offline validation of the synthesized Kubernetes manifests (issue 3, "Validation").
 
 - `ray.io/v1` objects: KubeRay v1.7.0 CRD schemas the way the API server applies them (defaults
-  first, then validation with unknown fields rejected instead of silently pruned) + KubeRay's
-  name limits.
+  first, then validation with unknown fields rejected instead of silently pruned), then the CRDs'
+  CEL rules (`cel_rules`: those that apply on create; update-only rules are reported SKIPPED by
+  name), then the KubeRay operator's own spec checks (`kuberay_operator`, on objects that passed).
 - Core objects: Kubernetes' strict JSON schemas for the configured version (kubernetes-validate).
 - RayService `serveConfigV2`: Ray's own Serve and Serve LLM schema classes, when Ray at the
   serving version is installed; otherwise the check reports itself SKIPPED (a `CheckSkipped`
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.project import ProjectConfig
-from . import crds, kubernetes, serve_config, skyrl_overrides
+from . import cel_rules, crds, kubernetes, serve_config, skyrl_overrides
 from ._report import CheckSkipped, object_label, skipped
 from .placeholders import deployability_problems
 
@@ -48,6 +49,7 @@ def validation_report(
     problems: list[str] = []
     skips: list[str] = []
     seen: dict[tuple, int] = {}
+    kinds_seen: set[str] = set()
     for index, doc in enumerate(docs):
         label = object_label(doc, index)
         if not isinstance(doc, dict):
@@ -63,6 +65,11 @@ def validation_report(
         seen.setdefault(identity, index)
         if doc["apiVersion"].split("/")[0] == "ray.io":
             lines = crds.kuberay_problems(doc, kubernetes_version=kubernetes_version, crds_dir=crds_dir)
+            if doc["kind"] in crds.KUBERAY_KINDS and doc["kind"] not in kinds_seen:
+                kinds_seen.add(doc["kind"])
+                reason = crds.cel_rules_not_evaluated(doc["kind"], crds_dir)
+                if reason:
+                    skips.append(skipped(f"{doc['kind']} {cel_rules.CHECK_NAME}s", f"not evaluated: {reason}"))
         else:
             lines = kubernetes.core_problems(doc, kubernetes_version)
         problems += [f"{label}: {line}" for line in lines]
@@ -90,7 +97,9 @@ def validate_skyrl_overrides(overrides: list[str]) -> list[str]:
 
 
 def _is_ray_service(doc: Any) -> bool:
-    return isinstance(doc, dict) and doc.get("apiVersion") == crds.KUBERAY_API_VERSION and doc.get("kind") == "RayService"
+    return (
+        isinstance(doc, dict) and doc.get("apiVersion") == crds.KUBERAY_API_VERSION and doc.get("kind") == "RayService"
+    )
 
 
 def _namespace(doc: dict) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from jsonschema import Draft4Validator, validators
 
 from ..config import ConfigError
-from . import _cache, structural
+from . import _cache, cel_rules, kuberay_operator, structural
 
 KUBERAY_VERSION = "v1.7.0"
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
@@ -30,8 +30,6 @@ class KubeRayKind:
     kind: str
     file_name: str
     sha256: str
-    # KubeRay derives object names from this one (pods, services, jobs) and rejects longer ones.
-    max_name_length: int
 
 
 # sha256 sums of the files at the KubeRay v1.7.0 tag (ray-operator/config/crd/bases/).
@@ -39,13 +37,13 @@ KUBERAY_KINDS: dict[str, KubeRayKind] = {
     k.kind: k
     for k in (
         KubeRayKind(
-            "RayCluster", "ray.io_rayclusters.yaml", "c44704442eef0c6721ad40c1d66782c8bd3fdab9d3344306a5820910a679baa1", 53
+            "RayCluster", "ray.io_rayclusters.yaml", "c44704442eef0c6721ad40c1d66782c8bd3fdab9d3344306a5820910a679baa1"
         ),
         KubeRayKind(
-            "RayJob", "ray.io_rayjobs.yaml", "01a5cf3b17c1769fda44af7e82debcd98722f0c27b9ab84d084681c6649121f5", 47
+            "RayJob", "ray.io_rayjobs.yaml", "01a5cf3b17c1769fda44af7e82debcd98722f0c27b9ab84d084681c6649121f5"
         ),
         KubeRayKind(
-            "RayService", "ray.io_rayservices.yaml", "0a8fc325e6e22b9231c1f282b309555e2ecf94227ca20a03df3d1d9a403907ab", 47
+            "RayService", "ray.io_rayservices.yaml", "0a8fc325e6e22b9231c1f282b309555e2ecf94227ca20a03df3d1d9a403907ab"
         ),
     )
 }
@@ -174,10 +172,16 @@ def kuberay_problems(doc: dict, *, kubernetes_version: str, crds_dir: Path | str
             for path, message in structural.describe(error)
         }
     )
+    problems += cel_rules.evaluate(cel_rules.kind_rules(directory, kind), defaulted)
+    if not problems:
+        # The operator only ever sees objects the API server accepted.
+        problems += kuberay_operator.operator_problems(defaulted)
     name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), dict) else None
-    limit = KUBERAY_KINDS[kind].max_name_length
-    if isinstance(name, str) and len(name) > limit:
-        problems.append(f"metadata.name: {name!r} has {len(name)} characters; KubeRay allows at most {limit} for {kind}")
     from .kubernetes import name_problems
 
     return problems + name_problems(kind, name)
+
+
+def cel_rules_not_evaluated(kind: str, crds_dir: Path | str | None) -> str | None:
+    """Why some of the kind's CEL rules are not evaluated on a create (None when all are)."""
+    return cel_rules.not_evaluated_reason(cel_rules.kind_rules(resolve_crds_dir(crds_dir), kind))
