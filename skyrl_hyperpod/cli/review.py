@@ -284,6 +284,12 @@ class ServiceSpec:
 
 
 @functools.cache
+def load_service_spec(file: Path) -> ServiceSpec:
+    """Parsed once per process (~0.3 s): read-only after loading."""
+    return ServiceSpec(file)
+
+
+@functools.cache
 def _botocore_model(service: str) -> Any:
     import botocore.session
     from botocore.exceptions import UnknownServiceError
@@ -352,7 +358,7 @@ class ReplacementFacts:
                 self._extra[schema["typeName"]] = schema
         self.spec: ServiceSpec | None = None
         if service_spec is not None and service_spec.is_file():
-            self.spec = ServiceSpec(service_spec)
+            self.spec = load_service_spec(service_spec.resolve())
         elif service_spec is not None:
             self.notes.append(
                 f"CDK service spec {service_spec} not found (npm ci installs it with aws-cdk): nested replacement "
