@@ -88,3 +88,20 @@ def test_workflows_lint_clean_with_actionlint():
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
     run = subprocess.run([actionlint, *map(str, workflows)], capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stdout
+
+
+def test_rayservice_upgrade_that_outgrows_the_gpu_group_is_called_out(base_dist, tmp_path):
+    from skyrl_hyperpod.config import load_config
+
+    config = load_config(None)
+    group = config.hyperpod.worker_group
+    # Every GPU node serves: the old cluster's pods and the new one's cannot both be placed.
+    head = write_dist(tmp_path, {"serving": {"head_cpus": config.serving.head_cpus + 4,
+                                             "worker_replicas": group.instance_count}})
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    text = disruptions(result.stdout)
+    new = group.spec.gpus * group.instance_count
+    old = group.spec.gpus * config.serving.worker_replicas
+    assert f"{new} GPU(s) on {group.instance_type} for the new cluster while the old one holds {old}" in text
+    assert "does NOT fit: the new cluster's pods stay Pending" in text

@@ -1013,7 +1013,7 @@ def rayservice_disruptions(base: dict[str, dict[str, Any]], head: dict[str, dict
         if appended:
             continue
         if strategy is not None and strategy not in NEW_CLUSTER_STRATEGIES:
-            found.append(Disruption(f"RayService `{key}`", f"rayClusterConfig changed under upgradeStrategy {strategy}: "
+            found.append(Disruption(f"`{key}`", f"rayClusterConfig changed under upgradeStrategy {strategy}: "
                                     "KubeRay does not roll it out; the running cluster keeps the old spec", KUBERAY_SOURCE))
             continue
         old_gpus = ray_cluster_gpus(old_spec.get("rayClusterConfig") or {})
@@ -1032,18 +1032,20 @@ def rayservice_disruptions(base: dict[str, dict[str, Any]], head: dict[str, dict
             text = (f"{new_gpus.get(instance_type, 0)} GPU(s) on {instance_type} for the new cluster while the old one "
                     f"holds {old_gpus.get(instance_type, 0)}: {during} during the upgrade")
             if have is None:
-                text += "; no HyperPod group of that type is known"
+                text += ", and no HyperPod group of that type is known"
                 fits = False
             else:
-                text += f", {during + other} with the other Ray clusters' {other}, against the group's {have}"
-                fits = fits and during + other <= have
+                text += f", against the group's {have}"
+                fits = fits and during <= have
+                if other and during <= have < during + other:
+                    text += f" (not while the other Ray clusters in the manifests hold their {other} there)"
             parts.append(text)
         verdict = ("fits" if fits else "does NOT fit: the new cluster's pods stay Pending and the upgrade never "
-                   "completes (the old cluster keeps serving) unless GPUs are freed")
+                   "completes (the old cluster keeps serving) until GPUs are freed")
         found.append(Disruption(
-            f"RayService `{key}`",
+            f"`{key}`",
             f"rayClusterConfig changed: KubeRay builds a new RayCluster (upgradeStrategy {strategy or 'unset = NewCluster'})"
-            f" and switches traffic when it is ready; needs {'; '.join(parts) or 'no GPUs'}; {verdict}", KUBERAY_SOURCE))
+            f" and switches traffic when it is ready; needs {'; '.join(parts) or 'no GPUs'}: {verdict}", KUBERAY_SOURCE))
     return found
 
 
