@@ -390,7 +390,7 @@ def test_hyperpod_subnet_az_change_cascades_to_fsx_and_the_hyperpod_cluster(tree
         entry = risk_entry(result.stdout, consumer)
         assert entry.startswith("- **REPLACE**") and chain in entry, entry
         # The platform reads the subnet through an export: CloudFormation stops the network deploy.
-        assert "strong reference: CloudFormation refuses to update export skyrl-hp-network:" in entry
+        assert "strong reference: CloudFormation refuses to change export skyrl-hp-network:" in entry
     assert "custom name ClusterName is unchanged" in risk_entry(result.stdout, "AWS::SageMaker::Cluster")
     assert "(AWS::EKS::Cluster)" not in result.stdout.split("### Stack", 1)[0]  # the EKS cluster stays
     assert "skyrl-hp-storage/SharedFileSystem" in result.stderr and "skyrl-hp-hyperpod/HyperPodCluster" in result.stderr
@@ -435,7 +435,7 @@ def test_gpu_instance_count_change_passes_with_its_cost(tree, default_config):
     before = json.loads((tree("default") / "cost.json").read_text())["totals"]
     after = json.loads((tree("gpu-count") / "cost.json").read_text())["totals"]
     assert after["monthly"] > before["monthly"]
-    assert f"| per month | ${before['monthly']:,.2f} | ${after['monthly']:,.2f} | ${after['monthly'] - before['monthly']:,.2f} |" in result.stdout
+    assert f"| per month | ${before['monthly']:,.2f} | ${after['monthly']:,.2f} | +${after['monthly'] - before['monthly']:,.2f} |" in result.stdout
 
 
 SCRIPT = Path(__file__).resolve().parent.parent / ".github" / "scripts" / "pr-review.sh"

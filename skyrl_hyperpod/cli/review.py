@@ -775,7 +775,7 @@ def _diff_resource(stack: str, logical_id: str, old: dict[str, Any], new: dict[s
 
 
 def _propagate(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], changes: dict[Node, ResourceChange],
-               facts: ReplacementFacts, base_imports: dict[str, set[str]]) -> None:
+               facts: ReplacementFacts, base_imports: dict[str, set[str]], paths: dict[Node, str]) -> None:
     """Replace every consumer whose create-only property reads a replaced resource, across stacks, until stable."""
     replaced = {node for node, c in changes.items() if c.action == "REPLACE"}
     grew = True
@@ -797,9 +797,10 @@ def _propagate(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]],
                     producer = targets[0]
                     verdict = facts.verdict(resource_type, path)
                     blocked = [e for e in _strong_exports(value) if e in base_imports]
-                    reads = f"`{display_path(path)}` reads `{producer[0]}/{producer[1]}`, which is replaced"
-                    risk = (f"strong reference: CloudFormation refuses to update export {blocked[0]} while "
-                            f"{', '.join(sorted(base_imports[blocked[0]]))} imports it, so the deploy of "
+                    shown = paths.get(producer) or f"{producer[0]}/{producer[1]}"
+                    reads = f"`{display_path(path)}` reads `{shown}`, which is replaced"
+                    risk = (f"strong reference: CloudFormation refuses to change export {blocked[0]} while it is "
+                            f"imported (by {', '.join(sorted(base_imports[blocked[0]]))}): the deploy of "
                             f"{producer[0]} fails before anything is replaced") if blocked else None
                     if risk and risk not in change.risks:
                         change.risks.append(risk)
@@ -851,7 +852,7 @@ def diff_platform(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any
                 diff = _diff_resource(stack, logical_id, old, new, facts)
                 if diff is not None:
                     changes[(stack, logical_id)] = diff
-    _propagate(base_r, head_r, changes, facts, base_imports)
+    _propagate(base_r, head_r, changes, facts, base_imports, paths)
     for change in changes.values():
         change.cdk_path = paths.get(change.node, "")
 
@@ -1096,13 +1097,17 @@ def _money(value: float) -> str:
     return f"{sign}${abs(value):,.2f}"
 
 
+def _change(value: float) -> str:
+    return ("+" if value > 0 else "") + _money(value)
+
+
 def _cost_lines(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
     b, h = base["totals"], head["totals"]
     lines = [
         "| | base | head | change |",
         "|---|---:|---:|---:|",
-        f"| per hour | {_money(b['hourly'])} | {_money(h['hourly'])} | {_money(h['hourly'] - b['hourly'])} |",
-        f"| per month | {_money(b['monthly'])} | {_money(h['monthly'])} | {_money(h['monthly'] - b['monthly'])} |",
+        f"| per hour | {_money(b['hourly'])} | {_money(h['hourly'])} | {_change(h['hourly'] - b['hourly'])} |",
+        f"| per month | {_money(b['monthly'])} | {_money(h['monthly'])} | {_change(h['monthly'] - b['monthly'])} |",
     ]
     old_items = {i["component"]: i for i in base.get("items") or [] if isinstance(i, dict) and "component" in i}
     new_items = {i["component"]: i for i in head.get("items") or [] if isinstance(i, dict) and "component" in i}
@@ -1144,7 +1149,7 @@ def render_markdown(result: Review) -> str:
     if risky:
         lines += ["", "### ⚠️ Replacements and data-loss risks", ""]
         for c in risky:
-            action = c.action if c.action != "MODIFY" else "MAY REPLACE"
+            action = "MAY REPLACE" if c.action == "MODIFY" and c.possible else c.action
             lines.append(f"- **{action}** `{c.cdk_path or c.stack + '/' + c.logical_id}` ({c.resource_type})")
             chain = result.chain(c)
             if chain:
