@@ -307,8 +307,10 @@ def test_reading_a_value_weakly_or_strongly_is_the_same_value(tmp_path):
 # --- pairs of real synthesized platforms ------------------------------------------------------------------------
 
 
-def worker_group(default_config, **changes) -> dict:
-    return {"hyperpod": {"worker_group": {**default_config.hyperpod.worker_group.model_dump(mode="json"), **changes}}}
+def groups(default_config, head: dict, worker: dict) -> dict:
+    hyperpod = default_config.hyperpod
+    return {"hyperpod": {"head_group": {**hyperpod.head_group.model_dump(mode="json"), **head},
+                         "worker_group": {**hyperpod.worker_group.model_dump(mode="json"), **worker}}}
 
 
 def variants(default_config) -> dict[str, dict]:
@@ -317,8 +319,9 @@ def variants(default_config) -> dict[str, dict]:
         "fsx-deployment-type": {"fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100}},
         "hyperpod-az": {"network": {"hyperpod_az_id": "usw2-az3"}},
         "vpc-cidr": {"network": {"vpc_cidr": "10.1.0.0/16", "hyperpod_subnet_cidr": "10.1.128.0/18"}},
-        "gpu-type": worker_group(default_config, instance_type="ml.g7e.24xlarge"),
-        "gpu-count": worker_group(default_config, instance_count=default_config.hyperpod.worker_group.instance_count + 1),
+        # Two independent instance-group changes in one synth: the head group's type, the GPU group's count.
+        "instance-groups": groups(default_config, head={"instance_type": "ml.r5d.8xlarge"},
+                                  worker={"instance_count": default_config.hyperpod.worker_group.instance_count + 1}),
     }
 
 
@@ -416,26 +419,23 @@ def test_vpc_change_names_only_real_name_properties(tree):
     assert "skyrl-hp-eks/EksCluster" in result.stderr
 
 
-def test_gpu_instance_type_change_passes_with_a_disruption_warning(tree, default_config):
-    result = review_pair(tree, "gpu-type")
+def test_instance_type_change_warns_and_instance_count_change_passes(tree, default_config):
+    result = review_pair(tree, "instance-groups")
     assert result.exit_code == 0, result.output
     assert "**0 replaced**" in result.stdout
-    group = default_config.hyperpod.worker_group
+    head, worker = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
     disruptions = result.stdout.split("### ⚠️ Disruptive updates", 1)[1].split("\n### ", 1)[0]
-    assert f"HyperPod group `{group.name}` ({group.instance_count} node(s))" in disruptions
-    assert f'InstanceType "{group.instance_type}" → "ml.g7e.24xlarge": every node of the group is replaced' in disruptions
-
-
-def test_gpu_instance_count_change_passes_with_its_cost(tree, default_config):
-    result = review_pair(tree, "gpu-count")
-    assert result.exit_code == 0, result.output
-    assert "**0 replaced**" in result.stdout and "Disruptive updates" not in result.stdout
-    count = default_config.hyperpod.worker_group.instance_count
-    assert f"`InstanceGroups[1].InstanceCount`: `{count}` → `{count + 1}`" in result.stdout
+    # The type change replaces every node of its group: flagged with the group and its node count.
+    assert f"HyperPod group `{head.name}` ({head.instance_count} node(s))" in disruptions
+    assert f'InstanceType "{head.instance_type}" → "ml.r5d.8xlarge": every node of the group is replaced' in disruptions
+    # The count change adds a node and disrupts nothing.
+    assert f"`{worker.name}`" not in disruptions
+    assert f"`InstanceGroups[1].InstanceCount`: `{worker.instance_count}` → `{worker.instance_count + 1}`" in result.stdout
     before = json.loads((tree("default") / "cost.json").read_text())["totals"]
-    after = json.loads((tree("gpu-count") / "cost.json").read_text())["totals"]
-    assert after["monthly"] > before["monthly"]
-    assert f"| per month | ${before['monthly']:,.2f} | ${after['monthly']:,.2f} | +${after['monthly'] - before['monthly']:,.2f} |" in result.stdout
+    after = json.loads((tree("instance-groups") / "cost.json").read_text())["totals"]
+    change = after["monthly"] - before["monthly"]
+    sign = "+" if change > 0 else "-"
+    assert f"| per month | ${before['monthly']:,.2f} | ${after['monthly']:,.2f} | {sign}${abs(change):,.2f} |" in result.stdout
 
 
 SCRIPT = Path(__file__).resolve().parent.parent / ".github" / "scripts" / "pr-review.sh"

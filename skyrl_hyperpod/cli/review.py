@@ -437,9 +437,6 @@ class ReplacementFacts:
         return None
 
 
-# Kept for callers of the earlier name.
-CreateOnlySchemas = ReplacementFacts
-
 
 # --- diffing ---------------------------------------------------------------------------------------------------
 
