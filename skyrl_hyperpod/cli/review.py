@@ -309,20 +309,22 @@ def _member(shape: Any, name: str) -> Any:
 
 
 def update_accepts(resource_type: str, names: tuple[str, ...]) -> tuple[bool, str] | None:
-    """Does the service's Update<Resource> operation take this nested field? (accepted, operation); None when the
-    API model cannot tell: no Create/Update<Resource> pair, the top-level property is not an Update parameter,
-    or the Create operation does not name the field the same way."""
+    """Does the service's update operation (Update<Resource>, else Update<Resource>Config[uration]) take this
+    nested field? (accepted, operation); None when the API model cannot tell: no Create<Resource> and update
+    operation that both take the top-level property, or the Create operation names the field differently."""
     parts = resource_type.split("::")
     if len(parts) != 3 or parts[0] != "AWS" or len(names) < 2:
         return None
     model = _botocore_model(parts[1].lower())
-    if model is None:
+    if model is None or f"Create{parts[2]}" not in model.operation_names:
         return None
-    create_name, update_name = f"Create{parts[2]}", f"Update{parts[2]}"
-    if create_name not in model.operation_names or update_name not in model.operation_names:
-        return None
-    create = _member(model.operation_model(create_name).input_shape, names[0])
-    update = _member(model.operation_model(update_name).input_shape, names[0])
+    create = _member(model.operation_model(f"Create{parts[2]}").input_shape, names[0])
+    update_name, update = "", None
+    for candidate in (f"Update{parts[2]}", f"Update{parts[2]}Config", f"Update{parts[2]}Configuration"):
+        if candidate in model.operation_names:
+            update_name, update = candidate, _member(model.operation_model(candidate).input_shape, names[0])
+            if update is not None:
+                break
     if create is None or update is None:
         return None
     for name in names[1:]:
@@ -420,10 +422,16 @@ class ReplacementFacts:
         names = _names(path)
         spec = self.spec.causes_replacement(resource_type, names) if self.spec is not None and names else None
         api = update_accepts(resource_type, names)
+        # A schema that lists nested create-only properties has been kept up to date below the top level: where it
+        # leaves a nested field out, the CDK spec's older replacement fact is only a possibility.
+        nested_schema = len(names) > 1 and any(len(pointer_segments(p)) > 1 for p in create_only)
         if spec == "yes":
             if api is not None and api[0]:
                 return Verdict("MAY_REPLACE", f"`{shown}`: the CDK service spec says replacement, {api[1]} accepts it "
                                               "(sources disagree)")
+            if nested_schema:
+                return Verdict("MAY_REPLACE", f"`{shown}`: the CDK service spec says replacement, the resource schema "
+                                              "lists nested create-only properties but not this one (sources disagree)")
             source = f"CDK service spec; {api[1]} has no such field" if api is not None else "CDK service spec"
             return Verdict("REPLACE", f"`{shown}` requires replacement ({source})")
         if api is not None and not api[0]:
@@ -466,10 +474,21 @@ def display_path(path: tuple[Any, ...]) -> str:
     return text or "(whole value)"
 
 
+def _display_form(value: Any) -> Any:
+    """A resolved cross-stack read shown as what it reads: {"<producer stack>:": <its output value>}."""
+    if isinstance(value, list):
+        return [_display_form(v) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"Review::CrossStack"}:
+            return {f"{value['Review::CrossStack']['Stack']}:": _display_form(value["Review::CrossStack"]["Value"])}
+        return {k: _display_form(v) for k, v in value.items()}
+    return value
+
+
 def display_value(value: Any) -> str:
     if value is _MISSING:
         return "(absent)"
-    text = json.dumps(value, sort_keys=True, default=str)
+    text = json.dumps(_display_form(value), sort_keys=True, default=str)
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
@@ -811,9 +830,12 @@ def _propagate(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]],
                         replaced.add(node)
                         grew = True
                         break
-                    line = f"{reads}; {verdict.text}" if verdict is not None else f"{reads}: updated in place"
-                    if line not in change.reasons:
-                        change.reasons.append(line)
+                    if verdict is not None:
+                        line = f"{reads}; {verdict.text}"
+                        if line not in change.possible:
+                            change.possible.append(line)
+                    elif f"{reads}: updated in place" not in change.reasons:
+                        change.reasons.append(f"{reads}: updated in place")
 
 
 def resolve_platform(stacks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
