@@ -1,13 +1,18 @@
 """`skyrl-hp review BASE HEAD`: offline diff of cloud assemblies and cdk8s manifests as PR-comment Markdown.
 
-Assemblies are written here by hand (manifest.json + templates); create-only properties come from the
-CloudFormation resource schemas cfn-lint ships, so expectations about them are read from the same schemas.
+Two kinds of input: small hand-written assemblies (manifest.json + templates) for the mechanics, and pairs of
+real synthesized platforms (the default and a one-change variant, each synthesized once per session) for each
+class of change a reviewer must not miss. Expectations about create-only properties are read from the same
+schemas the review reads.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.review import DEFAULT_SCHEMA_REGION
+from skyrl_hyperpod.cli.review import DEFAULT_SCHEMA_REGION, ReplacementFacts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
 STACK = "skyrl-hp-test"
@@ -106,11 +111,12 @@ def test_hyperpod_cluster_name_change_is_a_replacement(tmp_path):
     head = base_template()
     head["Resources"]["Cluster"]["Properties"]["ClusterName"] = "renamed-hyperpod"
     result = review(tmp_path, base_template(), head, "--fail-on-stateful-replacement")
-    # A HyperPod cluster holds no data: the replacement is flagged but is not a stateful one.
-    assert result.exit_code == 0, result.output
+    # Replacing the HyperPod cluster replaces every node (jobs, node-local storage): the gate stops it.
+    assert result.exit_code == 1, result.output
     assert resource_line(result.stdout, "Cluster").startswith("- **REPLACE**")
-    assert "create-only property `ClusterName` changed" in result.stdout
-    assert '`ClusterName`: `"skyrl-hp-hyperpod"` → `"renamed-hyperpod"` **(create-only)**' in result.stdout
+    assert "create-only property `ClusterName` changed (resource schema)" in result.stdout
+    assert '`ClusterName`: `"skyrl-hp-hyperpod"` → `"renamed-hyperpod"` **(replacement)**' in result.stdout
+    assert f"{STACK}/Cluster" in result.stderr
 
 
 def test_instance_count_change_is_an_update_in_place(tmp_path):
@@ -204,7 +210,8 @@ def test_replacing_a_referenced_subnet_replaces_the_file_system(tmp_path):
     result = review(tmp_path, base, head)
     assert resource_line(result.stdout, "Subnet").startswith("- **REPLACE**")
     assert resource_line(result.stdout, "FileSystem").startswith("- **REPLACE**")
-    assert "references Subnet, which is replaced" in result.stdout
+    assert f"`SubnetIds[0]` reads `{STACK}/Subnet`, which is replaced" in result.stdout
+    assert f"replaced because `{STACK}/Subnet` is replaced" in result.stdout
 
 
 def test_removed_output_and_added_stack_are_listed(tmp_path):
@@ -274,3 +281,211 @@ def test_the_real_app_against_itself_has_no_changes(platform_assembly):
     result = CliRunner().invoke(cli, ["review", directory, directory, "--fail-on-stateful-replacement"])
     assert result.exit_code == 0, result.output
     assert "No changes" in result.stdout
+
+
+def test_reading_a_value_weakly_or_strongly_is_the_same_value(tmp_path):
+    """Switching a cross-stack reference between Fn::GetStackOutput and Fn::ImportValue changes no resource."""
+    producer = {"Resources": {"Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": "vpc-1",
+                "CidrBlock": "10.192.128.0/18"}}},
+                "Outputs": {"PublishOutputRefSubnet": {"Value": {"Ref": "Subnet"}}}}  # fmt: skip
+    strong_producer = copy.deepcopy(producer)
+    strong_producer["Outputs"] = {"ExportsOutputRefSubnet": {"Value": {"Ref": "Subnet"},
+                                                             "Export": {"Name": "producer:ExportsOutputRefSubnet"}}}
+    weak_consumer, strong_consumer = base_template(), base_template()
+    weak_consumer["Resources"]["FileSystem"]["Properties"]["SubnetIds"] = [
+        {"Fn::GetStackOutput": {"StackName": "producer", "Region": {"Ref": "AWS::Region"}, "OutputName": "PublishOutputRefSubnet"}}]
+    strong_consumer["Resources"]["FileSystem"]["Properties"]["SubnetIds"] = [
+        {"Fn::ImportValue": "producer:ExportsOutputRefSubnet"}]
+    base_dir = write_assembly(tmp_path / "base", {"producer": producer, STACK: weak_consumer})
+    head_dir = write_assembly(tmp_path / "head", {"producer": strong_producer, STACK: strong_consumer})
+    result = CliRunner().invoke(cli, ["review", str(base_dir), str(head_dir), "--fail-on-stateful-replacement"])
+    assert result.exit_code == 0, result.output
+    assert "0 added, 0 removed, 0 modified in place, **0 replaced**" in result.stdout
+    assert "- Outputs added: `ExportsOutputRefSubnet`" in result.stdout
+
+
+# --- pairs of real synthesized platforms ------------------------------------------------------------------------
+
+
+def groups(default_config, head: dict, worker: dict) -> dict:
+    hyperpod = default_config.hyperpod
+    return {"hyperpod": {"head_group": {**hyperpod.head_group.model_dump(mode="json"), **head},
+                         "worker_group": {**hyperpod.worker_group.model_dump(mode="json"), **worker}}}
+
+
+def variants(default_config) -> dict[str, dict]:
+    """One change each, against the default configuration."""
+    return {
+        "fsx-deployment-type": {"fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100}},
+        "hyperpod-az": {"network": {"hyperpod_az_id": "usw2-az3"}},
+        "vpc-cidr": {"network": {"vpc_cidr": "10.1.0.0/16", "hyperpod_subnet_cidr": "10.1.128.0/18"}},
+        # Two independent instance-group changes in one synth: the head group's type, the GPU group's count.
+        "instance-groups": groups(default_config, head={"instance_type": "ml.m5.8xlarge"},
+                                  worker={"instance_count": default_config.hyperpod.worker_group.instance_count + 1}),
+    }
+
+
+def estimate(config):
+    from skyrl_hyperpod.cli import cost
+
+    file = cost.price_file_for(cost.DEFAULT_PRICE_REGION)
+    return cost.estimate(config, cost.load_price_book(file), price_file=cost.display_path(file),
+                         run_hours=cost.DEFAULT_RUN_HOURS)
+
+
+@pytest.fixture(scope="module")
+def tree(platform_assembly, assembly_for, default_config, tmp_path_factory):
+    """tree(name) -> a directory holding cdk.out/ (synthesized once per session) and cost.json, as CI builds it."""
+    from skyrl_hyperpod.cli import cost
+    from skyrl_hyperpod.config import validate_config
+
+    root = tmp_path_factory.mktemp("trees")
+    overrides = variants(default_config)
+
+    def build(name: str) -> Path:
+        directory = root / name
+        if not directory.exists():
+            config = default_config if name == "default" else validate_config(overrides[name])
+            assembly = platform_assembly if name == "default" else assembly_for(overrides[name])
+            directory.mkdir()
+            (directory / "cdk.out").symlink_to(assembly.directory, target_is_directory=True)
+            (directory / "cost.json").write_text(cost.render_json(estimate(config)))
+        return directory
+
+    return build
+
+
+def review_pair(tree, name: str):
+    return CliRunner().invoke(cli, ["review", str(tree("default")), str(tree(name)), "--fail-on-stateful-replacement"])
+
+
+def risk_entry(markdown: str, resource_type: str) -> str:
+    """The risk-section entry (heading line and its sub-lines) of the one resource of this type."""
+    lines = markdown.split("### ⚠️ Replacements and data-loss risks", 1)[1].split("\n### ", 1)[0].splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("- **") and f"({resource_type})" in line]
+    assert len(starts) == 1, (resource_type, starts)
+    end = next((i for i in range(starts[0] + 1, len(lines)) if lines[i].startswith("- **")), len(lines))
+    return "\n".join(lines[starts[0]:end])
+
+
+def test_fsx_deployment_type_change_replaces_the_file_system(tree):
+    # The resource schema alone does not know: the nested fact comes from the second sources.
+    assert not any(p.startswith("/properties/LustreConfiguration") for p in create_only("AWS::FSx::FileSystem"))
+    result = review_pair(tree, "fsx-deployment-type")
+    assert result.exit_code == 1, result.output
+    entry = risk_entry(result.stdout, "AWS::FSx::FileSystem")
+    assert entry.startswith("- **REPLACE**")
+    assert ("`LustreConfiguration.DeploymentType` requires replacement (CDK service spec; UpdateFileSystem has no "
+            "such field)") in entry
+    # FSx is not retained (the storage stack takes a final backup before deleting it): the old file system goes.
+    assert "risk: DATA LOSS: the old AWS::FSx::FileSystem is deleted" in entry
+    assert "skyrl-hp-storage/SharedFileSystem" in result.stderr
+
+
+def test_hyperpod_subnet_az_change_cascades_to_fsx_and_the_hyperpod_cluster(tree, templates):
+    result = review_pair(tree, "hyperpod-az")
+    assert result.exit_code == 1, result.output
+    network = templates["skyrl-hp-network"]["Resources"]
+    [subnet] = [lid for lid, r in network.items() if r["Type"] == "AWS::EC2::Subnet"
+                and r["Properties"].get("AvailabilityZoneId") == "usw2-az2"]
+    assert risk_entry(result.stdout, "AWS::EC2::Subnet").startswith("- **REPLACE**")
+    chain = f"replaced because `skyrl-hp-network/{subnet}` is replaced"
+    for consumer in ("AWS::FSx::FileSystem", "AWS::SageMaker::Cluster"):
+        entry = risk_entry(result.stdout, consumer)
+        assert entry.startswith("- **REPLACE**") and chain in entry, entry
+        # The platform reads the subnet through an export: CloudFormation stops the network deploy.
+        assert "strong reference: CloudFormation refuses to change export skyrl-hp-network:" in entry
+    assert "custom name ClusterName is unchanged" in risk_entry(result.stdout, "AWS::SageMaker::Cluster")
+    assert "(AWS::EKS::Cluster)" not in result.stdout.split("### Stack", 1)[0]  # the EKS cluster stays
+    assert "skyrl-hp-storage/SharedFileSystem" in result.stderr and "skyrl-hp-hyperpod/HyperPodCluster" in result.stderr
+
+
+def test_vpc_change_names_only_real_name_properties(tree):
+    result = review_pair(tree, "vpc-cidr")
+    assert result.exit_code == 1, result.output
+    facts = ReplacementFacts(DEFAULT_SCHEMA_REGION)
+    for resource_type in ("AWS::EC2::VPCEndpoint", "AWS::EC2::FlowLog"):
+        entry = risk_entry(result.stdout, resource_type)
+        assert entry.startswith("- **REPLACE**") and "custom name" not in entry, entry
+    section = result.stdout.split("### ⚠️ Replacements and data-loss risks", 1)[1].split("\n### ", 1)[0]
+    current_type, named = None, []
+    for line in section.splitlines():
+        if line.startswith("- **"):
+            current_type = line.rsplit("(", 1)[1].rstrip(")")
+        elif "custom name " in line:
+            named.append((current_type, line.split("custom name ", 1)[1].split(" ", 1)[0]))
+    assert named, "a VPC replacement reaches a custom-named resource (the HyperPod cluster)"
+    for resource_type, name in named:
+        assert name == facts.name_property(resource_type), (resource_type, name)
+    assert "skyrl-hp-storage/SharedFileSystem" in result.stderr and "skyrl-hp-hyperpod/HyperPodCluster" in result.stderr
+    # EKS moves a cluster to other subnets and security groups in place (UpdateClusterConfig) and its resource
+    # schema no longer lists them create-only; the CDK spec still says replacement: flagged, not asserted.
+    eks = risk_entry(result.stdout, "AWS::EKS::Cluster")
+    assert eks.startswith("- **MAY REPLACE**") and "UpdateClusterConfig accepts it (sources disagree)" in eks, eks
+
+
+def test_instance_type_change_warns_and_instance_count_change_passes(tree, default_config):
+    result = review_pair(tree, "instance-groups")
+    assert result.exit_code == 0, result.output
+    assert "**0 replaced**" in result.stdout
+    head, worker = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
+    disruptions = result.stdout.split("### ⚠️ Disruptive updates", 1)[1].split("\n### ", 1)[0]
+    # The type change replaces every node of its group: flagged with the group and its node count.
+    assert f"HyperPod group `{head.name}` ({head.instance_count} node(s))" in disruptions
+    assert f'InstanceType "{head.instance_type}" → "ml.m5.8xlarge": every node of the group is replaced' in disruptions
+    # The count change adds a node and disrupts nothing.
+    assert f"`{worker.name}`" not in disruptions
+    assert f"`InstanceGroups[1].InstanceCount`: `{worker.instance_count}` → `{worker.instance_count + 1}`" in result.stdout
+    before = json.loads((tree("default") / "cost.json").read_text())["totals"]
+    after = json.loads((tree("instance-groups") / "cost.json").read_text())["totals"]
+    change = after["monthly"] - before["monthly"]
+    sign = "+" if change > 0 else "-"
+    assert f"| per month | ${before['monthly']:,.2f} | ${after['monthly']:,.2f} | {sign}${abs(change):,.2f} |" in result.stdout
+
+
+SCRIPT = Path(__file__).resolve().parent.parent / ".github" / "scripts" / "pr-review.sh"
+
+
+def test_ci_script_fails_a_stateful_replacement_with_the_review_as_comment(tree, tmp_path):
+    comment = tmp_path / "comment.md"
+    env = {**os.environ, "PYTHON": sys.executable, "ALLOW_STATEFUL_REPLACEMENT": "false"}
+    run = subprocess.run(["bash", str(SCRIPT), str(tree("default")), str(tree("hyperpod-az")), str(comment)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    body = comment.read_text()
+    assert run.returncode == 1, run.stderr
+    assert body.startswith("<!-- skyrl-hp-review -->\n## Infrastructure review:")
+    assert "### Cost" in body and "replaced because `skyrl-hp-network/" in body
+    assert "❌ **Gate failed**: review: 2 stateful resource(s) replaced or removed" in body
+
+
+@pytest.mark.parametrize(("review_exit", "allowed", "script_exit", "verdict"), [
+    (0, "false", 0, "✅ **Gate passed**"),
+    (1, "true", 0, "⚠️ **Gate overridden** by the `allow-stateful-replacement` label"),
+    (2, "false", 2, "❌ **The review could not run**"),
+])  # fmt: skip
+def test_ci_script_verdicts(tmp_path, review_exit, allowed, script_exit, verdict):
+    """The script's own logic, with a stand-in for the review command (exit code and messages)."""
+    fake = tmp_path / "fake-python"
+    fake.write_text("#!/usr/bin/env bash\n"
+                    'out=""; while [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n'
+                    f'echo "## review" > "$out"; echo "review: message" >&2; exit {review_exit}\n')
+    fake.chmod(0o755)
+    comment = tmp_path / "comment.md"
+    env = {**os.environ, "PYTHON": str(fake), "ALLOW_STATEFUL_REPLACEMENT": allowed}
+    run = subprocess.run(["bash", str(SCRIPT), "base", "head", str(comment)], env=env, capture_output=True, text=True)
+    assert run.returncode == script_exit, run.stderr
+    assert verdict in comment.read_text()
+
+
+def test_eks_cluster_rename_fails_the_gate(tmp_path):
+    assert "/properties/Name" in create_only("AWS::EKS::Cluster")
+    cluster = {"Type": "AWS::EKS::Cluster", "Properties": {"Name": "skyrl-hp-eks", "RoleArn": "arn:aws:iam::111111111111:role/eks",
+               "ResourcesVpcConfig": {"SubnetIds": ["subnet-1", "subnet-2"]}}}  # fmt: skip
+    base, head = base_template(), base_template()
+    base["Resources"]["EksCluster"] = cluster
+    head["Resources"]["EksCluster"] = copy.deepcopy(cluster)
+    head["Resources"]["EksCluster"]["Properties"]["Name"] = "skyrl-hp-eks-2"
+    result = review(tmp_path, base, head, "--fail-on-stateful-replacement")
+    assert result.exit_code == 1, result.output
+    assert "DATA LOSS: the old AWS::EKS::Cluster is deleted with the Kubernetes control plane" in result.stdout
+    assert f"{STACK}/EksCluster" in result.stderr

@@ -223,11 +223,13 @@ def test_cluster_has_no_managed_capacity_and_uses_access_entries(default):
 
 
 def test_cluster_runs_in_private_subnets_with_the_hyperpod_security_group(default):
+    # Strong references (exports): the cluster's SubnetIds and SecurityGroupIds are create-only, so CloudFormation
+    # must refuse a network change that would replace them under the cluster.
     vpc_config = cluster_props(default.template)["ResourcesVpcConfig"]
-    outputs = [subnet["Fn::GetStackOutput"]["OutputName"] for subnet in vpc_config["SubnetIds"]]
-    assert len(outputs) == 2 and all("privatesubnet" in name.lower() for name in outputs)
+    exports = [subnet["Fn::ImportValue"] for subnet in vpc_config["SubnetIds"]]
+    assert len(exports) == 2 and all("privatesubnet" in name.lower() for name in exports)
     [security_group] = vpc_config["SecurityGroupIds"]
-    assert "HyperPodSecurityGroup" in security_group["Fn::GetStackOutput"]["OutputName"]
+    assert "HyperPodSecurityGroup" in security_group["Fn::ImportValue"]
 
 
 def test_endpoint_is_private_by_default(default):

@@ -107,26 +107,35 @@ def preflight(ctx: click.Context, config_path: Path | None, region: str | None, 
 @click.argument("head", type=click.Path(path_type=Path))
 @config_option
 @click.option("--fail-on-stateful-replacement", is_flag=True,
-              help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, or anything retained) would be "
-                   "replaced or removed.")
+              help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, the HyperPod or EKS cluster, or "
+                   "anything retained) would be replaced or removed, directly or through another stack.")
 @click.option("--schema-region", default=None,
               help=f"Region whose resource schemas to use (default: env.region, else {review_module.DEFAULT_SCHEMA_REGION}).")
 @click.option("--schema-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Extra CloudFormation resource schema JSON files that override cfn-lint's bundled ones.")
+@click.option("--service-spec", type=click.Path(dir_okay=False, path_type=Path),
+              default=review_module.DEFAULT_SERVICE_SPEC, show_default="node_modules/aws-cdk/db.json.gz",
+              help="CDK service spec database (the one `cdk diff` reads).")
 @click.option("--output", "output_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the Markdown to this file instead of stdout.")
 def review(base: Path, head: Path, config_path: Path | None, fail_on_stateful_replacement: bool,
-           schema_region: str | None, schema_dir: Path | None, output_file: Path | None) -> None:
-    """Compare two synthesized outputs (cdk.out and/or dist/) offline and print Markdown for a PR comment.
+           schema_region: str | None, schema_dir: Path | None, service_spec: Path, output_file: Path | None) -> None:
+    """Compare two synthesized outputs (cdk.out, dist/, cost.json) offline and print Markdown for a PR comment.
 
-    BASE and HEAD are each a cloud assembly directory or a directory holding cdk.out/ and dist/.
+    BASE and HEAD are each a cloud assembly directory or a directory holding cdk.out/, dist/ and optionally
+    cost.json (`skyrl-hp cost --json` of that side). Nothing is synthesized.
     """
     config = load_project_config(config_path)
+    # GPUs per instance type when HEAD has no templates to read the HyperPod groups from.
+    groups = (config.hyperpod.head_group, config.hyperpod.worker_group)
+    gpu_fallback: dict[str, int] = {}
+    for group in groups:
+        gpu_fallback[group.instance_type] = gpu_fallback.get(group.instance_type, 0) + group.spec.gpus * group.instance_count
     try:
-        schemas = review_module.CreateOnlySchemas(
-            schema_region or config.env.region or review_module.DEFAULT_SCHEMA_REGION, schema_dir
+        facts = review_module.ReplacementFacts(
+            schema_region or config.env.region or review_module.DEFAULT_SCHEMA_REGION, schema_dir, service_spec
         )
-        result = review_module.review(base, head, schemas)
+        result = review_module.review(base, head, facts, gpu_fallback)
     except review_module.ReviewError as error:
         fail(error.problems, EXIT_BAD_INPUT)
     markdown = review_module.render_markdown(result)

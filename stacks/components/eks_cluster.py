@@ -120,6 +120,9 @@ class EksCluster(Construct):
                 awscli_layer=self.awscli_layer,
             ),
         )
+        # Read by the HyperPod cluster's create-only Orchestrator: a strong reference (export) makes CloudFormation
+        # refuse a change that replaces this cluster under it (README, "Cross-stack references").
+        cdk.CrossStackReferences.of(self.cluster).produce(cdk.ReferenceStrength.STRONG)
         # eks_v2 always uses authentication mode API, which HyperPod requires (API or API_AND_CONFIG_MAP).
 
         for index, principal_arn in enumerate(eks_config.admin_principal_arns):

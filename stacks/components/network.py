@@ -50,6 +50,9 @@ class HyperPodSubnet(Construct):
             availability_zone_id=availability_zone_id,
             map_public_ip_on_launch=False,
         )
+        # Read by FSx and the HyperPod cluster, both create-only: strong references (exports) make CloudFormation
+        # refuse a change that replaces this subnet under them (README, "Cross-stack references").
+        cdk.CrossStackReferences.of(self.cfn_subnet).produce(cdk.ReferenceStrength.STRONG)
         self.route_table = ec2.CfnRouteTable(self, "RouteTable", vpc_id=vpc.vpc_id)
         ec2.CfnSubnetRouteTableAssociation(
             self, "RouteTableAssociation", subnet_id=self.cfn_subnet.ref, route_table_id=self.route_table.ref
@@ -91,6 +94,8 @@ class HyperPodSecurityGroup(Construct):
             description="HyperPod nodes and FSx for Lustre: EFA and Lustre traffic between members",
             allow_all_outbound=True,
         )
+        # Read by FSx, the HyperPod cluster and the EKS cluster, all create-only: strong (README, "Cross-stack references").
+        cdk.CrossStackReferences.of(self.security_group).produce(cdk.ReferenceStrength.STRONG)
         group = self.security_group
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic between members of this group")
         group.add_ingress_rule(group, ec2.Port.tcp(LUSTRE_PORT), "FSx for Lustre LNET")
@@ -121,6 +126,9 @@ class PlatformNetwork(Construct):
             ],
             restrict_default_security_group=True,
         )
+        # Read by the EKS cluster's create-only SubnetIds: strong (README, "Cross-stack references").
+        for subnet in self.vpc.private_subnets:
+            cdk.CrossStackReferences.of(subnet).produce(cdk.ReferenceStrength.STRONG)
         allocated = [s.ipv4_cidr_block for s in (*self.vpc.public_subnets, *self.vpc.private_subnets)]
         overlaps = hyperpod_subnet_overlaps(network, allocated)
         if overlaps:

