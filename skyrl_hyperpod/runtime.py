@@ -42,7 +42,7 @@ def exit_after_synth() -> NoReturn:
     os._exit(code)
 
 
-def fail(problems: list[str], code: int = 2) -> None:
+def fail(problems: list[str], code: int = 2) -> NoReturn:
     """Print one line per problem on stderr and exit without a traceback."""
     for line in problems:
         print(line, file=sys.stderr)

@@ -98,7 +98,7 @@ def test_table_output_names_components_and_the_unconfirmed_marker(default_config
     assert "Idle cluster per day" in result.stdout
     assert "One training run of 12 h" in result.stdout
     assert "unconfirmed" in result.stdout
-    assert "data/prices/us-west-2.yaml" in result.stdout
+    assert "skyrl_hyperpod/prices/us-west-2.yaml" in result.stdout
 
 
 def test_unknown_region_is_one_line():

@@ -152,6 +152,8 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ({"versions": {"hyperpod_cli_commit": "main"}}, "versions.hyperpod_cli_commit = 'main'", "40-character"),
         ({"versions": {"kuberay_operator_chart": "latest"}}, "versions.kuberay_operator_chart = 'latest'",
          "exact chart version"),
+        ({"versions": {"kuberay_operator_chart": "1.8.0"}}, "versions.kuberay_operator_chart = '1.8.0'",
+         "validated against the KubeRay v1.7.0 CRDs"),
         ({"ray_endpoint_operator": {"enabled": True}}, "ray_endpoint_operator", "set domain"),
         ({"ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com",
                                     "spaces_addon_configuration": {"k": "v"}}},

@@ -13,10 +13,11 @@ import cdk8s
 from constructs import Construct
 
 from skyrl_hyperpod.config.shared_memory import object_store_memory_bytes
+from skyrl_hyperpod.kuberay import KUBERAY_API_VERSION
 
 from .ray_pods import RayPodProps, ray_pod_template
 
-API_VERSION = "ray.io/v1"
+API_VERSION = KUBERAY_API_VERSION
 CLUSTER_LABEL = "ray.io/cluster"
 
 SubmissionMode = Literal["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"]

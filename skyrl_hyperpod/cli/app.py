@@ -44,7 +44,7 @@ def cli() -> None:
 @config_option
 @region_option
 @click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Price file to use instead of data/prices/<region>.yaml (same layout).")
+              help="Price file to use instead of the shipped skyrl_hyperpod/prices/<region>.yaml (same layout).")
 @click.option("--hours", "run_hours", type=click.FloatRange(min=0, min_open=True),
               default=cost_module.DEFAULT_RUN_HOURS, show_default=True, help="Length of one training run in hours.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

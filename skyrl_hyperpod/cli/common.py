@@ -50,7 +50,6 @@ def load_project_config(config_path: Path | None) -> ProjectConfig:
         return load_config(config_path)
     except ConfigError as error:
         fail(error.problems, EXIT_BAD_INPUT)
-        raise  # unreachable: fail() exits; keeps type checkers honest
 
 
 def resolve_region(explicit: str | None, config: ProjectConfig, session_region: str | None = None) -> str | None:

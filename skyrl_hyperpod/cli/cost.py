@@ -11,16 +11,21 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import date
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, read_yaml
-from skyrl_hyperpod.config.platform import InstanceGroupConfig
+from skyrl_hyperpod.config.platform import InstanceGroupConfig, StrictModel
 from skyrl_hyperpod.outputs import PLACEHOLDER_REGION
+from skyrl_hyperpod.errors import ProblemsError
 
-PRICES_DIR = Path(__file__).resolve().parents[2] / "data" / "prices"
+# The price files ship inside the package (package data), so an installed `skyrl-hp cost` finds them.
+PRICES_PACKAGE = "skyrl_hyperpod.prices"
+SHIPPED_PRICES_LABEL = "skyrl_hyperpod/prices"
 # The AWS Price List API is served from a few regions only; us-east-1 answers for every region.
 PRICE_LIST_API_REGION = "us-east-1"
 # Without any region setting, price the reference deployment's region (the default hyperpod_az_id is in it).
@@ -31,18 +36,14 @@ DEFAULT_RUN_HOURS = 24.0
 _READ_YAML_PREFIX = "config error: "
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Price(_Strict):
+class Price(StrictModel):
     usd: float = Field(ge=0)
     source: str = Field(min_length=1)
     confirmed: bool = True
     note: str | None = None
 
 
-class NominalItem(_Strict):
+class NominalItem(StrictModel):
     """A usage-driven cost shown as a nominal figure: an assumed monthly quantity times a unit price."""
 
     label: str
@@ -54,7 +55,7 @@ class NominalItem(_Strict):
     note: str | None = None
 
 
-class PriceBook(_Strict):
+class PriceBook(StrictModel):
     region: str
     currency: Literal["USD"]
     as_of: date
@@ -69,33 +70,34 @@ class PriceBook(_Strict):
     nominal: dict[Literal["nat_data", "ecr_storage", "s3_artifacts", "prometheus", "cloudwatch_logs"], NominalItem]
 
 
-class PriceError(Exception):
+class PriceError(ProblemsError):
     """Unusable price data; `problems` holds one line each."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
+
+def _shipped_prices() -> Traversable:
+    return resources.files(PRICES_PACKAGE)
 
 
 def available_regions() -> list[str]:
-    return sorted(p.stem for p in PRICES_DIR.glob("*.yaml"))
+    return sorted(p.name.removesuffix(".yaml") for p in _shipped_prices().iterdir() if p.name.endswith(".yaml"))
 
 
-def price_file_for(region: str) -> Path:
-    file = PRICES_DIR / f"{region}.yaml"
+def price_file_for(region: str) -> Traversable:
+    file = _shipped_prices() / f"{region}.yaml"
     if not file.is_file():
         raise PriceError(
             [
                 f"cost error: no price data for region {region!r} (have: {', '.join(available_regions()) or 'none'}); "
-                "pass --prices FILE with the same layout as data/prices/us-west-2.yaml"
+                f"pass --prices FILE with the same layout as {SHIPPED_PRICES_LABEL}/us-west-2.yaml"
             ]
         )
     return file
 
 
-def load_price_book(file: Path) -> PriceBook:
+def load_price_book(file: Path | Traversable) -> PriceBook:
     try:
-        data = read_yaml(file)
+        with resources.as_file(file) as path:
+            data = read_yaml(path)
     except ConfigError as exc:
         # read_yaml words its one-line problems for the config file; these are about the price file.
         problems = [f"cost error: {problem.removeprefix(_READ_YAML_PREFIX)}" for problem in exc.problems]
@@ -223,12 +225,11 @@ def _monthly_item(component: str, quantity: float, label: str, usd_per_unit: flo
     )
 
 
-def display_path(file: Path) -> str:
-    """Repository-relative for the shipped files, so output and docs carry no machine paths."""
-    try:
-        return str(file.resolve().relative_to(PRICES_DIR.parents[1]))
-    except ValueError:
+def display_path(file: Path | Traversable) -> str:
+    """Package-relative for the shipped files, so output and docs carry no machine paths."""
+    if isinstance(file, Path) and file.parent.resolve() != Path(str(_shipped_prices())).resolve():
         return str(file)
+    return f"{SHIPPED_PRICES_LABEL}/{file.name}"
 
 
 def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hours: float) -> Estimate:

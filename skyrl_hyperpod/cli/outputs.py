@@ -16,14 +16,13 @@ from skyrl_hyperpod.config import ConfigError, ProjectConfig
 from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
 
 from .preflight import deployed_project_stacks
+from skyrl_hyperpod.errors import ProblemsError
 
 DEFAULT_OUTPUTS_FILE = Path("outputs.json")
 
 
-class OutputsError(Exception):
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
+class OutputsError(ProblemsError):
+    """Stack outputs that cannot be fetched or written; `problems` holds one line each."""
 
 
 def fetch_stack_outputs(cloudformation: Any, config: ProjectConfig) -> tuple[dict[str, dict[str, str]], list[str]]:

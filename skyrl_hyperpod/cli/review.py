@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from skyrl_hyperpod.errors import ProblemsError
+from skyrl_hyperpod.manifests import read_manifest_documents
 
 RETAIN_POLICIES = frozenset({"Retain", "RetainExceptOnCreate"})
 IGNORED_TYPES = frozenset({"AWS::CDK::Metadata"})
@@ -89,12 +90,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
-class ReviewError(Exception):
+class ReviewError(ProblemsError):
     """Unreadable input; `problems` holds one line each."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 # --- loading -----------------------------------------------------------------------------------------------
@@ -149,20 +146,17 @@ def manifest_key(obj: dict[str, Any]) -> str:
 
 def read_manifests(directory: Path) -> dict[str, dict[str, Any]]:
     objects: dict[str, dict[str, Any]] = {}
-    for file in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
-        try:
-            documents = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
+    try:
+        documents = read_manifest_documents(directory, prefix="review error")
+    except ProblemsError as error:
+        raise ReviewError(error.problems) from None
+    for document in documents:
+        obj = document.content
+        if not isinstance(obj, dict) or "kind" not in obj or not (obj.get("metadata") or {}).get("name"):
             raise ReviewError(
-                [f"review error: {file} is not valid YAML" + (f" at line {mark.line + 1}" if mark else "")]
-            ) from None
-        for number, obj in enumerate(documents, start=1):
-            if obj is None:
-                continue
-            if not isinstance(obj, dict) or "kind" not in obj or not (obj.get("metadata") or {}).get("name"):
-                raise ReviewError([f"review error: document {number} of {file} is not a Kubernetes object (kind, metadata.name)"])
-            objects[manifest_key(obj)] = obj
+                [f"review error: document {document.number} of {document.file} is not a Kubernetes object (kind, metadata.name)"]
+            )
+        objects[manifest_key(obj)] = obj
     return objects
 
 

@@ -10,16 +10,13 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .project import ProjectConfig
+from ..errors import ProblemsError
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
 
 
-class ConfigError(Exception):
+class ConfigError(ProblemsError):
     """Invalid configuration. `problems` holds one human-readable line per problem."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 def _location(loc: tuple[Any, ...]) -> str:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..kuberay import KUBERAY_RELEASE, KUBERAY_TAG
 from .catalog import INSTANCE_CATALOG, InstanceSpec
 
 _HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -459,7 +460,10 @@ class RayEndpointOperatorConfig(StrictModel):
 class VersionsConfig(StrictModel):
     """Versions of every chart and add-on. `None` for an EKS add-on = the default for the cluster version."""
 
-    kuberay_operator_chart: str = "1.7.0"
+    kuberay_operator_chart: str = Field(
+        default=KUBERAY_RELEASE,
+        description="kuberay-operator Helm chart version; must match the KubeRay CRDs the manifests are validated against.",
+    )
     kuberay_helm_repository: str = "https://ray-project.github.io/kuberay-helm/"
     hyperpod_cli_repository: str = "https://github.com/aws/sagemaker-hyperpod-cli"
     # Release v3.9.0 of aws/sagemaker-hyperpod-cli: the first release whose dependencies chart lists the
@@ -480,7 +484,12 @@ class VersionsConfig(StrictModel):
     @classmethod
     def _semver(cls, value: str) -> str:
         if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", value):
-            raise ValueError("must be an exact chart version such as 1.7.0 (no ranges, no 'latest')")
+            raise ValueError(f"must be an exact chart version such as {KUBERAY_RELEASE} (no ranges, no 'latest')")
+        if value != KUBERAY_RELEASE:
+            raise ValueError(
+                f"the manifests are validated against the KubeRay {KUBERAY_TAG} CRDs and operator checks; "
+                f"only {KUBERAY_RELEASE} is allowed until those are updated together"
+            )
         return value
 
 

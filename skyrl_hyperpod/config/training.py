@@ -20,15 +20,12 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..kuberay import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .catalog import InstanceSpec
 from .platform import Cidr, HyperPodConfig, InstanceGroupConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
 from .vllm_memory import engine_memory, lora_target_modules_problem, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
-
-# KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
-RAYCLUSTER_NAME_MAX = 53
-RAYJOB_NAME_MAX = 47
 
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
 SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"

@@ -12,33 +12,19 @@ import sys
 import warnings
 from pathlib import Path
 
+from typing import Any
+
 from ..config import ConfigError, load_config
+from ..errors import ProblemsError
+from ..manifests import read_manifest_documents
 from ..runtime import fail
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-def read_manifests(directory: Path) -> list:
+def read_manifests(directory: Path) -> list[Any]:
     """All documents of the manifest files under `directory`, in file-name order."""
-    import yaml
-
-    if not directory.is_dir():
-        raise ConfigError([f"validation error: manifest directory {str(directory)!r} does not exist (run cdk8s synth)"])
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
-    if not files:
-        raise ConfigError([f"validation error: no *.yaml, *.yml or *.json manifests in {str(directory)!r}"])
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    docs = []
-    for path in files:
-        try:
-            docs += [doc for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader) if doc is not None]  # noqa: S506
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError([f"validation error: {path}{where} is not valid YAML: {getattr(exc, 'problem', exc)}"]) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError([f"validation error: cannot read {path}: {exc}"]) from None
-    return docs
+    try:
+        return [document.content for document in read_manifest_documents(directory, prefix="validation error")]
+    except ProblemsError as error:
+        raise ConfigError(error.problems) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,7 @@ import yaml
 from ..config import ConfigError, ProjectConfig, load_config
 from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from ..constants import INSTANCE_TYPE_LABEL
+from ..locations import default_upstream_dir
 from ..helm_values import (
     EFA_DEVICE_PLUGIN,
     HEALTH_MONITORING_AGENT,
@@ -55,8 +56,7 @@ from . import _cache
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
 HELM_ENV_VAR = "SKYRL_HP_HELM"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CHARTS_DIR = REPO_ROOT.parent / "shared" / "hyperpod-helm-chart"
+DEFAULT_CHARTS_DIR = default_upstream_dir("hyperpod-helm-chart")
 SUMS_DIR = Path(__file__).with_name("hyperpod_chart_sums")
 FETCH_COMMAND = "python -m skyrl_hyperpod.validation.fetch_hyperpod_chart --commit {commit} --dest DIR"
 # Stands in for the deploy-time region when the configuration names none: it only feeds values

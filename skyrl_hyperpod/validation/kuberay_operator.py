@@ -28,10 +28,9 @@ from typing import Any
 
 import yaml
 
-from ..config.training import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from ..kuberay import KUBERAY_TAG, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from ._report import json_path
 
-KUBERAY_VERSION = "v1.7.0"
 VALIDATION_SOURCE = "ray-operator/controllers/ray/utils/validation.go"
 
 FEATURE_GATES: Mapping[str, bool] = {
@@ -78,7 +77,7 @@ def operator_problems(doc: dict, *, gates: Mapping[str, bool] = FEATURE_GATES) -
     if check is None or spec.get("managedBy", KUBERAY_CONTROLLER) != KUBERAY_CONTROLLER:
         return []
     return [
-        f"{json_path(path)}: {message} (KubeRay {KUBERAY_VERSION} {source})"
+        f"{json_path(path)}: {message} (KubeRay {KUBERAY_TAG} {source})"
         for path, message, source in check(doc, gates)
     ]
 
