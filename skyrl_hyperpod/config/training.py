@@ -178,7 +178,7 @@ class TrainingConfig(StrictModel):
         min_length=1,
         description="Each experiment becomes its own RayJob with its own run id and output paths.",
     )
-    # Starting weights and data (FACTS.md: reference run).
+    # Starting weights and data of the reference run (docs/sources.md).
     model_repo: str = Field(default="VisGym/visgym_model", description="Hugging Face repository of the SFT checkpoint.")
     model_subfolder: str = Field(default="mixed_qwen3vl", description="Sub-folder of model_repo holding the weights.")
     model_dir: str = Field(default="models/visgym-sft", description="Download target, relative to the shared mount.")

@@ -92,7 +92,7 @@ class GitHelmInstaller(Construct):
             description="Git Helm installer to the Kubernetes API",
         )
         # Created by CloudFormation before the function's first run (a group Lambda creates on its
-        # own is unmanaged and collides with a later declaration: aws/aws-cdk issue 667).
+        # own is unmanaged and collides with a later declaration: https://github.com/aws/aws-cdk/issues/667).
         self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
         self.function = lambda_.Function(
             self,
