@@ -10,18 +10,15 @@ Options: --config FILE (default $SKYRL_HP_CONFIG, else the defaults).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .config import ConfigError, ProjectConfig, load_config
+from .config import ConfigError, ProjectConfig
 from .config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
 from .outputs import OutputKey, StackOutputs
-from .runtime import fail
 
 # Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
 PLATFORM = "linux/amd64"
@@ -134,44 +131,3 @@ def start_build_command(config: ProjectConfig) -> str:
             'aws codebuild batch-get-builds --ids "$BUILD_ID" --query "builds[0].buildStatus" --output text',
         ]
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m skyrl_hyperpod.image", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", help="YAML configuration (default $SKYRL_HP_CONFIG, else the defaults)")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("tag", help="print the training image tag")
-    commands.add_parser("build-args", help="print the --build-arg flags")
-    buildx = commands.add_parser("buildx-command", help="print the docker buildx build + push commands")
-    source = buildx.add_mutually_exclusive_group()
-    source.add_argument("--repository-uri", help="ECR repository URI (account.dkr.ecr.region.amazonaws.com/name)")
-    source.add_argument("--outputs-file", type=Path, help="file written by cdk deploy --outputs-file")
-    commands.add_parser("start-build-command", help="print the commands that run the in-cloud build")
-    args = parser.parse_args(argv)
-
-    try:
-        config = load_config(args.config)
-        image = config.training_image
-        if args.command == "tag":
-            print(image.tag)
-        elif args.command == "build-args":
-            flags = build_arg_flags(image)
-            print(f"# set ${DIGEST_VARIABLE} first:", *base_digest_steps(image), sep="\n# ", file=sys.stderr)
-            print("\n".join(shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
-        elif args.command == "buildx-command":
-            if args.repository_uri:
-                uri, placeholder = args.repository_uri, False
-            else:
-                uri, placeholder = repository_uri_from(config, args.outputs_file)
-            if placeholder:
-                print(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", file=sys.stderr)
-            print(buildx_command(image, uri))
-        else:
-            print(start_build_command(config))
-    except ConfigError as error:
-        fail(error.problems)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

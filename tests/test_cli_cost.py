@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
-from skyrl_hyperpod.cli.cost import PRICE_LIST_API_REGION, load_price_book, price_file_for
+from skyrl_hyperpod.ops.cost import PRICE_LIST_API_REGION, load_price_book, price_file_for
 
 REGION = "us-west-2"
 

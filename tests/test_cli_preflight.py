@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, new_session
-from skyrl_hyperpod.cli.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
+from skyrl_hyperpod.ops.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
 from skyrl_hyperpod.config import validate_config
 
 from conftest import TEST_ACCOUNT as ACCOUNT

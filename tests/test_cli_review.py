@@ -20,7 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.review import DEFAULT_SCHEMA_REGION, ReplacementFacts
+from skyrl_hyperpod.ops.review import DEFAULT_SCHEMA_REGION, ReplacementFacts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
 STACK = "skyrl-hp-test"
@@ -326,7 +326,7 @@ def variants(default_config) -> dict[str, dict]:
 
 
 def estimate(config):
-    from skyrl_hyperpod.cli import cost
+    from skyrl_hyperpod.ops import cost
 
     file = cost.price_file_for(cost.DEFAULT_PRICE_REGION)
     return cost.estimate(config, cost.load_price_book(file), price_file=cost.display_path(file),
@@ -336,7 +336,7 @@ def estimate(config):
 @pytest.fixture(scope="module")
 def tree(platform_assembly, assembly_for, default_config, tmp_path_factory):
     """tree(name) -> a directory holding cdk.out/ (synthesized once per session) and cost.json, as CI builds it."""
-    from skyrl_hyperpod.cli import cost
+    from skyrl_hyperpod.ops import cost
     from skyrl_hyperpod.config import validate_config
 
     root = tmp_path_factory.mktemp("trees")

@@ -22,6 +22,7 @@ from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPE
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
 from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
 from skyrl_hyperpod.validation.hyperpod_chart import check_charts, external_plugin_problems, values_path_problems
+from cli_helpers import skyrl_hp
 
 PINNED = validate_config({}).versions.hyperpod_cli_commit
 # ../shared holds the chart at the pinned commit (never committed); override with HYPERPOD_CHARTS_DIR.
@@ -204,12 +205,12 @@ def test_an_operator_commit_without_a_copy_is_reported_as_skipped_not_passed():
 
 
 def test_command_exits_0_on_the_default_and_1_with_one_line_per_problem(tmp_path, capsys, monkeypatch):
-    assert hyperpod_chart.main([]) == 0
+    assert skyrl_hp("chart-check") == 0
     assert "are valid" in capsys.readouterr().err
     charts = copy_chart(tmp_path, OLD_PIN, {HEALTH_AGENT_TEMPLATE: lambda t: without_line(t, f"- {GPU_TYPE}")})
     config_file = tmp_path / "old.yaml"
     config_file.write_text(f"versions:\n  hyperpod_cli_commit: {OLD_PIN}\n")
-    assert hyperpod_chart.main(["--config", str(config_file), "--charts-dir", str(charts)]) == 1
+    assert skyrl_hp("chart-check", "--config", str(config_file), "--charts-dir", str(charts)) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"chart check: health-monitoring-agent would not select GPU instance type {GPU_TYPE}"
     ]
@@ -245,7 +246,7 @@ class ArchiveOpener:
 def test_fetch_writes_the_verified_chart(monkeypatch, tmp_path):
     opener = ArchiveOpener(archive_of(CHARTS_DIR / PINNED, PINNED))
     monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
-    assert fetch_hyperpod_chart.main(["--dest", str(tmp_path / "charts")]) == 0
+    assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path / "charts")) == 0
     assert opener.urls == [f"https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{PINNED}"]
     written = tmp_path / "charts" / PINNED / HYPERPOD_CHART_PATH / "values.yaml"
     assert hashlib.sha256(written.read_bytes()).digest() == hashlib.sha256((CHART / "values.yaml").read_bytes()).digest()
@@ -255,17 +256,14 @@ def test_fetch_writes_the_verified_chart(monkeypatch, tmp_path):
 def test_fetch_refuses_a_tampered_archive_and_writes_nothing(monkeypatch, tmp_path, capsys):
     tampered = copy_chart(tmp_path / "src", PINNED, {"Chart.yaml": lambda t: t + "\n# tampered\n"})
     monkeypatch.setattr(fetch_hyperpod_chart, "opener", ArchiveOpener(archive_of(tampered / PINNED, PINNED)))
-    with pytest.raises(SystemExit) as raised:
-        fetch_hyperpod_chart.main(["--dest", str(tmp_path / "charts")])
-    assert raised.value.code == 1
+    assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path / "charts")) == 1
     [line] = capsys.readouterr().err.strip().splitlines()
     assert f"{HYPERPOD_CHART_PATH}/Chart.yaml has sha256" in line and "refused" in line
     assert not (tmp_path / "charts" / PINNED).exists()
 
 
 def test_fetch_refuses_a_commit_without_a_sha256_list(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        fetch_hyperpod_chart.main(["--dest", str(tmp_path), "--commit", OLD_PIN])
+    assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path), "--commit", OLD_PIN) == 1
     assert "no sha256 list for commit" in capsys.readouterr().err
 
 
@@ -273,9 +271,8 @@ def test_fetch_if_missing_keeps_a_verified_copy_and_refuses_a_tampered_one(monke
     opener = ArchiveOpener(b"")
     monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
     charts = copy_chart(tmp_path, PINNED)
-    assert fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)]) == 0
+    assert skyrl_hp("fetch", "hyperpod-chart", "--if-missing", "--dest", str(charts)) == 0
     assert opener.urls == []  # nothing downloaded
     (charts / PINNED / HYPERPOD_CHART_PATH / "Chart.yaml").write_text("name: x\n")
-    with pytest.raises(SystemExit):
-        fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)])
+    assert skyrl_hp("fetch", "hyperpod-chart", "--if-missing", "--dest", str(charts)) == 1
     assert "sha256 differs" in capsys.readouterr().err

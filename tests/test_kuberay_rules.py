@@ -25,6 +25,7 @@ from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.outputs import StackOutputs
 from skyrl_hyperpod.validation import CheckSkipped, cel_rules, kuberay_operator, validate_manifests, validation_report
 from skyrl_hyperpod.validation import crds as crd_module
+from cli_helpers import skyrl_hp
 
 STUB_SCRIPT = "print('train_job stub')\n"
 SELF_CONTAINED = {"training": {"self_contained_jobs": True}}
@@ -442,7 +443,6 @@ def test_operator_rules_wait_for_the_api_server_layers(charts):
 
 
 def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_not_evaluate(charts, tmp_path, capsys):
-    from skyrl_hyperpod.validation import __main__ as validate_command
 
     docs = copy.deepcopy(charts["default"][1])
     job = next(doc for doc in docs if doc["kind"] == "RayJob")
@@ -450,7 +450,7 @@ def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_n
     job["spec"]["backoffLimit"] = 1
     service["spec"]["managedBy"] = "example.com/mine"
     (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(docs))
-    assert validate_command.main([str(tmp_path)]) == 1
+    assert skyrl_hp("validate", str(tmp_path)) == 1
     out, err = capsys.readouterr()
     assert out.splitlines() == [
         f"{label(job)}: spec.backoffLimit: 1 > 0 is incompatible with clusterSelector (retries recreate the job's own "

@@ -26,9 +26,9 @@ from skyrl_hyperpod.validation import (
     validate_skyrl_overrides,
     validation_report,
 )
-from skyrl_hyperpod.validation import __main__ as cli
 from skyrl_hyperpod.validation import crds as crd_module
 from skyrl_hyperpod.validation.structural import apply_defaults
+from cli_helpers import skyrl_hp
 
 
 @pytest.fixture(autouse=True)
@@ -454,8 +454,8 @@ def write_manifests(directory, docs) -> None:
 
 def test_cli_validates_a_directory(tmp_path, capsys, default_config):
     write_manifests(tmp_path / "dist", [*core_objects(default_config), ray_cluster(default_config)])
-    assert cli.main([str(tmp_path / "dist")]) == 0
-    assert cli.main([str(tmp_path / "dist"), "--deployable"]) == 1
+    assert skyrl_hp("validate", str(tmp_path / "dist")) == 0
+    assert skyrl_hp("validate", str(tmp_path / "dist"), "--deployable") == 1
     assert "placeholder value" in capsys.readouterr().out
 
 
@@ -463,7 +463,7 @@ def test_cli_reports_each_problem_on_one_line(tmp_path, capsys, default_config):
     doc = ray_cluster(default_config)
     doc["spec"]["workerGroupSpecs"][0]["replica"] = 2
     write_manifests(tmp_path, [doc])
-    assert cli.main([str(tmp_path)]) == 1
+    assert skyrl_hp("validate", str(tmp_path)) == 1
     assert capsys.readouterr().out.splitlines() == [
         "RayCluster/skyrl-visgym: spec.workerGroupSpecs[0].replica: unknown field: the API server would drop it "
         "silently; did you mean 'replicas'?"
@@ -479,9 +479,7 @@ def test_cli_bad_input_is_one_line_without_traceback(case, tmp_path, capsys, mon
     elif case == "missing-crds":
         write_manifests(target, [ray_cluster(default_config)])
         monkeypatch.setenv(crd_module.CRDS_DIR_ENV_VAR, str(tmp_path / "no-crds"))
-    with pytest.raises(SystemExit) as raised:
-        cli.main([str(target)])
-    assert raised.value.code == 1
+    assert skyrl_hp("validate", str(target)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert {"missing-dir": "does not exist", "bad-yaml": "not valid YAML", "missing-crds": "KUBERAY_CRDS_DIR"}[case] in err
@@ -507,7 +505,7 @@ class LocalOpener:
 def test_fetch_crds_downloads_the_pinned_tag_and_verifies_checksums(monkeypatch, tmp_path):
     opener = LocalOpener()
     monkeypatch.setattr(fetch_crds, "opener", opener)
-    assert fetch_crds.main(["--dest", str(tmp_path)]) == 0
+    assert skyrl_hp("fetch", "crds", "--dest", str(tmp_path)) == 0
     assert sorted(opener.urls) == [
         f"https://raw.githubusercontent.com/ray-project/kuberay/v1.7.0/ray-operator/config/crd/bases/ray.io_{p}.yaml"
         for p in ("rayclusters", "rayjobs", "rayservices")
@@ -521,9 +519,7 @@ def test_fetch_crds_refuses_and_deletes_a_tampered_file(monkeypatch, tmp_path, c
     stale = tmp_path / "ray.io_rayjobs.yaml"
     stale.write_text("old copy")
     monkeypatch.setattr(fetch_crds, "opener", LocalOpener(tamper="ray.io_rayjobs.yaml"))
-    with pytest.raises(SystemExit) as raised:
-        fetch_crds.main(["--dest", str(tmp_path)])
-    assert raised.value.code == 1
+    assert skyrl_hp("fetch", "crds", "--dest", str(tmp_path)) == 1
     assert not stale.exists()
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "ray.io_rayjobs.yaml has sha256" in line and "refused" in line

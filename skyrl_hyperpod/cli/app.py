@@ -1,4 +1,4 @@
-"""`skyrl-hp`: operator commands around `cdk deploy` (cost, preflight, review, outputs, status, teardown)."""
+"""`skyrl-hp`: the project's one command line (operator commands around `cdk deploy`, and the offline ones)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.outputs import load_stack_outputs
 from skyrl_hyperpod.runtime import fail
 
-from . import cost as cost_module
-from . import outputs as outputs_module
-from . import preflight as preflight_module
-from . import review as review_module
-from . import status as status_module
-from . import teardown as teardown_module
+from skyrl_hyperpod.ops import cost as cost_module
+from skyrl_hyperpod.ops import outputs as outputs_module
+from skyrl_hyperpod.ops import preflight as preflight_module
+from skyrl_hyperpod.ops import review as review_module
+from skyrl_hyperpod.ops import status as status_module
+from skyrl_hyperpod.ops import teardown as teardown_module
+from .offline import COMMANDS as offline_commands
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -216,6 +217,10 @@ def teardown(config_path: Path | None, plan_only: bool) -> None:
     """Print the order of operations that tears the platform down without losing data (offline)."""
     config = load_project_config(config_path)
     click.echo(teardown_module.render_plan(teardown_module.plan(config), teardown_module.leftovers(config)))
+
+
+for _command in offline_commands:
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from skyrl_hyperpod.config import CONFIG_ENV_VAR, ConfigError, ProjectConfig, load_config
+from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.runtime import fail
 
 # Exit codes: 0 = fine, 1 = the check/review found a problem, 2 = bad input (config, files, options).
@@ -121,16 +122,6 @@ def clients_from_context(ctx: click.Context, profile: str | None, region: str | 
     except Exception as error:  # botocore.exceptions.ProfileNotFound and friends
         fail([f"aws error: {one_line(error)}"], EXIT_BAD_INPUT)
         raise
-
-
-def one_line(error: BaseException) -> str:
-    """A botocore/boto3 error as one readable line (no traceback)."""
-    response = getattr(error, "response", None)
-    if isinstance(response, dict) and "Error" in response:
-        err = response["Error"]
-        return f"{err.get('Code', type(error).__name__)}: {err.get('Message', '')}".strip().rstrip(":")
-    text = " ".join(str(error).split())
-    return text or type(error).__name__
 
 
 @contextmanager

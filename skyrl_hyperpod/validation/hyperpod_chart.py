@@ -22,13 +22,11 @@ One line per problem, when:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import zipfile
@@ -39,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from ..config import ConfigError, ProjectConfig, load_config
+from ..config import ConfigError, ProjectConfig
 from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from ..constants import INSTANCE_TYPE_LABEL
 from ..locations import default_upstream_dir
@@ -406,35 +404,3 @@ def check_charts(
     report.problems += external_plugin_problems(values, chart, config)
     report.problems += ray_endpoint_operator_problems(config, charts_dir, report)
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ..runtime import fail
-
-    parser = argparse.ArgumentParser(
-        prog="python -m skyrl_hyperpod.validation.hyperpod_chart", description=__doc__.strip().splitlines()[0]
-    )
-    parser.add_argument("--config", type=Path, default=None, help="project configuration file (default: as load_config)")
-    parser.add_argument("--charts-dir", type=Path, default=None, help=f"chart copies by commit (default: ${CHARTS_DIR_ENV_VAR})")
-    args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-        report = check_charts(config, charts_dir=args.charts_dir)
-    except ConfigError as exc:
-        fail(exc.problems, code=1)
-    for line in report.skipped:
-        print(line, file=sys.stderr)
-    for line in report.problems:
-        print(line)
-    if report.problems:
-        return 1
-    print(
-        f"chart values for commit {config.versions.hyperpod_cli_commit} are valid "
-        f"(GPU types: {', '.join(gpu_instance_types(config))})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,11 +8,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from skyrl_hyperpod.config import ProjectConfig
 
-from .common import AwsClients, one_line
+from skyrl_hyperpod.errors import one_line
+
+# A boto3 client for (service, region): `skyrl_hyperpod.cli.common.AwsClients` or a test's stubs.
+AwsClients = Callable[..., Any]
+
+CheckStatus = Literal["PASS", "WARN", "FAIL", "SKIP"]
 
 DEFAULT_BOOTSTRAP_QUALIFIER = "hnb659fds"
 # aws-cdk-lib 2.x templates carry a rule that rejects bootstrap stacks older than version 6.
@@ -25,7 +30,7 @@ OWNER_COMPONENT = {"lifecycle bucket": "storage", "ECR repository": "registry", 
 
 @dataclass(frozen=True)
 class CheckResult:
-    status: str  # PASS | WARN | FAIL | SKIP
+    status: CheckStatus
     name: str
     detail: str
     hint: str = ""

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.manifests import read_manifest_documents
@@ -88,6 +88,12 @@ KUBERAY_SOURCE = "https://github.com/ray-project/kuberay/blob/v1.7.0/ray-operato
 NEW_CLUSTER_STRATEGIES = frozenset({"NewCluster", "NewClusterWithIncrementalUpgrade"})
 GPU_RESOURCE = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+VerdictKind = Literal["REPLACE", "REPLACE_OR_FAIL", "MAY_REPLACE"]
+ResourceAction = Literal["ADD", "REMOVE", "MODIFY", "REPLACE"]
+ManifestAction = Literal["ADD", "REMOVE", "MODIFY"]
+StackStatus = Literal["added", "removed", "changed"]
 
 
 class ReviewError(ProblemsError):
@@ -231,7 +237,7 @@ def _overlaps(path: tuple[Any, ...], pattern: tuple[str, ...]) -> bool:
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # REPLACE | REPLACE_OR_FAIL | MAY_REPLACE
+    kind: VerdictKind
     text: str
 
 
@@ -607,7 +613,7 @@ class ResourceChange:
     stack: str
     logical_id: str
     resource_type: str
-    action: str  # ADD | REMOVE | MODIFY | REPLACE
+    action: ResourceAction
     properties: list[PropertyChange] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     risks: list[str] = field(default_factory=list)
@@ -628,7 +634,7 @@ class ResourceChange:
 @dataclass
 class StackDiff:
     name: str
-    status: str  # added | removed | changed
+    status: StackStatus
     resources: list[ResourceChange]
     outputs: dict[str, list[str]]
 
@@ -636,7 +642,7 @@ class StackDiff:
 @dataclass
 class ManifestChange:
     key: str
-    action: str  # ADD | REMOVE | MODIFY
+    action: ManifestAction
     fields: list[PropertyChange]
 
 
