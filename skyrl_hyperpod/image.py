@@ -22,10 +22,6 @@ from .outputs import OutputKey, StackOutputs
 
 # Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
 PLATFORM = "linux/amd64"
-# CloudFormation output ids of the image build stack (stacks/components/image_build.py).
-BUILD_PROJECT_OUTPUT = OutputKey.IMAGE_BUILD_PROJECT_NAME.value
-BUILD_LOG_GROUP_OUTPUT = OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value
-TRAINING_IMAGE_URI_OUTPUT = OutputKey.TRAINING_IMAGE_URI.value
 
 
 # The shell variable that carries the base image's digest from base_digest_steps into the build.
@@ -116,11 +112,11 @@ def start_build_command(config: ProjectConfig) -> str:
     query = "Stacks[0].Outputs[?OutputKey=='{key}'].OutputValue"
     project = (
         f"PROJECT=$(aws cloudformation describe-stacks --stack-name {stack} "
-        f'--query "{query.format(key=BUILD_PROJECT_OUTPUT)}" --output text)'
+        f'--query "{query.format(key=OutputKey.IMAGE_BUILD_PROJECT_NAME.value)}" --output text)'
     )
     log_group = (
         f"LOG_GROUP=$(aws cloudformation describe-stacks --stack-name {stack} "
-        f'--query "{query.format(key=BUILD_LOG_GROUP_OUTPUT)}" --output text)'
+        f'--query "{query.format(key=OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value)}" --output text)'
     )
     return "\n".join(
         [

@@ -33,7 +33,7 @@ def read_manifest_documents(directory: Path, *, prefix: str) -> list[ManifestDoc
     documents: list[ManifestDocument] = []
     for path in files:
         try:
-            loaded = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader))  # noqa: S506
+            loaded = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -17,8 +17,8 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
 from skyrl_hyperpod.constants import KUBERAY_NAMESPACE
+from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons

@@ -47,7 +47,6 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
         names.stack("storage"),
         env=env,
         config=config,
-        vpc=network.vpc,
         hyperpod_subnet=network.hyperpod_subnet,
         hyperpod_security_group=network.hyperpod_security_group,
     )

@@ -7,13 +7,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import TEST_REGION as REGION
+from conftest import stub_cloudformation
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
 from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, load_stack_outputs
-
-from conftest import TEST_REGION as REGION
-from conftest import stub_cloudformation
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 

@@ -16,21 +16,20 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 from click.testing import CliRunner
-
-from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.common import AwsClients, new_session
-from skyrl_hyperpod.ops.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
-from skyrl_hyperpod.config import validate_config
-
 from conftest import TEST_ACCOUNT as ACCOUNT
 from conftest import TEST_REGION as REGION
 from conftest import add_modeled_error, stub_cloudformation
+
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients, new_session
+from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.ops.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 # AZ ids -> names; only the ids are stable across accounts, which is why the config names ids.
 ZONES = {
     "us-west-2": {"usw2-az1": "us-west-2a", "usw2-az2": "us-west-2b", "usw2-az3": "us-west-2c", "usw2-az4": "us-west-2d"},
-    "us-east-1": {f"use1-az{n}": f"us-east-1{letter}" for n, letter in zip(range(1, 7), "abcdef")},
+    "us-east-1": {f"use1-az{n}": f"us-east-1{letter}" for n, letter in zip(range(1, 7), "abcdef", strict=True)},
 }
 
 

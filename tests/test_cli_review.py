@@ -336,8 +336,8 @@ def estimate(config):
 @pytest.fixture(scope="module")
 def tree(platform_assembly, assembly_for, default_config, tmp_path_factory):
     """tree(name) -> a directory holding cdk.out/ (synthesized once per session) and cost.json, as CI builds it."""
-    from skyrl_hyperpod.ops import cost
     from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.ops import cost
 
     root = tmp_path_factory.mktemp("trees")
     overrides = variants(default_config)

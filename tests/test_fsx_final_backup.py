@@ -6,10 +6,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from conftest import add_modeled_error
 
 from stacks.components.storage import FINAL_BACKUP_HANDLER_DIR
-
-from conftest import add_modeled_error
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 FILE_SYSTEM = "fs-0123456789abcdef0"

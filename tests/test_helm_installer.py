@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT
 
-HANDLER_PATH = REPO_ROOT / "stacks/components/helm_from_git/index.py"
+HANDLER_PATH = REPO_ROOT / "stacks/components/git_helm_installer_handler/index.py"
 REPOSITORY = "https://github.com/aws/sagemaker-hyperpod-cli"
 COMMIT = "b01cf90676553a711ab1a8ac51422adbb09aef6b"
 CHART_PATH = "helm_chart/HyperPodHelmChart"

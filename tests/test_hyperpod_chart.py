@@ -15,14 +15,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cli_helpers import skyrl_hp
 from conftest import REPO_ROOT
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
-from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
+from skyrl_hyperpod.validation import fetch_hyperpod_chart
 from skyrl_hyperpod.validation.hyperpod_chart import check_charts, external_plugin_problems, values_path_problems
-from cli_helpers import skyrl_hp
 
 PINNED = validate_config({}).versions.hyperpod_cli_commit
 # ../shared holds the chart at the pinned commit (never committed); override with HYPERPOD_CHARTS_DIR.

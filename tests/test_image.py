@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import skyrl_hp
 
-from skyrl_hyperpod import image as image_cli
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files, training_image_tag
-from cli_helpers import skyrl_hp
+from skyrl_hyperpod.outputs import OutputKey
 
 DOCKERFILE = DOCKER_CONTEXT_DIR / "Dockerfile"
 
@@ -367,7 +367,7 @@ def test_start_build_command_reads_the_stack_output(default_config, capsys):
     assert skyrl_hp("image", "start-build-command") == 0
     out = capsys.readouterr().out
     assert f"--stack-name {default_config.names.stack('image-build')}" in out
-    assert image_cli.BUILD_PROJECT_OUTPUT in out
+    assert OutputKey.IMAGE_BUILD_PROJECT_NAME.value in out
     assert 'aws codebuild start-build --project-name "$PROJECT"' in out
 
 
@@ -388,7 +388,7 @@ def test_the_image_installs_the_efa_stack_nccl_needs_from_a_verified_download(do
     assert f"-name {OFI_NCCL_PLUGIN_LIBRARY}" in efa_step and "exit 1" in efa_step and "ldconfig" in efa_step
     env_text = " ".join(rest for keyword, rest in dockerfile if keyword == "ENV")
     assert f"NCCL_NET_PLUGIN={NCCL_NET_PLUGIN}" in env_text
-    assert OFI_NCCL_PLUGIN_LIBRARY == f"libnccl-net-{NCCL_NET_PLUGIN}.so"
+    assert f"libnccl-net-{NCCL_NET_PLUGIN}.so" == OFI_NCCL_PLUGIN_LIBRARY
     # image_check.py (run by the build) fails it when the plugin or libfabric does not resolve.
     check = (DOCKER_CONTEXT_DIR / "image_check.py").read_text()
     assert 'find_library(library)' in check and '("nccl-net-ofi", "fabric")' in check

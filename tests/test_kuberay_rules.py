@@ -16,6 +16,7 @@ from pathlib import Path
 import cdk8s
 import pytest
 import yaml
+from cli_helpers import skyrl_hp
 from conftest import KUBERAY_CRDS_DIR
 
 from charts import ChartInputs, build_charts, manifests
@@ -25,7 +26,6 @@ from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.outputs import StackOutputs
 from skyrl_hyperpod.validation import CheckSkipped, cel_rules, kuberay_operator, validate_manifests, validation_report
 from skyrl_hyperpod.validation import crds as crd_module
-from cli_helpers import skyrl_hp
 
 STUB_SCRIPT = "print('train_job stub')\n"
 SELF_CONTAINED = {"training": {"self_contained_jobs": True}}

@@ -11,6 +11,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
+from conftest import cdk_json_context
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
 from stacks.components.observability import (
@@ -24,7 +25,6 @@ from stacks.components.observability import (
 from stacks.components.workload_identity import POD_IDENTITY_SERVICE
 from stacks.observability_stack import ObservabilityStack
 from stacks.studio_stack import StudioStack
-from conftest import cdk_json_context
 
 ENV = cdk.Environment(account="111111111111", region="us-west-2")
 

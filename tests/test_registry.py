@@ -6,12 +6,11 @@ import json
 
 import pytest
 from aws_cdk.assertions import Template
+from conftest import VARIANT_NAMED_BUCKET
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.registry import MAX_IMAGES, UNTAGGED_IMAGE_RETENTION
-
-from conftest import VARIANT_NAMED_BUCKET
 
 
 def registry_template(templates: dict, config: ProjectConfig) -> Template:

@@ -6,13 +6,12 @@ import json
 
 import pytest
 from aws_cdk.assertions import Match, Template
+from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.storage import FINAL_BACKUP_POLL_INTERVAL, FINAL_BACKUP_RESOURCE_TYPE, FINAL_BACKUP_TIMEOUT
-
-from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 
 
 def storage_template(templates: dict, config: ProjectConfig) -> Template:

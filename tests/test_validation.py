@@ -12,6 +12,7 @@ from importlib import metadata
 
 import pytest
 import yaml
+from cli_helpers import skyrl_hp
 from conftest import KUBERAY_CRDS_DIR
 
 from skyrl_hyperpod.config import ConfigError
@@ -28,7 +29,6 @@ from skyrl_hyperpod.validation import (
 )
 from skyrl_hyperpod.validation import crds as crd_module
 from skyrl_hyperpod.validation.structural import apply_defaults
-from cli_helpers import skyrl_hp
 
 
 @pytest.fixture(autouse=True)

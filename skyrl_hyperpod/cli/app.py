@@ -8,16 +8,15 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.outputs import load_stack_outputs
-from skyrl_hyperpod.runtime import fail
-
 from skyrl_hyperpod.ops import cost as cost_module
 from skyrl_hyperpod.ops import outputs as outputs_module
 from skyrl_hyperpod.ops import preflight as preflight_module
 from skyrl_hyperpod.ops import review as review_module
 from skyrl_hyperpod.ops import status as status_module
 from skyrl_hyperpod.ops import teardown as teardown_module
-from .offline import COMMANDS as offline_commands
+from skyrl_hyperpod.outputs import load_stack_outputs
+from skyrl_hyperpod.runtime import fail
+
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -29,6 +28,7 @@ from .common import (
     region_option,
     resolve_region,
 )
+from .offline import COMMANDS as offline_commands
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .project import ProjectConfig
 from ..errors import ProblemsError
+from .project import ProjectConfig
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
 

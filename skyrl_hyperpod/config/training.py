@@ -16,7 +16,7 @@ import difflib
 import math
 import posixpath
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -44,7 +44,7 @@ RECIPE_MICRO_BATCH_SIZE = 4
 Scalar = str | int | float | bool
 
 
-def _key(skyrl_key: str, default: object, description: str = "", **constraints: object) -> object:
+def _key(skyrl_key: str, default: Any, description: str = "", **constraints: Any) -> Any:
     return Field(
         default=default, alias=skyrl_key, description=f"SkyRL `{skyrl_key}`. {description}".strip(), **constraints
     )

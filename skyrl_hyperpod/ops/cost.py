@@ -20,8 +20,8 @@ from pydantic import Field, ValidationError
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, read_yaml
 from skyrl_hyperpod.config.platform import InstanceGroupConfig, StrictModel
-from skyrl_hyperpod.outputs import PLACEHOLDER_REGION
 from skyrl_hyperpod.errors import ProblemsError
+from skyrl_hyperpod.outputs import PLACEHOLDER_REGION
 
 # The price files ship inside the package (package data), so an installed `skyrl-hp cost` finds them.
 PRICES_PACKAGE = "skyrl_hyperpod.prices"
@@ -316,7 +316,7 @@ def render_table(est: Estimate) -> str:
     widths = [max(len(str(r[c])) for r in (headers, *rows)) for c in range(len(headers))]
 
     def line(row: tuple[str, ...]) -> str:
-        cells = [str(v).ljust(w) if c < 3 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths))]
+        cells = [str(v).ljust(w) if c < 3 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths, strict=True))]
         return "  ".join(cells).rstrip()
 
     out = [

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig
+from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
 
 from .preflight import deployed_project_stacks
-from skyrl_hyperpod.errors import ProblemsError
 
 DEFAULT_OUTPUTS_FILE = Path("outputs.json")
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from skyrl_hyperpod.config import ProjectConfig
-
 from skyrl_hyperpod.errors import one_line
 
 # A boto3 client for (service, region): `skyrl_hyperpod.cli.common.AwsClients` or a test's stubs.

@@ -23,6 +23,7 @@ Which source decides which verdict (see README, "skyrl-hp review"):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import json
@@ -229,10 +230,7 @@ def _names(path: tuple[Any, ...]) -> tuple[str, ...]:
 
 def _overlaps(path: tuple[Any, ...], pattern: tuple[str, ...]) -> bool:
     """`path` lies inside the property `pattern` names, or contains it."""
-    for part, want in zip(path, pattern):
-        if want != "*" and str(part) != want:
-            return False
-    return True
+    return all(want == "*" or str(part) == want for part, want in zip(path, pattern, strict=False))
 
 
 @dataclass(frozen=True)
@@ -972,10 +970,8 @@ def _pod_gpus(pod_spec: dict[str, Any]) -> int:
     for container in pod_spec.get("containers") or []:
         resources = container.get("resources") or {}
         value = (resources.get("limits") or {}).get(GPU_RESOURCE, (resources.get("requests") or {}).get(GPU_RESOURCE, 0))
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             total += int(value)
-        except (TypeError, ValueError):
-            pass
     return total
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ def schema_rules(kind: str, schema: dict) -> list[CelRule]:
     return found
 
 
-@lru_cache(maxsize=None)
+@cache
 def _environment():
     from cel_expr_python import cel
     from cel_expr_python.ext import ext_strings
@@ -124,7 +124,7 @@ def _first_error(text: str) -> str:
     return text.splitlines()[0] if text else "does not compile"
 
 
-@lru_cache(maxsize=None)
+@cache
 def kind_rules(directory: Path, kind: str) -> CompiledRules:
     """The compiled rules of one kind's v1 schema, once per process.
 

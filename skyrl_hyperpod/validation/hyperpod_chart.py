@@ -40,7 +40,6 @@ import yaml
 from ..config import ConfigError, ProjectConfig
 from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from ..constants import INSTANCE_TYPE_LABEL
-from ..locations import default_upstream_dir
 from ..helm_values import (
     EFA_DEVICE_PLUGIN,
     HEALTH_MONITORING_AGENT,
@@ -50,6 +49,7 @@ from ..helm_values import (
     hyperpod_dependencies_values,
     ray_endpoint_operator_values,
 )
+from ..locations import default_upstream_dir
 from . import _cache
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
@@ -171,9 +171,13 @@ def values_path_problems(values: dict[str, Any], chart: Path) -> list[str]:
         if _has_path(umbrella, path):
             continue
         dependency = deps.get(path[0])
-        if dependency is not None and dependency.local_dir is not None and len(path) > 1:
-            if _has_path(_load_yaml(dependency.local_dir / "values.yaml"), path[1:]):
-                continue
+        if (
+            dependency is not None
+            and dependency.local_dir is not None
+            and len(path) > 1
+            and _has_path(_load_yaml(dependency.local_dir / "values.yaml"), path[1:])
+        ):
+            continue
         where = f"{chart.name}/values.yaml" + (
             f" or {dependency.local_dir.relative_to(chart)}/values.yaml" if dependency and dependency.local_dir else ""
         )
@@ -346,7 +350,7 @@ def health_agent_problems(
         return []
     # What Helm passes a sub-chart: the umbrella's section under its name, plus the global values.
     sub_values = merge_values(umbrella.get(HEALTH_MONITORING_AGENT) or {}, {"global": umbrella.get("global") or {}})
-    # The installer (stacks/components/helm_from_git/index.py, fetch_dependencies) packages the sub-chart
+    # The installer (stacks/components/git_helm_installer_handler/index.py, fetch_dependencies) packages the sub-chart
     # from this folder into charts/, as `helm dependency update` does; the commit's own
     # charts/health-monitoring-agent-*.tgz may be older and is overwritten by it.
     docs = helm_template(helm, dependency.local_dir, sub_values, namespace="kube-system")
