@@ -1,5 +1,5 @@
 # Two entry points (see README): `make synth` sets up and synthesizes everything offline;
-# `make test` sets up and runs the tests. Everything installs into .venv and node_modules.
+# `make test` sets up, lints (ruff, format check, mypy: `make lint`) and runs the tests. Everything installs into .venv and node_modules.
 SHELL := /bin/bash
 VENV := .venv
 PYTHON := $(VENV)/bin/python
@@ -17,7 +17,7 @@ export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yam
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
 export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check test bench clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check lint test bench clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -53,7 +53,13 @@ hyperpod-chart: setup
 chart-check: hyperpod-chart
 	$(SKYRL_HP) chart-check
 
-test: setup crds hyperpod-chart
+# Lint (rules, format, import order) and types over the package, stacks, charts, apps and tests (pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: setup crds hyperpod-chart lint
 	$(PYTHON) -m pytest
 
 clean:

@@ -56,7 +56,7 @@ class Account:
     repository_exists: bool = False
     stacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def clients(self, stub_aws, config) -> tuple[AwsClients, list[Stubber]]:
+    def clients(self, stub_aws, config) -> tuple[RecordingClients, list[Stubber]]:
         """Stubbed clients for one preflight run, for the effective `config` (it may differ from the default)."""
         stubbers: list[Stubber] = []
 

@@ -148,7 +148,7 @@ def role_statements(template: dict, role_id: str) -> list[dict]:
 
 
 def actions_of(statements: list[dict]) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for statement in statements:
         found.update([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
     return found

@@ -10,6 +10,7 @@ response sent to CloudFormation. No AWS, no network.
 
 from __future__ import annotations
 
+import email.message
 import hashlib
 import importlib.util
 import io
@@ -200,7 +201,7 @@ class Harness:
         if len(self.urls) <= self.download_failures:
             raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
         if url not in self.files:
-            raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
+            raise urllib.error.HTTPError(url, 404, "Not Found", email.message.Message(), None)
         return io.BytesIO(self.files[url])
 
     def scenario(self, scenario: dict) -> None:

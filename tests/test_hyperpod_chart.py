@@ -156,7 +156,7 @@ def test_a_missing_copy_names_the_fetch_command(tmp_path):
     with pytest.raises(ConfigError) as raised:
         check_charts(validate_config({"versions": {"hyperpod_cli_commit": OLD_PIN}}), charts_dir=tmp_path)
     [line] = raised.value.problems
-    assert OLD_PIN in line and f"fetch_hyperpod_chart --commit {OLD_PIN}" in line
+    assert OLD_PIN in line and f"skyrl-hp fetch hyperpod-chart --commit {OLD_PIN}" in line
 
 
 # --- the Ray endpoint operator ---------------------------------------------------------------------
@@ -198,7 +198,7 @@ def test_an_operator_commit_without_a_copy_is_reported_as_skipped_not_passed():
     report = check_charts(validate_config({"ray_endpoint_operator": {**OPERATOR, "commit": commit}}))
     assert report.problems == []
     [line] = report.skipped
-    assert line.startswith("SKIPPED chart check: ray_endpoint_operator.commit 4444") and "fetch_hyperpod_chart" in line
+    assert line.startswith("SKIPPED chart check: ray_endpoint_operator.commit 4444") and "skyrl-hp fetch hyperpod-chart" in line
 
 
 # --- the command ------------------------------------------------------------------------------------
@@ -236,7 +236,7 @@ def archive_of(commit_dir: Path, commit: str) -> bytes:
 
 class ArchiveOpener:
     def __init__(self, data: bytes):
-        self.data, self.urls = data, []
+        self.data, self.urls = data, list[str]()
 
     def open(self, url, timeout=None):
         self.urls.append(url)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
@@ -24,14 +26,14 @@ def network(templates, default_config) -> Template:
     return network_template(templates, default_config)
 
 
-def vpc_subnets(template: Template, subnet_type: str) -> dict:
+def vpc_subnets(template: Template, subnet_type: str) -> Mapping[str, Any]:
     return template.find_resources(
         "AWS::EC2::Subnet",
         {"Properties": {"Tags": Match.array_with([{"Key": "aws-cdk:subnet-type", "Value": subnet_type}])}},
     )
 
 
-def hyperpod_subnet(template: Template, config: ProjectConfig) -> tuple[str, dict]:
+def hyperpod_subnet(template: Template, config: ProjectConfig) -> tuple[str, Mapping[str, Any]]:
     found = template.find_resources(
         "AWS::EC2::Subnet", {"Properties": {"AvailabilityZoneId": config.network.hyperpod_az_id}}
     )
@@ -39,7 +41,7 @@ def hyperpod_subnet(template: Template, config: ProjectConfig) -> tuple[str, dic
     return next(iter(found.items()))
 
 
-def route_table_of(template: Template, subnet_id: str) -> dict:
+def route_table_of(template: Template, subnet_id: str) -> Mapping[str, Any]:
     associations = template.find_resources(
         "AWS::EC2::SubnetRouteTableAssociation", {"Properties": {"SubnetId": {"Ref": subnet_id}}}
     )

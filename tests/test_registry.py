@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
@@ -22,7 +24,7 @@ def registry(templates, default_config) -> Template:
     return registry_template(templates, default_config)
 
 
-def the_repository(template: Template) -> tuple[str, dict]:
+def the_repository(template: Template) -> tuple[str, Mapping[str, Any]]:
     found = template.find_resources("AWS::ECR::Repository")
     assert len(found) == 1
     return next(iter(found.items()))

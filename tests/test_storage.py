@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
@@ -37,13 +39,13 @@ def resolve_cross_stack(value, templates: dict):
     raise AssertionError(f"{value} is not a cross-stack reference")
 
 
-def the_file_system(template: Template) -> tuple[str, dict]:
+def the_file_system(template: Template) -> tuple[str, Mapping[str, Any]]:
     found = template.find_resources("AWS::FSx::FileSystem")
     assert len(found) == 1
     return next(iter(found.items()))
 
 
-def buckets(template: Template) -> dict:
+def buckets(template: Template) -> Mapping[str, Any]:
     return template.find_resources("AWS::S3::Bucket")
 
 

@@ -9,6 +9,7 @@ import io
 import json
 import warnings
 from importlib import metadata
+from typing import Any
 
 import pytest
 import yaml
@@ -97,7 +98,7 @@ def llm_config(lora_path: str = "s3://bucket/adapters") -> dict:
 
 
 def serve_app(**overrides) -> dict:
-    app = {"name": "llm", "import_path": "ray.serve.llm:build_openai_app", "route_prefix": "/"}
+    app: dict[str, Any] = {"name": "llm", "import_path": "ray.serve.llm:build_openai_app", "route_prefix": "/"}
     app["args"] = {"llm_configs": [llm_config()]}
     app.update(overrides)
     return {"applications": [app]}
@@ -284,7 +285,7 @@ def test_crds_dir_comes_from_the_environment_variable(monkeypatch, tmp_path, def
     with pytest.raises(ConfigError) as raised:
         problems_for(ray_cluster(default_config), default_config)
     [line] = raised.value.problems
-    assert "missing" in line and "KUBERAY_CRDS_DIR" in line and "fetch_crds" in line
+    assert "missing" in line and "KUBERAY_CRDS_DIR" in line and "skyrl-hp fetch crds" in line
 
 
 @pytest.mark.parametrize("kind", sorted(crd_module.KUBERAY_KINDS))

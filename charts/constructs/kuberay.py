@@ -170,7 +170,7 @@ class RayJob(_RayObject):
             # The long-lived cluster outlives its jobs: never shut it down from a RayJob.
             spec["clusterSelector"] = {CLUSTER_LABEL: props.cluster_name}
             spec["shutdownAfterJobFinishes"] = False
-        else:
+        elif props.cluster_spec is not None:
             # The job owns its cluster: delete it (after a grace period to read logs) when done.
             # deletionStrategy is deliberately unset: it cannot be combined with this.
             spec["rayClusterSpec"] = ray_cluster_spec(props.cluster_spec)

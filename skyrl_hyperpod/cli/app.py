@@ -61,7 +61,7 @@ def cost(ctx: click.Context, config_path: Path | None, region: str | None, price
         chosen = cost_module.DEFAULT_PRICE_REGION
         click.echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
     try:
-        file = prices_file or cost_module.price_file_for(chosen)
+        file = prices_file if prices_file is not None else cost_module.price_file_for(chosen or cost_module.DEFAULT_PRICE_REGION)
         book = cost_module.load_price_book(file)
         if chosen and book.region != chosen:
             raise cost_module.PriceError([f"cost error: {file} holds prices for {book.region}, not {chosen}"])

@@ -71,7 +71,7 @@ def validate_config(data: dict[str, Any]) -> ProjectConfig:
     try:
         return ProjectConfig.model_validate(merge_onto_defaults(ProjectConfig, data))
     except ValidationError as exc:
-        raise ConfigError([_describe(e) for e in exc.errors(include_url=False)]) from None
+        raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
 
 
 def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:

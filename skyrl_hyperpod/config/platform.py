@@ -38,6 +38,8 @@ FSX_THROUGHPUT_TIERS: dict[str, tuple[int, ...]] = {
     "PERSISTENT_2": (125, 250, 500, 1000),
 }
 
+ControlPlaneLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+DEFAULT_CONTROL_PLANE_LOGS: tuple[ControlPlaneLogType, ...] = ("api", "audit", "authenticator")
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 
 
@@ -193,9 +195,7 @@ class EksConfig(StrictModel):
     admin_principal_arns: list[str] = Field(
         default_factory=list, description="IAM role/user ARNs granted cluster-admin through EKS access entries."
     )
-    control_plane_log_types: list[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]] = (
-        Field(default_factory=lambda: ["api", "audit", "authenticator"])
-    )
+    control_plane_log_types: list[ControlPlaneLogType] = Field(default_factory=lambda: list(DEFAULT_CONTROL_PLANE_LOGS))
 
     @field_validator("kubernetes_version")
     @classmethod

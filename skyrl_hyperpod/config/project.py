@@ -88,11 +88,12 @@ class ProjectConfig(StrictModel):
     @classmethod
     def _az_in_region(cls, network: NetworkConfig, info: ValidationInfo) -> NetworkConfig:
         env = info.data.get("env")
-        prefix = az_id_prefix(env.region) if env is not None and env.region else None
+        region = env.region if env is not None else None
+        prefix = az_id_prefix(region) if region else None
         if prefix is not None and network.hyperpod_az_id.split("-az")[0] != prefix:
             raise ValueError(
                 f"hyperpod_az_id {network.hyperpod_az_id!r} is an availability zone id of another region: "
-                f"env.region {env.region} has ids {prefix}-az1, {prefix}-az2, ..."
+                f"env.region {region} has ids {prefix}-az1, {prefix}-az2, ..."
             )
         return network
 

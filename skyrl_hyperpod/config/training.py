@@ -124,7 +124,7 @@ DERIVED_KEYS = (
     "data.train_data",
     "data.val_data",
 )
-OVERRIDABLE_KEYS: tuple[str, ...] = tuple(field.alias for field in SkyRLKnobs.model_fields.values())
+OVERRIDABLE_KEYS: tuple[str, ...] = tuple(field.alias or name for name, field in SkyRLKnobs.model_fields.items())
 KNOWN_KEYS = OVERRIDABLE_KEYS + DERIVED_KEYS
 
 
@@ -391,7 +391,7 @@ class ResolvedRun:
         for name, field in SkyRLKnobs.model_fields.items():
             value = getattr(self.knobs, name)
             if value is not None:
-                values[field.alias] = "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
+                values[field.alias or name] = "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
         values.update(
             {
                 "trainer.policy.model.lora.lora_sync_path": self.lora_sync_path,

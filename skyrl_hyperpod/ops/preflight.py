@@ -8,13 +8,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.errors import one_line
 
-# A boto3 client for (service, region): `skyrl_hyperpod.cli.common.AwsClients` or a test's stubs.
-AwsClients = Callable[..., Any]
+
+class AwsClients(Protocol):
+    """boto3 clients by (service, region) from one session: `skyrl_hyperpod.cli.common.AwsClients` or a test's."""
+
+    @property
+    def session(self) -> Any: ...
+
+    def __call__(self, service: str, region: str | None = None) -> Any: ...
 
 CheckStatus = Literal["PASS", "WARN", "FAIL", "SKIP"]
 

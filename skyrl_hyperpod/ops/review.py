@@ -858,8 +858,11 @@ def diff_platform(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any
                          if v.get("Type") not in IGNORED_TYPES}
         for logical_id in sorted(set(old_resources) | set(new_resources)):
             old, new = old_resources.get(logical_id), new_resources.get(logical_id)
-            paths[(stack, logical_id)] = _display_name(stack, logical_id, new or old)
+            resource = new if new is not None else old
+            assert resource is not None  # logical_id comes from one of the two sides
+            paths[(stack, logical_id)] = _display_name(stack, logical_id, resource)
             if old is None:
+                assert new is not None
                 changes[(stack, logical_id)] = ResourceChange(stack, logical_id, str(new.get("Type")), "ADD")
             elif new is None:
                 change = ResourceChange(stack, logical_id, str(old.get("Type")), "REMOVE")
@@ -892,7 +895,7 @@ def diff_platform(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any
             "changed": sorted(k for k in set(base_outputs) & set(head_outputs) if base_outputs[k] != head_outputs[k]),
         }
         if own or any(outputs.values()):
-            status = "added" if stack not in base else "removed" if stack not in head else "changed"
+            status: StackStatus = "added" if stack not in base else "removed" if stack not in head else "changed"
             stacks.append(StackDiff(stack, status, sorted(own, key=lambda c: (order[c.action], c.logical_id)), outputs))
     return stacks, paths
 
@@ -993,7 +996,7 @@ def ray_cluster_gpus(spec: dict[str, Any]) -> dict[str, int]:
 def _cluster_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     spec = obj.get("spec") or {}
     return {"RayService": spec.get("rayClusterConfig"), "RayCluster": spec, "RayJob": spec.get("rayClusterSpec")}.get(
-        obj.get("kind"))
+        str(obj.get("kind")))
 
 
 def gpu_capacity(stacks: dict[str, dict[str, Any]] | None, fallback: dict[str, int]) -> dict[str, int]:

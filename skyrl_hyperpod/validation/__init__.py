@@ -74,7 +74,7 @@ def validation_report(
             lines = kubernetes.core_problems(doc, kubernetes_version)
         problems += [f"{label}: {line}" for line in lines]
         if _is_ray_service(doc):
-            spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+            spec = doc["spec"] if isinstance(doc.get("spec"), dict) else {}
             if "serveConfigV2" in spec:
                 lines, reason = serve_config.serve_config_problems(
                     spec["serveConfigV2"], config.serving_image.ray_version
@@ -103,5 +103,5 @@ def _is_ray_service(doc: Any) -> bool:
 
 
 def _namespace(doc: dict) -> str:
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    metadata = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     return str(metadata.get("namespace") or "")

@@ -189,7 +189,7 @@ def values_path_problems(values: dict[str, Any], chart: Path) -> list[str]:
 
 
 def _expression_matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, operator, wanted = expression.get("key"), expression.get("operator"), expression.get("values") or []
+    key, operator, wanted = str(expression.get("key")), expression.get("operator"), expression.get("values") or []
     present = key in labels
     if operator == "In":
         return present and labels[key] in wanted
@@ -283,7 +283,7 @@ def helm_binary(kubernetes_version: str) -> Path | None:
     bundle = next((f for f in distribution.files or [] if f.name.endswith(".jsii.tgz")), None)
     if bundle is None:
         return None
-    bundle_path = Path(distribution.locate_file(bundle))
+    bundle_path = Path(str(distribution.locate_file(bundle)))
     base = _cache.cache_dir() or Path(tempfile.gettempdir()) / "skyrl-hyperpod"
     target = base / "helm" / f"{distribution.metadata['Name']}-{distribution.version}" / "helm"
     if target.is_file():
@@ -402,7 +402,7 @@ def check_charts(
     report = ChartReport()
     chart = commit_dir(config.versions.hyperpod_cli_commit, charts_dir) / HYPERPOD_CHART_PATH
     values = hyperpod_dependencies_values(config, config.env.region or REGION_PLACEHOLDER)
-    binary = helm_binary(config.eks.kubernetes_version) if helm is True else helm
+    binary = helm_binary(config.eks.kubernetes_version) if helm is True else (helm or None)
     report.problems += values_path_problems(values, chart)
     report.problems += health_agent_problems(values, chart, config, binary, report)
     report.problems += external_plugin_problems(values, chart, config)

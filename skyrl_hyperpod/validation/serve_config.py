@@ -116,7 +116,7 @@ def _check(config: dict) -> list[str]:
     for app_index, app in enumerate(config.get("applications") or []):
         if not isinstance(app, dict) or app.get("import_path") not in LLM_APP_IMPORT_PATHS:
             continue
-        args = app.get("args") if isinstance(app.get("args"), dict) else {}
+        args = app["args"] if isinstance(app.get("args"), dict) else {}
         base = ["applications", app_index, "args", "llm_configs"]
         llm_configs = args.get("llm_configs")
         if not isinstance(llm_configs, list) or not llm_configs:
