@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.training import WorkerLayout, shared_path, worker_layout
+from skyrl_hyperpod.config.training import WorkerLayout, shared_path
 from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.ray_pods import SharedVolume
@@ -43,7 +43,7 @@ class ChartInputs:
 
     @cached_property
     def layout(self) -> WorkerLayout:
-        return worker_layout(self.config.training, self.config.hyperpod)
+        return self.config.derived.worker_layout
 
     def shared_volume(self, *, read_only: bool = False) -> SharedVolume:
         workloads = self.config.workloads

@@ -10,8 +10,6 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from skyrl_hyperpod.config.serving import training_head_size
-
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
 from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
@@ -25,7 +23,8 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
     training, hyperpod, workloads = config.training, config.hyperpod, config.workloads
     layout = inputs.layout
     owner = (training.run_as_user, training.run_as_group)
-    head_cpus, head_memory = training_head_size(training, config.serving, hyperpod)
+    head_size = config.derived.training_head
+    head_cpus, head_memory = head_size.cpus, head_size.memory_gib
     worker_cpus, worker_memory = allocatable_pod(layout.group)
     prepare = prepare_shared_dirs_container(
         image=inputs.training_image,

@@ -13,7 +13,7 @@ import cdk8s
 import yaml
 from constructs import Construct
 
-from skyrl_hyperpod.config.training import ResolvedRun, model_path, resolve_runs
+from skyrl_hyperpod.config.training import ResolvedRun, model_path
 
 from .constructs.kuberay import RayJob, RayJobProps
 from .inputs import JOB_SCRIPT_NAME, ChartInputs
@@ -52,7 +52,7 @@ class TrainingJobsChart(cdk8s.Chart):
         runtime_env = yaml.safe_dump({"env_vars": env_vars}) if env_vars else None
         cluster_spec = training_cluster_spec(inputs) if training.self_contained_jobs else None
         self.jobs: list[RayJob] = []
-        for run in resolve_runs(training, config.hyperpod, config.workloads):
+        for run in config.derived.runs:
             props = RayJobProps(
                 entrypoint=entrypoint(inputs, run),
                 submission_mode="K8sJobMode",
