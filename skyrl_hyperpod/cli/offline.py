@@ -23,6 +23,16 @@ from skyrl_hyperpod.validation import hyperpod_chart as chart_module
 
 from .common import EXIT_BAD_INPUT, EXIT_FINDINGS, config_option, load_project_config
 
+def print_findings(problems: list[str], skipped: list[str]) -> None:
+    """SKIPPED lines on stderr, one problem a line on stdout; exit 1 when there is any problem."""
+    for line in skipped:
+        click.echo(line, err=True)
+    for line in problems:
+        click.echo(line)
+    if problems:
+        sys.exit(EXIT_FINDINGS)
+
+
 # --- image ---------------------------------------------------------------------------------------------------
 
 
@@ -96,12 +106,7 @@ def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, d
         result = validate_manifests(directory, config=config, crds_dir=crds_dir, deployable=deployable)
     except ConfigError as error:
         fail(error.problems, EXIT_BAD_INPUT)
-    for line in result.skipped:
-        click.echo(line, err=True)
-    for line in result.problems:
-        click.echo(line)
-    if result.status == "invalid":
-        sys.exit(EXIT_FINDINGS)
+    print_findings(result.problems, result.skipped)
     click.echo(f"{result.documents} manifests in {directory} are valid{' and deployable' if deployable else ''}", err=True)
 
 
@@ -175,12 +180,7 @@ def chart_check(config_path: Path | None, charts_dir: Path | None) -> None:
         report = chart_module.check_charts(config, charts_dir=charts_dir)
     except ConfigError as exc:
         fail(exc.problems, EXIT_BAD_INPUT)
-    for line in report.skipped:
-        click.echo(line, err=True)
-    for line in report.problems:
-        click.echo(line)
-    if report.problems:
-        sys.exit(EXIT_FINDINGS)
+    print_findings(report.problems, report.skipped)
     click.echo(
         f"chart values for commit {config.versions.hyperpod_cli_commit} are valid "
         f"(GPU types: {', '.join(chart_module.gpu_instance_types(config))})",
