@@ -61,20 +61,14 @@ def cost(ctx: click.Context, config_path: Path | None, region: str | None, price
         chosen = cost_module.DEFAULT_PRICE_REGION
         click.echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
     try:
-        file = prices_file if prices_file is not None else cost_module.price_file_for(chosen or cost_module.DEFAULT_PRICE_REGION)
-        book = cost_module.load_price_book(file)
-        if chosen and book.region != chosen:
-            raise cost_module.PriceError([f"cost error: {file} holds prices for {book.region}, not {chosen}"])
+        file, book = cost_module.price_book_for(chosen, prices_file)
         if live:
             clients = clients_from_context(ctx, profile, cost_module.PRICE_LIST_API_REGION)
-            types = [config.hyperpod.head_group.instance_type, config.hyperpod.worker_group.instance_type]
             with aws_errors("cost error: AWS Price List API"):
-                found = cost_module.live_hyperpod_prices(clients("pricing", cost_module.PRICE_LIST_API_REGION),
-                                                         book.region, types)
-            for missing in sorted(set(types) - set(found)):
-                click.echo(f"note: the Price List API has no HyperPod price for {missing} in {book.region}; "
+                book, missing = cost_module.apply_live_prices(config, book, clients("pricing", cost_module.PRICE_LIST_API_REGION))
+            for instance_type in missing:
+                click.echo(f"note: the Price List API has no HyperPod price for {instance_type} in {book.region}; "
                            "keeping the file's figure", err=True)
-            book = cost_module.with_live_prices(book, found)
         result = cost_module.estimate(config, book, price_file=cost_module.display_path(file), run_hours=run_hours)
     except cost_module.PriceError as error:
         fail(error.problems, EXIT_BAD_INPUT)
@@ -127,16 +121,12 @@ def review(base: Path, head: Path, config_path: Path | None, fail_on_stateful_re
     cost.json (`skyrl-hp cost --json` of that side). Nothing is synthesized.
     """
     config = load_project_config(config_path)
-    # GPUs per instance type when HEAD has no templates to read the HyperPod groups from.
-    groups = (config.hyperpod.head_group, config.hyperpod.worker_group)
-    gpu_fallback: dict[str, int] = {}
-    for group in groups:
-        gpu_fallback[group.instance_type] = gpu_fallback.get(group.instance_type, 0) + group.spec.gpus * group.instance_count
     try:
         facts = review_module.ReplacementFacts(
             schema_region or config.env.region or review_module.DEFAULT_SCHEMA_REGION, schema_dir, service_spec
         )
-        result = review_module.review(base, head, facts, gpu_fallback)
+        # GPUs per instance type when HEAD has no templates to read the HyperPod groups from.
+        result = review_module.review(base, head, facts, config.derived.gpus_by_instance_type)
     except review_module.ReviewError as error:
         fail(error.problems, EXIT_BAD_INPUT)
     markdown = review_module.render_markdown(result)

@@ -94,6 +94,24 @@ def price_file_for(region: str) -> Traversable:
     return file
 
 
+def price_book_for(region: str | None, prices_file: Path | None) -> tuple[Path | Traversable, PriceBook]:
+    """The price file (`prices_file`, else the shipped one of `region`) and its book; a PriceError when the
+    file is unusable or holds another region's prices."""
+    file = prices_file if prices_file is not None else price_file_for(region or DEFAULT_PRICE_REGION)
+    book = load_price_book(file)
+    if region and book.region != region:
+        raise PriceError([f"cost error: {file} holds prices for {book.region}, not {region}"])
+    return file, book
+
+
+def apply_live_prices(config: ProjectConfig, book: PriceBook, pricing_client: Any) -> tuple[PriceBook, list[str]]:
+    """`book` with the Price List API's HyperPod prices of the configured instance types, and the types it
+    had no price for (their file figures stay)."""
+    types = [config.hyperpod.head_group.instance_type, config.hyperpod.worker_group.instance_type]
+    found = live_hyperpod_prices(pricing_client, book.region, types)
+    return with_live_prices(book, found), sorted(set(types) - set(found))
+
+
 def load_price_book(file: Path | Traversable) -> PriceBook:
     try:
         with resources.as_file(file) as path:
