@@ -24,8 +24,6 @@ class ImageBuildStack(cdk.Stack):
         repository: ecr.IRepository,
         **kwargs: Any,
     ) -> None:
-        if repository is None:
-            raise ValueError(f"{construct_id}: repository is None; pass the registry stack's ECR repository")
         super().__init__(scope, construct_id, description="Builds and pushes the SkyRL training image", **kwargs)
         self.image_build = TrainingImageBuild(self, "TrainingImage", image=config.training_image, repository=repository)
         cdk.CfnOutput(

@@ -170,11 +170,6 @@ def test_cfn_lint_reports_no_errors(template_json):
     assert cfn_lint_errors(template_json) == []
 
 
-def test_stack_without_a_repository_is_a_clear_error(default_config):
-    with pytest.raises(ValueError, match="pass the registry stack's ECR repository"):
-        ImageBuildStack(cdk.App(), "no-repo", config=default_config, repository=None)
-
-
 def _actions(statement: dict) -> list[str]:
     actions = statement["Action"]
     return [actions] if isinstance(actions, str) else list(actions)
