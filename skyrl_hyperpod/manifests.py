@@ -37,8 +37,12 @@ def read_manifest_documents(directory: Path, *, prefix: str) -> list[ManifestDoc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ProblemsError([f"{prefix}: {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}"]) from None
+            raise ProblemsError(
+                [f"{prefix}: {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}"]
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise ProblemsError([f"{prefix}: cannot read {path}: {exc}"]) from None
-        documents += [ManifestDocument(path, number, doc) for number, doc in enumerate(loaded, start=1) if doc is not None]
+        documents += [
+            ManifestDocument(path, number, doc) for number, doc in enumerate(loaded, start=1) if doc is not None
+        ]
     return documents

@@ -56,9 +56,7 @@ class EksStack(cdk.Stack):
         region = config.env.region or cdk.Aws.REGION
         versions = config.versions
 
-        self.eks = EksCluster(
-            self, "Eks", config=config, vpc=vpc, control_plane_security_group=hyperpod_security_group
-        )
+        self.eks = EksCluster(self, "Eks", config=config, vpc=vpc, control_plane_security_group=hyperpod_security_group)
         self.cluster: eks.Cluster = self.eks.cluster
 
         self.addons = EksAddons(
@@ -68,7 +66,9 @@ class EksStack(cdk.Stack):
             versions=versions,
             # The Ray endpoint operator needs the Spaces add-on, with web browser access turned on.
             sagemaker_spaces_configuration=(
-                config.ray_endpoint_operator.spaces_addon_configuration if config.ray_endpoint_operator.enabled else None
+                config.ray_endpoint_operator.spaces_addon_configuration
+                if config.ray_endpoint_operator.enabled
+                else None
             ),
         )
 

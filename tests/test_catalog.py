@@ -35,7 +35,9 @@ def test_types_hyperpod_rejects_are_refused_by_the_config(instance_type):
     with pytest.raises(ConfigError) as raised:
         validate_config({"hyperpod": {"head_group": {"instance_type": instance_type}}})
     [line] = raised.value.problems
-    assert line.startswith(f"config error: hyperpod.head_group.instance_type = '{instance_type}': unknown instance type")
+    assert line.startswith(
+        f"config error: hyperpod.head_group.instance_type = '{instance_type}': unknown instance type"
+    )
 
 
 @pytest.mark.parametrize("region", PRICE_REGIONS)

@@ -563,8 +563,6 @@ def cpu_and_memory_gib(container: dict) -> tuple[int, int]:
     return int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
 
 
-
-
 @pytest.mark.parametrize(
     "overrides",
     [

@@ -31,7 +31,11 @@ def deploy(config, drop: str | None = None) -> tuple[dict[str, dict[str, str]], 
 
 def run(*args, stub_aws=None, stacks: dict[str, dict[str, str]] | None = None):
     """`skyrl-hp outputs ...`; with `stacks`, CloudFormation (stubbed) lists them."""
-    obj = AwsClients(overrides={"cloudformation": stub_cloudformation(stub_aws, stacks, REGION)}) if stacks is not None else None
+    obj = (
+        AwsClients(overrides={"cloudformation": stub_cloudformation(stub_aws, stacks, REGION)})
+        if stacks is not None
+        else None
+    )
     return CliRunner().invoke(cli, ["outputs", "--region", REGION, *args], obj=obj)
 
 

@@ -35,9 +35,9 @@ DEPENDENCIES = [
     ("mlflow", "0.1.0", "file://charts/mlflow"),
 ]
 REMOTE_ARCHIVES = ["cert-manager-v1.18.2.tgz", "nvidia-device-plugin-0.16.1.tgz"]
-TRANSIENT = "Error: Get \"https://10.0.1.5:443/version\": dial tcp 10.0.1.5:443: i/o timeout"
+TRANSIENT = 'Error: Get "https://10.0.1.5:443/version": dial tcp 10.0.1.5:443: i/o timeout'
 
-STAND_IN = r'''#!PYTHON
+STAND_IN = r"""#!PYTHON
 import json, os, signal, sys, time
 state = os.environ["FAKE_STATE"]
 tool = os.path.basename(sys.argv[0])
@@ -119,7 +119,7 @@ elif args[0] == "upgrade":
         set_release("pending-upgrade" if release else "pending-install")
         time.sleep(3600)
     set_release("deployed")
-'''
+"""
 
 
 def load_handler():

@@ -400,9 +400,9 @@ def test_hyperpod_error_events_of_this_cluster_reach_an_encrypted_topic(default_
         "detail-type": ["SageMaker HyperPod Cluster Event"],
         "detail": {"EventDetails": {"ClusterName": [config.names.hyperpod_cluster], "EventLevel": ["Error"]}},
     }
-    (topic_id, topic), = template.find_resources("AWS::SNS::Topic").items()
+    ((topic_id, topic),) = template.find_resources("AWS::SNS::Topic").items()
     assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [{"Ref": topic_id}]
-    (key_id, key), = template.find_resources("AWS::KMS::Key").items()
+    ((key_id, key),) = template.find_resources("AWS::KMS::Key").items()
     assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     # EventBridge may use the key (it cannot use the AWS-managed SNS key), and publish to the topic.
     assert any(

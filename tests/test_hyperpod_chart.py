@@ -128,9 +128,9 @@ def test_a_key_the_chart_does_not_have_at_the_pin_fails():
 def test_device_plugins_that_would_miss_a_gpu_type_fail():
     config = validate_config({})
     values = hyperpod_dependencies_values(config, "us-west-2")
-    [term] = values["nvidia-device-plugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
+    [term] = values["nvidia-device-plugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     term["matchExpressions"][0]["values"] = ["ml.g6e.12xlarge"]
     values["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"] = ["ml.p5.48xlarge"]
     assert external_plugin_problems(values, CHART, config) == [
@@ -198,7 +198,10 @@ def test_an_operator_commit_without_a_copy_is_reported_as_skipped_not_passed():
     report = check_charts(validate_config({"ray_endpoint_operator": {**OPERATOR, "commit": commit}}))
     assert report.problems == []
     [line] = report.skipped
-    assert line.startswith("SKIPPED chart check: ray_endpoint_operator.commit 4444") and "skyrl-hp fetch hyperpod-chart" in line
+    assert (
+        line.startswith("SKIPPED chart check: ray_endpoint_operator.commit 4444")
+        and "skyrl-hp fetch hyperpod-chart" in line
+    )
 
 
 # --- the command ------------------------------------------------------------------------------------
@@ -249,7 +252,9 @@ def test_fetch_writes_the_verified_chart(monkeypatch, tmp_path):
     assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path / "charts")) == 0
     assert opener.urls == [f"https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{PINNED}"]
     written = tmp_path / "charts" / PINNED / HYPERPOD_CHART_PATH / "values.yaml"
-    assert hashlib.sha256(written.read_bytes()).digest() == hashlib.sha256((CHART / "values.yaml").read_bytes()).digest()
+    assert (
+        hashlib.sha256(written.read_bytes()).digest() == hashlib.sha256((CHART / "values.yaml").read_bytes()).digest()
+    )
     assert check_charts(validate_config({}), charts_dir=tmp_path / "charts").problems == []
 
 

@@ -304,7 +304,9 @@ def stub_tools(tmp_path: Path, resolved_digest: str | None) -> tuple[dict[str, s
 def test_buildx_command_builds_from_the_digest_it_resolves(tmp_path, default_config, capsys, registry_answers):
     image = default_config.training_image
     assert not image.base_image_pinned  # upstream publishes the base untagged only (docker/README.md)
-    assert skyrl_hp("image", "buildx-command", "--repository-uri", "111111111111.dkr.ecr.us-west-2.amazonaws.com/r") == 0
+    assert (
+        skyrl_hp("image", "buildx-command", "--repository-uri", "111111111111.dkr.ecr.us-west-2.amazonaws.com/r") == 0
+    )
     env, record = stub_tools(tmp_path, A_DIGEST if registry_answers else None)
     result = subprocess.run(["bash", "-c", capsys.readouterr().out], env=env, capture_output=True, text=True)
     calls = record.read_text().splitlines()
@@ -391,7 +393,7 @@ def test_the_image_installs_the_efa_stack_nccl_needs_from_a_verified_download(do
     assert f"libnccl-net-{NCCL_NET_PLUGIN}.so" == OFI_NCCL_PLUGIN_LIBRARY
     # image_check.py (run by the build) fails it when the plugin or libfabric does not resolve.
     check = (DOCKER_CONTEXT_DIR / "image_check.py").read_text()
-    assert 'find_library(library)' in check and '("nccl-net-ofi", "fabric")' in check
+    assert "find_library(library)" in check and '("nccl-net-ofi", "fabric")' in check
     assert 'os.environ.get("NCCL_NET_PLUGIN") != "ofi"' in check
     (check_step,) = [rest for keyword, rest in dockerfile if keyword == "RUN" and ".image_check.py" in rest]
     runs = [rest for keyword, rest in dockerfile if keyword == "RUN"]

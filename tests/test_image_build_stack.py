@@ -159,8 +159,12 @@ def test_artifacts_use_a_rotating_kms_key(template, template_json):
 
 def test_outputs_name_the_project_the_log_group_and_the_image(template_json, default_config):
     outputs = template_json["Outputs"]
-    assert outputs[OutputKey.IMAGE_BUILD_PROJECT_NAME.value]["Value"] == {"Ref": _logical_id(template_json, "AWS::CodeBuild::Project")}
-    assert outputs[OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value]["Value"] == {"Ref": _logical_id(template_json, "AWS::Logs::LogGroup")}
+    assert outputs[OutputKey.IMAGE_BUILD_PROJECT_NAME.value]["Value"] == {
+        "Ref": _logical_id(template_json, "AWS::CodeBuild::Project")
+    }
+    assert outputs[OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value]["Value"] == {
+        "Ref": _logical_id(template_json, "AWS::Logs::LogGroup")
+    }
     assert json.dumps(outputs[OutputKey.TRAINING_IMAGE_URI.value]["Value"]).endswith(
         f':{default_config.training_image.tag}"]]}}'
     )

@@ -65,10 +65,14 @@ SUBMITTER = pod_peer({"ray.io/originated-from-crd": "RayJob", "app.kubernetes.io
 
 def ray_clusters(charts: dict[str, list[dict]]) -> list[tuple[str, str, dict]]:
     """(kind/name, namespace, RayClusterSpec) of every Ray cluster the manifests create."""
-    found = [(f"RayCluster/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"])
-             for d in objects(charts, "RayCluster")]
-    found += [(f"RayService/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"]["rayClusterConfig"])
-              for d in objects(charts, "RayService")]
+    found = [
+        (f"RayCluster/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"])
+        for d in objects(charts, "RayCluster")
+    ]
+    found += [
+        (f"RayService/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"]["rayClusterConfig"])
+        for d in objects(charts, "RayService")
+    ]
     found += [(f"RayJob/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"]["rayClusterSpec"])
               for d in objects(charts, "RayJob") if "rayClusterSpec" in d["spec"]]  # fmt: skip
     return found
@@ -157,7 +161,9 @@ def test_every_ray_pod_is_selected_by_its_workload_policy(variant):
 def test_ray_ports_admit_only_the_pods_that_need_them(variant):
     config, charts = variant
     training, serving = config.training, config.serving
-    endpoint = {namespace_peer(config.ray_endpoint_operator.namespace)} if config.ray_endpoint_operator.enabled else set()
+    endpoint = (
+        {namespace_peer(config.ray_endpoint_operator.namespace)} if config.ray_endpoint_operator.enabled else set()
+    )
     kuberay = namespace_peer(KUBERAY_NAMESPACE)
     external = set()
     if training.head_service_type != "ClusterIP":
@@ -203,9 +209,7 @@ def test_cluster_ip_head_has_no_service_override(default_config):
         assert "headService" not in spec["headGroupSpec"], name
 
 
-@pytest.mark.parametrize(
-    ("ranges", "expected"), [([], ["10.192.0.0/16"]), (["10.8.0.0/24", "192.168.4.0/22"], None)]
-)
+@pytest.mark.parametrize(("ranges", "expected"), [([], ["10.192.0.0/16"]), (["10.8.0.0/24", "192.168.4.0/22"], None)])
 def test_load_balancer_head_is_internal_with_source_ranges(ranges, expected):
     config = validate_config({"training": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges}})
     charts = synth(config)

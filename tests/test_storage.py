@@ -77,7 +77,7 @@ def test_file_system_is_deleted_only_after_its_final_backup(storage):
     # Retained, the file system would keep its ENIs in the network stack's subnet and group.
     fs_id, file_system = the_file_system(storage)
     assert file_system["DeletionPolicy"] == file_system["UpdateReplacePolicy"] == "Delete"
-    (backup_id, backup), = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).items()
+    ((backup_id, backup),) = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).items()
     # The reference makes CloudFormation delete the backup resource (and wait for it) before the file system.
     assert backup["Properties"]["FileSystemId"] == {"Ref": fs_id}
     assert backup["DeletionPolicy"] == "Delete"

@@ -233,9 +233,17 @@ def test_explicit_training_head_is_used_as_given():
         ({"serving": {"head_cpus": 56}}, "training.head_cpus + serving.head_cpus = 0 + 56"),
         ({"training": {"head_memory_gib": 450}}, "training.head_memory_gib + serving.head_memory_gib = 450 + 32"),
         (
-            {"hyperpod": {"head_group": {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,
-                                         "threads_per_core": 1}},
-             "training": {"head_cpus": 24}},
+            {
+                "hyperpod": {
+                    "head_group": {
+                        "name": "head",
+                        "instance_type": "ml.r5d.16xlarge",
+                        "instance_count": 1,
+                        "threads_per_core": 1,
+                    }
+                },
+                "training": {"head_cpus": 24},
+            },
             "training.head_cpus + serving.head_cpus = 24 + 8",
         ),
     ],

@@ -51,7 +51,10 @@ def cluster_spec(ray_version: str, image: str) -> dict:
         "rayVersion": ray_version,
         "headGroupSpec": {
             "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-            "template": {"metadata": {"labels": {"app": "skyrl"}}, "spec": {"containers": [ray_container("ray-head", image)]}},
+            "template": {
+                "metadata": {"labels": {"app": "skyrl"}},
+                "spec": {"containers": [ray_container("ray-head", image)]},
+            },
         },
         "workerGroupSpecs": [
             {
@@ -153,7 +156,12 @@ def core_objects(config) -> list[dict]:
                 "resources": {"requests": {"storage": "1200Gi"}},
             },
         },
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "train", "namespace": namespace}, "data": {"a": "b"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "train", "namespace": namespace},
+            "data": {"a": "b"},
+        },
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -224,7 +232,9 @@ def test_schema_defaults_are_applied_before_validation(default_config):
     del group["minReplicas"], group["maxReplicas"]  # required by the schema, but defaulted (0 and 2**31-1)
     assert problems_for(doc, default_config) == []
     # Control: the same object without defaulting is missing both fields, so the defaulting matters.
-    validator = crd_module.crd_validator(KUBERAY_CRDS_DIR.resolve(), "RayCluster", default_config.eks.kubernetes_version)
+    validator = crd_module.crd_validator(
+        KUBERAY_CRDS_DIR.resolve(), "RayCluster", default_config.eks.kubernetes_version
+    )
     missing = {e.message for e in validator.iter_errors(doc) if e.validator == "required"}
     assert missing == {"'minReplicas' is a required property", "'maxReplicas' is a required property"}
     schema = crd_module.crd_schema(KUBERAY_CRDS_DIR.resolve(), "RayCluster")
@@ -298,8 +308,9 @@ def test_reading_only_the_v1_entry_of_a_crd_gives_what_a_full_parse_gives(kind):
 
 
 def test_a_crd_in_another_layout_is_parsed_whole(default_config):
-    flow_style = yaml.safe_dump({"spec": {"names": {"kind": "RayJob"}, "versions": [{"name": "v1"}]}},
-                                default_flow_style=True).encode()
+    flow_style = yaml.safe_dump(
+        {"spec": {"names": {"kind": "RayJob"}, "versions": [{"name": "v1"}]}}, default_flow_style=True
+    ).encode()
     assert crd_module._v1_only_document(flow_style) is None
 
 
@@ -483,7 +494,9 @@ def test_cli_bad_input_is_one_line_without_traceback(case, tmp_path, capsys, mon
     assert skyrl_hp("validate", str(target)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert {"missing-dir": "does not exist", "bad-yaml": "not valid YAML", "missing-crds": "KUBERAY_CRDS_DIR"}[case] in err
+    assert {"missing-dir": "does not exist", "bad-yaml": "not valid YAML", "missing-crds": "KUBERAY_CRDS_DIR"}[
+        case
+    ] in err
 
 
 # --- fetch_crds ----------------------------------------------------------------------------------

@@ -82,7 +82,9 @@ def ray_pod_template(props: RayPodProps) -> dict:
     if props.efa_devices:
         quantities[EFA_RESOURCE] = props.efa_devices
     mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{props.shm_gib}Gi"}}]
+    volumes: list[dict[str, Any]] = [
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{props.shm_gib}Gi"}}
+    ]
     if props.shared:
         mounts.append({"name": SHARED_VOLUME, "mountPath": props.shared.mount_path, "readOnly": props.shared.read_only})
         volumes.append(

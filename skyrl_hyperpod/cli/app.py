@@ -44,16 +44,37 @@ def cli() -> None:
 @cli.command()
 @config_option
 @region_option
-@click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Price file to use instead of the shipped skyrl_hyperpod/prices/<region>.yaml (same layout).")
-@click.option("--hours", "run_hours", type=click.FloatRange(min=0, min_open=True),
-              default=cost_module.DEFAULT_RUN_HOURS, show_default=True, help="Length of one training run in hours.")
+@click.option(
+    "--prices",
+    "prices_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Price file to use instead of the shipped skyrl_hyperpod/prices/<region>.yaml (same layout).",
+)
+@click.option(
+    "--hours",
+    "run_hours",
+    type=click.FloatRange(min=0, min_open=True),
+    default=cost_module.DEFAULT_RUN_HOURS,
+    show_default=True,
+    help="Length of one training run in hours.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--live", is_flag=True, help="Read HyperPod instance prices from the AWS Price List API (needs credentials).")
+@click.option(
+    "--live", is_flag=True, help="Read HyperPod instance prices from the AWS Price List API (needs credentials)."
+)
 @profile_option
 @click.pass_context
-def cost(ctx: click.Context, config_path: Path | None, region: str | None, prices_file: Path | None, run_hours: float,
-         as_json: bool, live: bool, profile: str | None) -> None:
+def cost(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    prices_file: Path | None,
+    run_hours: float,
+    as_json: bool,
+    live: bool,
+    profile: str | None,
+) -> None:
     """Hourly and monthly cost estimate of the configured platform, per component."""
     config = load_project_config(config_path)
     chosen = resolve_region(region, config)
@@ -65,10 +86,15 @@ def cost(ctx: click.Context, config_path: Path | None, region: str | None, price
         if live:
             clients = clients_from_context(ctx, profile, cost_module.PRICE_LIST_API_REGION)
             with aws_errors("cost error: AWS Price List API"):
-                book, missing = cost_module.apply_live_prices(config, book, clients("pricing", cost_module.PRICE_LIST_API_REGION))
+                book, missing = cost_module.apply_live_prices(
+                    config, book, clients("pricing", cost_module.PRICE_LIST_API_REGION)
+                )
             for instance_type in missing:
-                click.echo(f"note: the Price List API has no HyperPod price for {instance_type} in {book.region}; "
-                           "keeping the file's figure", err=True)
+                click.echo(
+                    f"note: the Price List API has no HyperPod price for {instance_type} in {book.region}; "
+                    "keeping the file's figure",
+                    err=True,
+                )
         result = cost_module.estimate(config, book, price_file=cost_module.display_path(file), run_hours=run_hours)
     except cost_module.PriceError as error:
         fail(error.problems, EXIT_BAD_INPUT)
@@ -79,11 +105,16 @@ def cost(ctx: click.Context, config_path: Path | None, region: str | None, price
 @config_option
 @region_option
 @profile_option
-@click.option("--qualifier", default=preflight_module.DEFAULT_BOOTSTRAP_QUALIFIER, show_default=True,
-              help="CDK bootstrap qualifier.")
+@click.option(
+    "--qualifier",
+    default=preflight_module.DEFAULT_BOOTSTRAP_QUALIFIER,
+    show_default=True,
+    help="CDK bootstrap qualifier.",
+)
 @click.pass_context
-def preflight(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None,
-              qualifier: str) -> None:
+def preflight(
+    ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, qualifier: str
+) -> None:
     """Read-only checks before a deploy: credentials, region, AZ offerings, quotas, CDK bootstrap, name collisions."""
     config = load_project_config(config_path)
     clients = clients_from_context(ctx, profile, region or config.env.region)
@@ -101,20 +132,47 @@ def preflight(ctx: click.Context, config_path: Path | None, region: str | None, 
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @config_option
-@click.option("--fail-on-stateful-replacement", is_flag=True,
-              help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, the HyperPod or EKS cluster, or "
-                   "anything retained) would be replaced or removed, directly or through another stack.")
-@click.option("--schema-region", default=None,
-              help=f"Region whose resource schemas to use (default: env.region, else {review_module.DEFAULT_SCHEMA_REGION}).")
-@click.option("--schema-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Extra CloudFormation resource schema JSON files that override cfn-lint's bundled ones.")
-@click.option("--service-spec", type=click.Path(dir_okay=False, path_type=Path),
-              default=review_module.DEFAULT_SERVICE_SPEC, show_default="node_modules/aws-cdk/db.json.gz",
-              help="CDK service spec database (the one `cdk diff` reads).")
-@click.option("--output", "output_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the Markdown to this file instead of stdout.")
-def review(base: Path, head: Path, config_path: Path | None, fail_on_stateful_replacement: bool,
-           schema_region: str | None, schema_dir: Path | None, service_spec: Path, output_file: Path | None) -> None:
+@click.option(
+    "--fail-on-stateful-replacement",
+    is_flag=True,
+    help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, the HyperPod or EKS cluster, or "
+    "anything retained) would be replaced or removed, directly or through another stack.",
+)
+@click.option(
+    "--schema-region",
+    default=None,
+    help=f"Region whose resource schemas to use (default: env.region, else {review_module.DEFAULT_SCHEMA_REGION}).",
+)
+@click.option(
+    "--schema-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Extra CloudFormation resource schema JSON files that override cfn-lint's bundled ones.",
+)
+@click.option(
+    "--service-spec",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=review_module.DEFAULT_SERVICE_SPEC,
+    show_default="node_modules/aws-cdk/db.json.gz",
+    help="CDK service spec database (the one `cdk diff` reads).",
+)
+@click.option(
+    "--output",
+    "output_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the Markdown to this file instead of stdout.",
+)
+def review(
+    base: Path,
+    head: Path,
+    config_path: Path | None,
+    fail_on_stateful_replacement: bool,
+    schema_region: str | None,
+    schema_dir: Path | None,
+    service_spec: Path,
+    output_file: Path | None,
+) -> None:
     """Compare two synthesized outputs (cdk.out, dist/, cost.json) offline and print Markdown for a PR comment.
 
     BASE and HEAD are each a cloud assembly directory or a directory holding cdk.out/, dist/ and optionally
@@ -136,20 +194,37 @@ def review(base: Path, head: Path, config_path: Path | None, fail_on_stateful_re
         click.echo(markdown, nl=False)
     stateful = result.stateful_replacements
     if fail_on_stateful_replacement and stateful:
-        fail([f"review: {len(stateful)} stateful resource(s) replaced or removed: "
-              + ", ".join(f"{c.stack}/{c.logical_id}" for c in stateful)], EXIT_FINDINGS)
+        fail(
+            [
+                f"review: {len(stateful)} stateful resource(s) replaced or removed: "
+                + ", ".join(f"{c.stack}/{c.logical_id}" for c in stateful)
+            ],
+            EXIT_FINDINGS,
+        )
 
 
 @cli.command()
 @config_option
 @region_option
 @profile_option
-@click.option("--file", "outputs_file", type=click.Path(dir_okay=False, path_type=Path),
-              default=outputs_module.DEFAULT_OUTPUTS_FILE, show_default=True, help="Outputs file to write (or check).")
+@click.option(
+    "--file",
+    "outputs_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=outputs_module.DEFAULT_OUTPUTS_FILE,
+    show_default=True,
+    help="Outputs file to write (or check).",
+)
 @click.option("--check", is_flag=True, help="Only validate an existing outputs file (offline) and print its values.")
 @click.pass_context
-def outputs(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, outputs_file: Path,
-            check: bool) -> None:
+def outputs(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    outputs_file: Path,
+    check: bool,
+) -> None:
     """Write the stack outputs file the charts read (`cdk deploy --outputs-file` format), from CloudFormation."""
     config = load_project_config(config_path)
     if check:
@@ -162,7 +237,10 @@ def outputs(ctx: click.Context, config_path: Path | None, region: str | None, pr
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     if not chosen:
-        fail(["outputs error: no region: set env.region in the config, pass --region or export AWS_REGION"], EXIT_BAD_INPUT)
+        fail(
+            ["outputs error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
     with aws_errors("outputs error: CloudFormation"):
         content, warnings = outputs_module.fetch_stack_outputs(clients("cloudformation", chosen), config)
     for warning in warnings:
@@ -186,14 +264,18 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     if not chosen:
-        fail(["status error: no region: set env.region in the config, pass --region or export AWS_REGION"],
-             EXIT_BAD_INPUT)
+        fail(
+            ["status error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
     try:
         with aws_errors("status error: SageMaker"):
             report = status_module.fetch_status(config, clients("sagemaker", chosen))
     except status_module.ClusterNotFound as missing:
-        fail([f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
-             EXIT_FINDINGS)
+        fail(
+            [f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
+            EXIT_FINDINGS,
+        )
     click.echo("\n".join(status_module.render(report)))
     if report.problems():
         sys.exit(EXIT_FINDINGS)
@@ -201,8 +283,13 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
 
 @cli.command()
 @config_option
-@click.option("--plan", "plan_only", is_flag=True, required=True,
-              help="Print the ordered teardown steps (required: this command never deletes anything itself).")
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    required=True,
+    help="Print the ordered teardown steps (required: this command never deletes anything itself).",
+)
 def teardown(config_path: Path | None, plan_only: bool) -> None:
     """Print the order of operations that tears the platform down without losing data (offline)."""
     config = load_project_config(config_path)

@@ -40,9 +40,9 @@ def region_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def profile_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--profile", default=None, help="AWS named profile (default: the usual boto3 credential chain).")(
-        command
-    )
+    return click.option(
+        "--profile", default=None, help="AWS named profile (default: the usual boto3 credential chain)."
+    )(command)
 
 
 def load_project_config(config_path: Path | None) -> ProjectConfig:
@@ -93,7 +93,9 @@ class AwsClients:
             return self._overrides[service]
         key = (service, region)
         if key not in self._cache:
-            self._cache[key] = self.session.client(service, region_name=region) if region else self.session.client(service)
+            self._cache[key] = (
+                self.session.client(service, region_name=region) if region else self.session.client(service)
+            )
         return self._cache[key]
 
 

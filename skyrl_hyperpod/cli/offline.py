@@ -23,6 +23,7 @@ from skyrl_hyperpod.validation import hyperpod_chart as chart_module
 
 from .common import EXIT_BAD_INPUT, EXIT_FINDINGS, config_option, load_project_config
 
+
 def print_findings(problems: list[str], skipped: list[str]) -> None:
     """SKIPPED lines on stderr, one problem a line on stdout; exit 1 when there is any problem."""
     for line in skipped:
@@ -107,7 +108,9 @@ def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, d
     except ConfigError as error:
         fail(error.problems, EXIT_BAD_INPUT)
     print_findings(result.problems, result.skipped)
-    click.echo(f"{result.documents} manifests in {directory} are valid{' and deployable' if deployable else ''}", err=True)
+    click.echo(
+        f"{result.documents} manifests in {directory} are valid{' and deployable' if deployable else ''}", err=True
+    )
 
 
 # --- fetch ---------------------------------------------------------------------------------------------------

@@ -233,7 +233,9 @@ class InstanceGroupConfig(StrictModel):
     name: str
     instance_type: str = Field(description="An instance type from the catalog (skyrl_hyperpod/config/catalog.py).")
     instance_count: int = Field(ge=0, le=256, description="Nodes in the group.")
-    ebs_volume_gb: int = Field(default=500, ge=1, le=16384, description="Secondary EBS volume mounted at /opt/sagemaker.")
+    ebs_volume_gb: int = Field(
+        default=500, ge=1, le=16384, description="Secondary EBS volume mounted at /opt/sagemaker."
+    )
     threads_per_core: Literal[1, 2] = Field(
         default=1, description="1 turns hyperthreading off: the node then exposes half the catalog's vCPUs."
     )
@@ -244,7 +246,9 @@ class InstanceGroupConfig(StrictModel):
         description="vCPUs per node left to kubelet, HyperPod agents and daemon sets (device plugins, CNI, CSI, "
         "observability) when sizing Ray pods. Default: max(4, node vCPUs / 8), at most half the node.",
     )
-    training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$")
+    training_plan_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$"
+    )
 
     @field_validator("name")
     @classmethod
@@ -371,7 +375,9 @@ class FsxConfig(StrictModel):
 
 class ObservabilityConfig(StrictModel):
     enabled: bool = True
-    grafana: bool = Field(default=False, description="Amazon Managed Grafana; needs IAM Identity Center in the account.")
+    grafana: bool = Field(
+        default=False, description="Amazon Managed Grafana; needs IAM Identity Center in the account."
+    )
     metrics_level: Literal["Basic", "Advanced"] = "Basic"
     scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
     logging_enabled: bool = True

@@ -88,4 +88,3 @@ def render() -> str:
         "|---|---|---|---|",
     ]
     return "\n".join(header + _rows(config, "")) + "\n"
-

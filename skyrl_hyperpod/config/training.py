@@ -314,7 +314,6 @@ class TrainingConfig(StrictModel):
             return None
         return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
 
-
     @model_validator(mode="after")
     def _placement_wait_within_deadline(self) -> TrainingConfig:
         if self.placement_group_timeout_seconds > self.job_active_deadline_seconds:
@@ -391,7 +390,9 @@ class ResolvedRun:
         for name, field in SkyRLKnobs.model_fields.items():
             value = getattr(self.knobs, name)
             if value is not None:
-                values[field.alias or name] = "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
+                values[field.alias or name] = (
+                    "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
+                )
         values.update(
             {
                 "trainer.policy.model.lora.lora_sync_path": self.lora_sync_path,

@@ -229,8 +229,17 @@ def _hourly_item(component: str, quantity: float, label: str, price: Price, book
     )
 
 
-def _monthly_item(component: str, quantity: float, label: str, usd_per_unit: float, unit: str, *, confirmed: bool,
-                  note: str, book: PriceBook) -> LineItem:
+def _monthly_item(
+    component: str,
+    quantity: float,
+    label: str,
+    usd_per_unit: float,
+    unit: str,
+    *,
+    confirmed: bool,
+    note: str,
+    book: PriceBook,
+) -> LineItem:
     monthly = usd_per_unit * quantity
     return LineItem(
         component=component,
@@ -259,8 +268,16 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
     ebs_gb = sum(g.instance_count * g.ebs_volume_gb for g in groups)
     ebs = book.hyperpod_ebs_gb_month
     items.append(
-        _monthly_item("HyperPod node EBS volumes", ebs_gb, f"{ebs_gb} GB", ebs.usd, "GB-month",
-                      confirmed=ebs.confirmed, note=ebs.note or "", book=book)
+        _monthly_item(
+            "HyperPod node EBS volumes",
+            ebs_gb,
+            f"{ebs_gb} GB",
+            ebs.usd,
+            "GB-month",
+            confirmed=ebs.confirmed,
+            note=ebs.note or "",
+            book=book,
+        )
     )
     items.append(_hourly_item("EKS control plane", 1, "1 cluster", book.eks_control_plane_hour, book, "hour"))
 
@@ -334,7 +351,9 @@ def render_table(est: Estimate) -> str:
     widths = [max(len(str(r[c])) for r in (headers, *rows)) for c in range(len(headers))]
 
     def line(row: tuple[str, ...]) -> str:
-        cells = [str(v).ljust(w) if c < 3 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            str(v).ljust(w) if c < 3 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths, strict=True))
+        ]
         return "  ".join(cells).rstrip()
 
     out = [

@@ -44,7 +44,9 @@ def write_outputs_file(content: dict[str, dict[str, str]], file: Path, config: P
     """Validate, then atomically write. Refuses (OutputsError) when a required output is missing."""
     if not content:
         raise OutputsError(
-            [f"outputs error: no CloudFormation stacks named {config.name_prefix}-* found (deploy first: cdk deploy --all)"]
+            [
+                f"outputs error: no CloudFormation stacks named {config.name_prefix}-* found (deploy first: cdk deploy --all)"
+            ]
         )
     file.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
@@ -56,8 +58,12 @@ def write_outputs_file(content: dict[str, dict[str, str]], file: Path, config: P
             outputs = load_stack_outputs(temporary, config)
         except ConfigError as error:
             raise OutputsError(
-                [p.replace(temporary, "CloudFormation").replace("outputs error: ", "outputs error: refusing to write "
-                                                                + str(file) + ": ") for p in error.problems]
+                [
+                    p.replace(temporary, "CloudFormation").replace(
+                        "outputs error: ", "outputs error: refusing to write " + str(file) + ": "
+                    )
+                    for p in error.problems
+                ]
             ) from None
         os.replace(temporary, file)
         return outputs

@@ -71,8 +71,12 @@ def fetch_chart(commit: str, dest: Path) -> Path:
         for name, data in sorted(files.items())
         if name in sums and hashlib.sha256(data).hexdigest() != sums[name]
     ]
-    problems += [f"fetch_hyperpod_chart: {name} is missing from {url}: refused" for name in sorted(set(sums) - set(files))]
-    problems += [f"fetch_hyperpod_chart: {name} is not in the sha256 list: refused" for name in sorted(set(files) - set(sums))]
+    problems += [
+        f"fetch_hyperpod_chart: {name} is missing from {url}: refused" for name in sorted(set(sums) - set(files))
+    ]
+    problems += [
+        f"fetch_hyperpod_chart: {name} is not in the sha256 list: refused" for name in sorted(set(files) - set(sums))
+    ]
     if problems:
         raise ValueError("\n".join(problems))
     target = dest / commit

@@ -208,10 +208,9 @@ def selects(pod_spec: dict[str, Any], labels: dict[str, str]) -> bool:
     for key, value in (pod_spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
             return False
-    required = (
-        ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        or {}
-    )
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms")
     if not terms:
         return True
@@ -251,10 +250,14 @@ def external_plugin_problems(values: dict[str, Any], chart: Path, config: Projec
             continue
         dependency = deps.get(plugin)
         if dependency is None:
-            problems.append(f"chart check: {plugin} is not a dependency of {chart.name}: nothing would run it on {', '.join(types)}")
+            problems.append(
+                f"chart check: {plugin} is not a dependency of {chart.name}: nothing would run it on {', '.join(types)}"
+            )
             continue
         if not _enabled(merged, dependency.condition):
-            problems.append(f"chart check: {plugin} is disabled ({dependency.condition}): it would not run on {', '.join(types)}")
+            problems.append(
+                f"chart check: {plugin} is disabled ({dependency.condition}): it would not run on {', '.join(types)}"
+            )
             continue
         section = merged.get(plugin) or {}
         for instance_type in types:
@@ -338,10 +341,14 @@ def health_agent_problems(
     types = gpu_instance_types(config)
     dependency = dependencies(chart).get(HEALTH_MONITORING_AGENT)
     if dependency is None or dependency.local_dir is None:
-        return [f"chart check: {HEALTH_MONITORING_AGENT} is not a local sub-chart of {chart.name}: cannot prove it runs on {', '.join(types)}"]
+        return [
+            f"chart check: {HEALTH_MONITORING_AGENT} is not a local sub-chart of {chart.name}: cannot prove it runs on {', '.join(types)}"
+        ]
     umbrella = merge_values(_load_yaml(chart / "values.yaml"), values)
     if not _enabled(umbrella, dependency.condition):
-        return [f"chart check: {HEALTH_MONITORING_AGENT} is disabled ({dependency.condition}): no fault detection on {', '.join(types)}"]
+        return [
+            f"chart check: {HEALTH_MONITORING_AGENT} is disabled ({dependency.condition}): no fault detection on {', '.join(types)}"
+        ]
     if helm is None:
         report.skipped.append(
             f"SKIPPED chart check: {HEALTH_MONITORING_AGENT} not rendered: no helm binary "
@@ -357,10 +364,13 @@ def health_agent_problems(
     pod_specs = [
         doc["spec"]["template"]["spec"]
         for doc in docs
-        if doc.get("kind") in POD_CONTROLLERS and isinstance(((doc.get("spec") or {}).get("template") or {}).get("spec"), dict)
+        if doc.get("kind") in POD_CONTROLLERS
+        and isinstance(((doc.get("spec") or {}).get("template") or {}).get("spec"), dict)
     ]
     if not pod_specs:
-        return [f"chart check: {HEALTH_MONITORING_AGENT} renders no pod controller: nothing would run on {', '.join(types)}"]
+        return [
+            f"chart check: {HEALTH_MONITORING_AGENT} renders no pod controller: nothing would run on {', '.join(types)}"
+        ]
     return [
         f"chart check: {HEALTH_MONITORING_AGENT} would not select GPU instance type {instance_type}"
         for instance_type in types
@@ -368,7 +378,9 @@ def health_agent_problems(
     ]
 
 
-def ray_endpoint_operator_problems(config: ProjectConfig, charts_dir: Path | str | None, report: ChartReport) -> list[str]:
+def ray_endpoint_operator_problems(
+    config: ProjectConfig, charts_dir: Path | str | None, report: ChartReport
+) -> list[str]:
     operator = config.ray_endpoint_operator
     if not operator.enabled or operator.commit is None:
         return []

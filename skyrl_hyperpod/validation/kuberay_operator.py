@@ -77,8 +77,7 @@ def operator_problems(doc: dict, *, gates: Mapping[str, bool] = FEATURE_GATES) -
     if check is None or spec.get("managedBy", KUBERAY_CONTROLLER) != KUBERAY_CONTROLLER:
         return []
     return [
-        f"{json_path(path)}: {message} (KubeRay {KUBERAY_TAG} {source})"
-        for path, message, source in check(doc, gates)
+        f"{json_path(path)}: {message} (KubeRay {KUBERAY_TAG} {source})" for path, message, source in check(doc, gates)
     ]
 
 
@@ -626,7 +625,11 @@ def _deletion_rules(spec: dict, rules: list, at: list) -> Iterator[Finding]:
         if autoscaling and policy == "DeleteWorkers":
             yield [*at, index, "policy"], "DeleteWorkers is not supported with autoscaling", source
             continue
-        key = ("jobStatus", str(job_status)) if job_status is not None else ("jobDeploymentStatus", str(deployment_status))
+        key = (
+            ("jobStatus", str(job_status))
+            if job_status is not None
+            else ("jobDeploymentStatus", str(deployment_status))
+        )
         if policy in ttls.setdefault(key, {}):
             yield [*at, index], f"duplicate rule for {policy} and {key[0]} {key[1]}", source
             continue

@@ -172,7 +172,9 @@ def _unknown_keys(model, data: Any, path: list) -> list[str]:
         field = names.get(key)
         if field is None:
             if extra not in ("allow", "forbid"):  # "forbid" is reported by model_validate itself
-                problems.append(f"{json_path([*path, key])}: unknown key, Ray would ignore it{did_you_mean(key, fields)}")
+                problems.append(
+                    f"{json_path([*path, key])}: unknown key, Ray would ignore it{did_you_mean(key, fields)}"
+                )
             continue
         for nested, item_path in _nested_values(field.annotation, value, [*path, key]):
             if isinstance(nested, type) and issubclass(nested, BaseModel):
