@@ -117,7 +117,7 @@ class EksStack(cdk.Stack):
 
         self.ray_endpoint_operator: HelmChartFromGit | None = None
         operator = config.ray_endpoint_operator
-        if operator.enabled:
+        if operator.enabled and operator.commit:  # enabled requires a commit (RayEndpointOperatorConfig)
             # Its own pin: the chart is not in the dependencies chart's commit (see RayEndpointOperatorConfig).
             self.ray_endpoint_operator = HelmChartFromGit(
                 self,

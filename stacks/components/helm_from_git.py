@@ -45,6 +45,7 @@ LOG_RETENTION = logs.RetentionDays.TWO_YEARS
 def load_handler() -> ModuleType:
     """The Lambda handler module, for its pure helpers (validation at synth time, unit tests)."""
     spec = importlib.util.spec_from_file_location("helm_from_git_handler", HANDLER_DIR / "index.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -120,8 +120,10 @@ def archive_url(repository: str, commit: str) -> str:
 
 def source_archive_name(repository: str, commit: str) -> str:
     """The file name GitHub gives the tarball of `commit` (and the name it has in a mirror)."""
-    archive_url(repository, commit)
-    return f"{GITHUB_REPOSITORY.fullmatch(repository).group(2)}-{commit}.tar.gz"
+    archive_url(repository, commit)  # raises for a repository that is not on GitHub
+    match = GITHUB_REPOSITORY.fullmatch(repository)
+    assert match is not None  # archive_url accepted it
+    return f"{match.group(2)}-{commit}.tar.gz"
 
 
 def validate_digests(digests: dict) -> dict[str, str]:
@@ -317,7 +319,7 @@ def _run(args: list[str], env: dict, deadline_s: float, stdin: str | None = None
             start_new_session=True,
         )
         try:
-            if stdin is not None:
+            if stdin is not None and process.stdin is not None:
                 process.stdin.write(stdin)
                 process.stdin.close()
             process.wait(timeout=deadline_s)
@@ -445,7 +447,7 @@ class Installer:
         """Roll a release left in pending-* back to its last deployed revision (or uninstall it)."""
         status = self.release_status()
         state = ((status or {}).get("info") or {}).get("status", "")
-        if state not in PENDING_STATUSES:
+        if status is None or state not in PENDING_STATUSES:
             return
         current = int(status.get("version", 0))
         print(f"release {self.namespace}/{self.release} is {state} at revision {current}: recovering", flush=True)
