@@ -18,7 +18,7 @@ from .rayservice import ServingChart, serve_config
 
 def build_charts(app: cdk8s.App, inputs: ChartInputs) -> list[cdk8s.Chart]:
     charts: list[cdk8s.Chart] = [NamespaceResourcesChart(app, "01-platform", inputs=inputs)]
-    if not inputs.config.training.self_contained_jobs:
+    if not inputs.config.training.jobs.self_contained_jobs:
         charts.append(TrainingClusterChart(app, "02-raycluster", inputs=inputs))
     charts.append(TrainingJobsChart(app, "03-rayjobs", inputs=inputs))
     charts.append(PublishAdapterChart(app, "04-publish-adapter", inputs=inputs))

@@ -35,7 +35,7 @@ class ChartInputs:
 
     @property
     def job_script_config_map(self) -> str:
-        return f"{self.config.training.raycluster_name}-job-script"
+        return f"{self.config.training.cluster.raycluster_name}-job-script"
 
     @property
     def persistent_volume_name(self) -> str:
@@ -66,7 +66,7 @@ class ChartInputs:
     def head_service_source_ranges(self) -> tuple[str, ...]:
         """Clients a NodePort/LoadBalancer training head admits: configured, or the VPC."""
         training = self.config.training
-        return tuple(training.head_service_source_ranges or [self.config.network.vpc_cidr])
+        return tuple(training.cluster.head_service_source_ranges or [self.config.network.vpc_cidr])
 
     @property
     def lora_loading_path(self) -> str:

@@ -48,7 +48,7 @@ class PublishAdapterChart(cdk8s.Chart):
         claim = kplus.PersistentVolumeClaim.from_claim_name(self, "SharedClaim", workloads.shared_pvc_name)
         shared = kplus.Volume.from_persistent_volume_claim(self, "Shared", claim, name="shared", read_only=True)
         scratch = kplus.Volume.from_empty_dir(self, "Scratch", "scratch")
-        user = (training.run_as_user, training.run_as_group)
+        user = (training.cluster.run_as_user, training.cluster.run_as_group)
         self.job = kplus.Job(
             self,
             "Job",

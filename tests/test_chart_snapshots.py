@@ -40,5 +40,5 @@ def test_default_manifests(default_manifests, chart_id, snapshot):
 
 
 def test_self_contained_rayjob(snapshot):
-    config = validate_config({"training": {"self_contained_jobs": True}})
+    config = validate_config({"training": {"jobs": {"self_contained_jobs": True}}})
     assert synth(config)["03-rayjobs"] == snapshot

@@ -28,7 +28,7 @@ from skyrl_hyperpod.validation import CheckSkipped, cel_rules, kuberay_operator,
 from skyrl_hyperpod.validation import crds as crd_module
 
 STUB_SCRIPT = "print('train_job stub')\n"
-SELF_CONTAINED = {"training": {"self_contained_jobs": True}}
+SELF_CONTAINED = {"training": {"jobs": {"self_contained_jobs": True}}}
 
 
 @pytest.fixture(autouse=True)
@@ -496,7 +496,7 @@ def test_ray_job_construct_with_a_submission_mode_kuberay_refuses(mode, cluster,
         entrypoint="python -c pass",
         submission_mode=mode,
         active_deadline_seconds=3600,
-        cluster_name=config.training.raycluster_name if cluster == "existing" else None,
+        cluster_name=config.training.cluster.raycluster_name if cluster == "existing" else None,
         cluster_spec=training_cluster_spec(inputs) if cluster == "own" else None,
         backoff_limit=backoff,
     )

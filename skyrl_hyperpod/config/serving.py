@@ -102,8 +102,8 @@ def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpo
     """(vCPUs, GiB) of the training head pod: explicit, or what one head node has left after the
     serving head, so the RayService head schedules beside the training RayCluster."""
     head = hyperpod.head_group
-    cpus = training.head_cpus or head.allocatable_vcpus - serving.head_cpus
-    memory = training.head_memory_gib or head.allocatable_memory_gib - serving.head_memory_gib
+    cpus = training.cluster.head_cpus or head.allocatable_vcpus - serving.head_cpus
+    memory = training.cluster.head_memory_gib or head.allocatable_memory_gib - serving.head_memory_gib
     return cpus, memory
 
 
@@ -117,13 +117,13 @@ def _check_head_node(serving: ServingConfig, *, training: TrainingConfig, hyperp
     ):
         if training_value < 1 or training_value + serving_value > allocatable:
             raise ValueError(
-                f"training.{key} + serving.{key} = {training_value} + {serving_value}: both heads share one "
+                f"training.cluster.{key} + serving.{key} = {training_value} + {serving_value}: both heads share one "
                 f"{head.instance_type} node (threads_per_core {head.threads_per_core}), where pods may request "
                 f"{allocatable} {unit}"
             )
-    if training.head_shm_gib * 2 > training_memory:
+    if training.cluster.head_shm_gib * 2 > training_memory:
         raise ValueError(
-            f"training.head_shm_gib = {training.head_shm_gib}: /dev/shm counts against the pod's memory; keep it at "
+            f"training.cluster.head_shm_gib = {training.cluster.head_shm_gib}: /dev/shm counts against the pod's memory; keep it at "
             f"most half of the training head's {training_memory} GiB"
         )
 
