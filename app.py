@@ -26,7 +26,9 @@ def cli_context() -> dict:
         source = f"CDK_CONTEXT_JSON or {overflow}" if overflow else "CDK_CONTEXT_JSON"
         raise ConfigError([f"config error: the CDK context ({source}) is not readable JSON: {error}"]) from None
     if not isinstance(context, dict):
-        raise ConfigError([f"config error: the CDK context (CDK_CONTEXT_JSON) is {type(context).__name__}, not an object"])
+        raise ConfigError(
+            [f"config error: the CDK context (CDK_CONTEXT_JSON) is {type(context).__name__}, not an object"]
+        )
     return context
 
 
@@ -35,7 +37,9 @@ def main() -> None:
     try:
         if "config" in cli_context():
             raise ConfigError(
-                ["config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE (the cdk8s app and the CLI read only that)"]
+                [
+                    "config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE (the cdk8s app and the CLI read only that)"
+                ]
             )
         config = load_config(None)
     except ConfigError as error:

@@ -143,8 +143,12 @@ def paired_ratio(figure: Measurement, baseline: Measurement) -> float:
     return statistics.median(f / b for f, b in zip(figure.seconds, baseline.seconds, strict=True))
 
 
-def base_env(validation: bool, validation_cache: Path | None, config_file: Path | None = None,
-             jsii_node: str = str(JSII_NODE_WRAPPER)) -> dict[str, str]:
+def base_env(
+    validation: bool,
+    validation_cache: Path | None,
+    config_file: Path | None = None,
+    jsii_node: str = str(JSII_NODE_WRAPPER),
+) -> dict[str, str]:
     """validation_cache: a directory for the manifest validation's cache, or None for no cache (cold).
     jsii_node: the Node jsii starts, for the baseline and the project alike (the project's entry points
     default to the same wrapper)."""
@@ -175,7 +179,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds (default 5)")
     parser.add_argument(
-        "--skip", action="append", default=[], choices=["tests", "scaling", "validation-off"],
+        "--skip",
+        action="append",
+        default=[],
+        choices=["tests", "scaling", "validation-off"],
         help="leave a group of measurements out",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
@@ -200,8 +207,11 @@ def main() -> None:
         jobs = {
             BASELINE: Job([*cdk, "-o", str(work / "base.out")], baseline_dir, env),
             # For reference: the same baseline on Node's default flags (not the wrapper's).
-            STOCK_BASELINE: Job([*cdk, "-o", str(work / "base.out")], baseline_dir,
-                                base_env(validation, warm_cache, jsii_node=str(BIN / "node"))),
+            STOCK_BASELINE: Job(
+                [*cdk, "-o", str(work / "base.out")],
+                baseline_dir,
+                base_env(validation, warm_cache, jsii_node=str(BIN / "node")),
+            ),
             "cdk synth (whole app)": Job([*cdk, "-o", str(work / "cdk.out")], REPO, env),
             CDK8S_COLD: Job(cdk8s, REPO, base_env(validation, None)),
             CDK8S_WARM: Job(cdk8s, REPO, env),
@@ -221,7 +231,9 @@ def main() -> None:
         if "test suite" in figures:
             peak = figures["test suite"].peak_rss_mib
             verdict = "meets" if peak <= TEST_SUITE_MEMORY_TARGET_MIB else "MISSES"
-            print(f"    {'test suite peak memory':<42} {peak:5.0f} MiB target <= {TEST_SUITE_MEMORY_TARGET_MIB}: {verdict}")
+            print(
+                f"    {'test suite peak memory':<42} {peak:5.0f} MiB target <= {TEST_SUITE_MEMORY_TARGET_MIB}: {verdict}"
+            )
         results[label] = {
             name: {"median_s": m.median, "runs_s": m.seconds, "peak_rss_mib": m.peak_rss_mib}
             for name, m in figures.items()
@@ -238,9 +250,13 @@ def main() -> None:
                 args.repeat,
             )  # fmt: skip
             scaling = {count: by_name[f"{count:>3} experiment(s)"] for count in (1, 10, 100)}
-            marginal_ms = statistics.median(
-                hundred - one for hundred, one in zip(scaling[100].seconds, scaling[1].seconds, strict=True)
-            ) / 99 * 1000
+            marginal_ms = (
+                statistics.median(
+                    hundred - one for hundred, one in zip(scaling[100].seconds, scaling[1].seconds, strict=True)
+                )
+                / 99
+                * 1000
+            )
             verdict = "meets" if marginal_ms <= MARGINAL_EXPERIMENT_TARGET_MS else "MISSES"
             print(
                 f"  marginal cost per experiment: {marginal_ms:.1f} ms   "

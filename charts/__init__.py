@@ -9,7 +9,7 @@ from __future__ import annotations
 import cdk8s
 
 from .inputs import ChartInputs
-from .platform import PlatformChart
+from .namespace_resources import NamespaceResourcesChart
 from .publish_adapter import PublishAdapterChart
 from .raycluster import TrainingClusterChart
 from .rayjob import TrainingJobsChart
@@ -17,8 +17,8 @@ from .rayservice import ServingChart, serve_config
 
 
 def build_charts(app: cdk8s.App, inputs: ChartInputs) -> list[cdk8s.Chart]:
-    charts: list[cdk8s.Chart] = [PlatformChart(app, "01-platform", inputs=inputs)]
-    if not inputs.config.training.self_contained_jobs:
+    charts: list[cdk8s.Chart] = [NamespaceResourcesChart(app, "01-platform", inputs=inputs)]
+    if not inputs.config.training.jobs.self_contained_jobs:
         charts.append(TrainingClusterChart(app, "02-raycluster", inputs=inputs))
     charts.append(TrainingJobsChart(app, "03-rayjobs", inputs=inputs))
     charts.append(PublishAdapterChart(app, "04-publish-adapter", inputs=inputs))

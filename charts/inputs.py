@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.training import WorkerLayout, shared_path, worker_layout
+from skyrl_hyperpod.config.training import WorkerLayout, shared_path
 from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.ray_pods import SharedVolume
@@ -35,7 +35,7 @@ class ChartInputs:
 
     @property
     def job_script_config_map(self) -> str:
-        return f"{self.config.training.raycluster_name}-job-script"
+        return f"{self.config.training.cluster.raycluster_name}-job-script"
 
     @property
     def persistent_volume_name(self) -> str:
@@ -43,7 +43,7 @@ class ChartInputs:
 
     @cached_property
     def layout(self) -> WorkerLayout:
-        return worker_layout(self.config.training, self.config.hyperpod)
+        return self.config.derived.worker_layout
 
     def shared_volume(self, *, read_only: bool = False) -> SharedVolume:
         workloads = self.config.workloads
@@ -66,7 +66,7 @@ class ChartInputs:
     def head_service_source_ranges(self) -> tuple[str, ...]:
         """Clients a NodePort/LoadBalancer training head admits: configured, or the VPC."""
         training = self.config.training
-        return tuple(training.head_service_source_ranges or [self.config.network.vpc_cidr])
+        return tuple(training.cluster.head_service_source_ranges or [self.config.network.vpc_cidr])
 
     @property
     def lora_loading_path(self) -> str:

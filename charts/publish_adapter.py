@@ -14,16 +14,13 @@ import cdk8s
 import cdk8s_plus_33 as kplus
 from constructs import Construct
 
-from skyrl_hyperpod.config.training import resolve_runs
-
 from .inputs import ChartInputs
 
 
 def publish_source_and_target(inputs: ChartInputs) -> tuple[str, str]:
     config = inputs.config
     publish = config.serving.publish
-    runs = {run.experiment.name: run for run in resolve_runs(config.training, config.hyperpod, config.workloads)}
-    run = runs[publish.experiment or config.training.experiments[0].name]
+    run = config.derived.run(publish.experiment or config.training.experiments[0].name)
     source = posixpath.join(run.export_path, f"global_step_{publish.step}", "policy")
     target = f"{inputs.lora_loading_path}/{publish.adapter_name}/"
     return source, target
@@ -51,7 +48,7 @@ class PublishAdapterChart(cdk8s.Chart):
         claim = kplus.PersistentVolumeClaim.from_claim_name(self, "SharedClaim", workloads.shared_pvc_name)
         shared = kplus.Volume.from_persistent_volume_claim(self, "Shared", claim, name="shared", read_only=True)
         scratch = kplus.Volume.from_empty_dir(self, "Scratch", "scratch")
-        user = (training.run_as_user, training.run_as_group)
+        user = (training.cluster.run_as_user, training.cluster.run_as_group)
         self.job = kplus.Job(
             self,
             "Job",

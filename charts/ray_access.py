@@ -57,7 +57,7 @@ def training_access(inputs: ChartInputs) -> RayWorkloadAccess:
             ports=(DASHBOARD_PORT,),
         )
     ]
-    if training.head_service_type != "ClusterIP":
+    if training.cluster.head_service_type != "ClusterIP":
         head_rules.append(
             IngressRule(
                 peers=tuple(cidr_peer(cidr) for cidr in inputs.head_service_source_ranges),
@@ -65,7 +65,7 @@ def training_access(inputs: ChartInputs) -> RayWorkloadAccess:
             )
         )
     return RayWorkloadAccess(
-        name=training.raycluster_name,
+        name=training.cluster.raycluster_name,
         component=TRAINING_COMPONENT,
         head_rules=tuple(head_rules),
         pod_rules=_metrics_rules(inputs),

@@ -10,8 +10,6 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from skyrl_hyperpod.config.serving import training_head_size
-
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
 from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
@@ -24,16 +22,17 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
     config = inputs.config
     training, hyperpod, workloads = config.training, config.hyperpod, config.workloads
     layout = inputs.layout
-    owner = (training.run_as_user, training.run_as_group)
-    head_cpus, head_memory = training_head_size(training, config.serving, hyperpod)
+    owner = (training.cluster.run_as_user, training.cluster.run_as_group)
+    head_size = config.derived.training_head
+    head_cpus, head_memory = head_size.cpus, head_size.memory_gib
     worker_cpus, worker_memory = allocatable_pod(layout.group)
     prepare = prepare_shared_dirs_container(
         image=inputs.training_image,
         mount_path=workloads.shared_mount_path,
         relative_dirs=[
-            training.model_dir,
-            training.data_dir,
-            training.runs_dir,
+            training.data.model_dir,
+            training.data.data_dir,
+            training.data.runs_dir,
             workloads.hf_cache_dir,
             workloads.vllm_cache_dir,
         ],
@@ -46,11 +45,11 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         instance_type=hyperpod.head_group.instance_type,
         cpus=head_cpus,
         memory_gib=head_memory,
-        shm_gib=training.head_shm_gib,
+        shm_gib=training.cluster.head_shm_gib,
         ports=HEAD_PORTS,
         env=inputs.cache_env,
         shared=inputs.shared_volume(),
-        script=ScriptVolume(config_map=inputs.job_script_config_map, mount_path=training.job_script_mount),
+        script=ScriptVolume(config_map=inputs.job_script_config_map, mount_path=training.cluster.job_script_mount),
         run_as=owner,
         init_containers=(prepare,),
         labels=ray_workload_labels(TRAINING_COMPONENT),
@@ -62,7 +61,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         instance_type=layout.instance_type,
         cpus=worker_cpus,
         memory_gib=worker_memory,
-        shm_gib=training.worker_shm_gib,
+        shm_gib=training.cluster.worker_shm_gib,
         gpus=layout.gpus_per_pod,
         efa_devices=layout.spec.efa_interfaces,
         efa_device_rdma=layout.spec.efa_device_rdma,
@@ -77,7 +76,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         worker_group_name=hyperpod.worker_group.name,
         worker=worker,
         worker_replicas=layout.replicas,
-        head_service_type=training.head_service_type,
+        head_service_type=training.cluster.head_service_type,
         head_service_source_ranges=inputs.head_service_source_ranges,
     )
 
@@ -88,7 +87,7 @@ class TrainingClusterChart(cdk8s.Chart):
         self.cluster = RayCluster(
             self,
             "RayCluster",
-            name=inputs.config.training.raycluster_name,
+            name=inputs.config.training.cluster.raycluster_name,
             namespace=inputs.namespace,
             spec=training_cluster_spec(inputs),
         )

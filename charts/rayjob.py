@@ -1,7 +1,7 @@
 """One RayJob per experiment: SkyRL's VisGym GRPO entry point through docker/train_job.py.
 
 Default: submitted to the long-lived RayCluster (clusterSelector), as the reference run does;
-experiments then queue on it, and KubeRay cannot retry them. With training.self_contained_jobs each
+experiments then queue on it, and KubeRay cannot retry them. With training.jobs.self_contained_jobs each
 RayJob creates its own cluster (same spec), is retried on a fresh one, and deletes it when done.
 """
 
@@ -13,7 +13,7 @@ import cdk8s
 import yaml
 from constructs import Construct
 
-from skyrl_hyperpod.config.training import ResolvedRun, model_path, resolve_runs
+from skyrl_hyperpod.config.training import ResolvedRun, model_path
 
 from .constructs.kuberay import RayJob, RayJobProps
 from .inputs import JOB_SCRIPT_NAME, ChartInputs
@@ -26,16 +26,16 @@ def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
     training, workloads = config.training, config.workloads
     command = [
         "python",
-        f"{training.job_script_mount}/{JOB_SCRIPT_NAME}",
+        f"{training.cluster.job_script_mount}/{JOB_SCRIPT_NAME}",
         "--shared-dir", workloads.shared_mount_path,
-        "--model-repo", training.model_repo,
-        "--model-subfolder", training.model_subfolder,
+        "--model-repo", training.data.model_repo,
+        "--model-subfolder", training.data.model_subfolder,
         "--model-dir", model_path(training, workloads),
-        "--data-dir", inputs.shared(training.data_dir),
-        "--env-id", training.env_id,
-        "--train-rows", str(training.train_rows),
-        "--eval-rows", str(training.eval_rows),
-        "--eval-seed", str(training.eval_seed),
+        "--data-dir", inputs.shared(training.data.data_dir),
+        "--env-id", training.data.env_id,
+        "--train-rows", str(training.data.train_rows),
+        "--eval-rows", str(training.data.eval_rows),
+        "--eval-seed", str(training.data.eval_seed),
         "--skyrl-dir", config.training_image.skyrl_dir,
         "--",
         *(f"{key}={value}" for key, value in run.overrides().items()),
@@ -48,19 +48,19 @@ class TrainingJobsChart(cdk8s.Chart):
         super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
         config = inputs.config
         training = config.training
-        env_vars = training.effective_runtime_env_vars
+        env_vars = training.jobs.effective_runtime_env_vars
         runtime_env = yaml.safe_dump({"env_vars": env_vars}) if env_vars else None
-        cluster_spec = training_cluster_spec(inputs) if training.self_contained_jobs else None
+        cluster_spec = training_cluster_spec(inputs) if training.jobs.self_contained_jobs else None
         self.jobs: list[RayJob] = []
-        for run in resolve_runs(training, config.hyperpod, config.workloads):
+        for run in config.derived.runs:
             props = RayJobProps(
                 entrypoint=entrypoint(inputs, run),
                 submission_mode="K8sJobMode",
-                active_deadline_seconds=training.job_active_deadline_seconds,
-                cluster_name=None if cluster_spec else training.raycluster_name,
+                active_deadline_seconds=training.jobs.job_active_deadline_seconds,
+                cluster_name=None if cluster_spec else training.cluster.raycluster_name,
                 cluster_spec=cluster_spec,
-                ttl_seconds_after_finished=training.job_ttl_seconds_after_finished,
-                backoff_limit=training.effective_job_backoff_limit,
+                ttl_seconds_after_finished=training.jobs.job_ttl_seconds_after_finished,
+                backoff_limit=training.jobs.effective_job_backoff_limit,
                 runtime_env_yaml=runtime_env,
             )
             self.jobs.append(RayJob(self, run.job_name, name=run.job_name, namespace=inputs.namespace, props=props))

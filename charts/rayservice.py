@@ -27,7 +27,7 @@ IMPORT_PATH = "ray.serve.llm:build_openai_app"
 def serve_config(config: ProjectConfig, outputs: StackOutputs) -> dict:
     """serveConfigV2 as a dict: one OpenAI-compatible app with one LLMConfig.
 
-    No accelerator_type: Ray's accelerator list has no RTX PRO 6000 entry (FACTS.md)."""
+    No accelerator_type: Ray's accelerator list has no RTX PRO 6000 entry (docs/sources.md)."""
     serving, training, workloads = config.serving, config.training, config.workloads
     max_model_len = effective_max_model_len(serving, training)
     llm_config = {

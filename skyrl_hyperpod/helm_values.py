@@ -1,7 +1,7 @@
 """Values this project gives the Helm charts it installs from aws/sagemaker-hyperpod-cli.
 
 Computed here, once, from the typed configuration: the EKS stack passes them to the installer and
-`python -m skyrl_hyperpod.validation.hyperpod_chart` checks them against the chart at the pinned
+`skyrl-hp chart-check` checks them against the chart at the pinned
 commit, so the two never disagree.
 """
 

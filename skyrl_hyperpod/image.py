@@ -1,34 +1,27 @@
 """The training image's build commands, computed from the configuration so nobody retypes a ref.
 
-    python -m skyrl_hyperpod.image tag                 # the tag the charts run and the build pushes
-    python -m skyrl_hyperpod.image build-args          # --build-arg flags, one per line (+ how to set the digest)
-    python -m skyrl_hyperpod.image buildx-command [--repository-uri URI | --outputs-file outputs.json]
-    python -m skyrl_hyperpod.image start-build-command # the in-cloud build (CodeBuild)
+    skyrl-hp image tag                 # the tag the charts run and the build pushes
+    skyrl-hp image build-args          # --build-arg flags, one per line (+ how to set the digest)
+    skyrl-hp image buildx-command [--repository-uri URI | --outputs-file outputs.json]
+    skyrl-hp image start-build-command # the in-cloud build (CodeBuild)
 
 Options: --config FILE (default $SKYRL_HP_CONFIG, else the defaults).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .config import ConfigError, ProjectConfig, load_config
+from .config import ConfigError, ProjectConfig
 from .config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
 from .outputs import OutputKey, StackOutputs
-from .runtime import fail
 
 # Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
 PLATFORM = "linux/amd64"
-# CloudFormation output ids of the image build stack (stacks/components/image_build.py).
-BUILD_PROJECT_OUTPUT = OutputKey.IMAGE_BUILD_PROJECT_NAME.value
-BUILD_LOG_GROUP_OUTPUT = OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value
-TRAINING_IMAGE_URI_OUTPUT = OutputKey.TRAINING_IMAGE_URI.value
 
 
 # The shell variable that carries the base image's digest from base_digest_steps into the build.
@@ -119,11 +112,11 @@ def start_build_command(config: ProjectConfig) -> str:
     query = "Stacks[0].Outputs[?OutputKey=='{key}'].OutputValue"
     project = (
         f"PROJECT=$(aws cloudformation describe-stacks --stack-name {stack} "
-        f'--query "{query.format(key=BUILD_PROJECT_OUTPUT)}" --output text)'
+        f'--query "{query.format(key=OutputKey.IMAGE_BUILD_PROJECT_NAME.value)}" --output text)'
     )
     log_group = (
         f"LOG_GROUP=$(aws cloudformation describe-stacks --stack-name {stack} "
-        f'--query "{query.format(key=BUILD_LOG_GROUP_OUTPUT)}" --output text)'
+        f'--query "{query.format(key=OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value)}" --output text)'
     )
     return "\n".join(
         [
@@ -134,44 +127,3 @@ def start_build_command(config: ProjectConfig) -> str:
             'aws codebuild batch-get-builds --ids "$BUILD_ID" --query "builds[0].buildStatus" --output text',
         ]
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m skyrl_hyperpod.image", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", help="YAML configuration (default $SKYRL_HP_CONFIG, else the defaults)")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("tag", help="print the training image tag")
-    commands.add_parser("build-args", help="print the --build-arg flags")
-    buildx = commands.add_parser("buildx-command", help="print the docker buildx build + push commands")
-    source = buildx.add_mutually_exclusive_group()
-    source.add_argument("--repository-uri", help="ECR repository URI (account.dkr.ecr.region.amazonaws.com/name)")
-    source.add_argument("--outputs-file", type=Path, help="file written by cdk deploy --outputs-file")
-    commands.add_parser("start-build-command", help="print the commands that run the in-cloud build")
-    args = parser.parse_args(argv)
-
-    try:
-        config = load_config(args.config)
-        image = config.training_image
-        if args.command == "tag":
-            print(image.tag)
-        elif args.command == "build-args":
-            flags = build_arg_flags(image)
-            print(f"# set ${DIGEST_VARIABLE} first:", *base_digest_steps(image), sep="\n# ", file=sys.stderr)
-            print("\n".join(shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
-        elif args.command == "buildx-command":
-            if args.repository_uri:
-                uri, placeholder = args.repository_uri, False
-            else:
-                uri, placeholder = repository_uri_from(config, args.outputs_file)
-            if placeholder:
-                print(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", file=sys.stderr)
-            print(buildx_command(image, uri))
-        else:
-            print(start_build_command(config))
-    except ConfigError as error:
-        fail(error.problems)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

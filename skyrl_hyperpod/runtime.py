@@ -29,7 +29,8 @@ def exit_after_synth() -> NoReturn:
 
     Runs the atexit handlers (jsii's stops its Node process and removes its temporary runtime copy),
     flushes stdout/stderr, then leaves with os._exit: freeing the tens of thousands of objects that
-    aws-cdk-lib's Python bindings define takes ~0.2 s and has no effect a caller can see. Only for
+    aws-cdk-lib's Python bindings define takes measurable time (see the README's performance
+    section) and has no effect a caller can see. Only for
     entry points that start no non-daemon threads (they would not be joined). A flush that fails
     (e.g. a closed pipe) exits 120, as the interpreter itself would."""
     atexit._run_exitfuncs()  # CPython's own (underscored) API; there is no public one
@@ -42,7 +43,7 @@ def exit_after_synth() -> NoReturn:
     os._exit(code)
 
 
-def fail(problems: list[str], code: int = 2) -> None:
+def fail(problems: list[str], code: int = 2) -> NoReturn:
     """Print one line per problem on stderr and exit without a traceback."""
     for line in problems:
         print(line, file=sys.stderr)

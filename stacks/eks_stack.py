@@ -17,8 +17,8 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
 from skyrl_hyperpod.constants import KUBERAY_NAMESPACE
+from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -56,9 +56,7 @@ class EksStack(cdk.Stack):
         region = config.env.region or cdk.Aws.REGION
         versions = config.versions
 
-        self.eks = EksCluster(
-            self, "Eks", config=config, vpc=vpc, control_plane_security_group=hyperpod_security_group
-        )
+        self.eks = EksCluster(self, "Eks", config=config, vpc=vpc, control_plane_security_group=hyperpod_security_group)
         self.cluster: eks.Cluster = self.eks.cluster
 
         self.addons = EksAddons(
@@ -68,7 +66,9 @@ class EksStack(cdk.Stack):
             versions=versions,
             # The Ray endpoint operator needs the Spaces add-on, with web browser access turned on.
             sagemaker_spaces_configuration=(
-                config.ray_endpoint_operator.spaces_addon_configuration if config.ray_endpoint_operator.enabled else None
+                config.ray_endpoint_operator.spaces_addon_configuration
+                if config.ray_endpoint_operator.enabled
+                else None
             ),
         )
 
@@ -117,7 +117,7 @@ class EksStack(cdk.Stack):
 
         self.ray_endpoint_operator: HelmChartFromGit | None = None
         operator = config.ray_endpoint_operator
-        if operator.enabled:
+        if operator.enabled and operator.commit:  # enabled requires a commit (RayEndpointOperatorConfig)
             # Its own pin: the chart is not in the dependencies chart's commit (see RayEndpointOperatorConfig).
             self.ray_endpoint_operator = HelmChartFromGit(
                 self,

@@ -9,7 +9,7 @@ from aws_cdk import aws_ecr as ecr
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.image import BUILD_LOG_GROUP_OUTPUT, BUILD_PROJECT_OUTPUT, TRAINING_IMAGE_URI_OUTPUT
+from skyrl_hyperpod.outputs import OutputKey
 
 from .components.image_build import TrainingImageBuild
 
@@ -24,25 +24,23 @@ class ImageBuildStack(cdk.Stack):
         repository: ecr.IRepository,
         **kwargs: Any,
     ) -> None:
-        if repository is None:
-            raise ValueError(f"{construct_id}: repository is None; pass the registry stack's ECR repository")
         super().__init__(scope, construct_id, description="Builds and pushes the SkyRL training image", **kwargs)
         self.image_build = TrainingImageBuild(self, "TrainingImage", image=config.training_image, repository=repository)
         cdk.CfnOutput(
             self,
-            BUILD_PROJECT_OUTPUT,
+            OutputKey.IMAGE_BUILD_PROJECT_NAME.value,
             value=self.image_build.project.project_name,
             description="Start the image build: aws codebuild start-build --project-name <this value>",
         )
         cdk.CfnOutput(
             self,
-            BUILD_LOG_GROUP_OUTPUT,
+            OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value,
             value=self.image_build.log_group.log_group_name,
             description="Follow the image build: aws logs tail <this value> --follow",
         )
         cdk.CfnOutput(
             self,
-            TRAINING_IMAGE_URI_OUTPUT,
+            OutputKey.TRAINING_IMAGE_URI.value,
             value=f"{repository.repository_uri}:{self.image_build.image_tag}",
             description="The image the build pushes and the RayCluster/RayJob run",
         )

@@ -47,12 +47,13 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
         names.stack("storage"),
         env=env,
         config=config,
-        vpc=network.vpc,
         hyperpod_subnet=network.hyperpod_subnet,
         hyperpod_security_group=network.hyperpod_security_group,
     )
     registry = RegistryStack(scope, names.stack("registry"), env=env, config=config)
-    image_build = ImageBuildStack(scope, names.stack("image-build"), env=env, config=config, repository=registry.repository)
+    image_build = ImageBuildStack(
+        scope, names.stack("image-build"), env=env, config=config, repository=registry.repository
+    )
     eks = EksStack(
         scope,
         names.stack("eks"),

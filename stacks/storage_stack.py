@@ -27,7 +27,6 @@ class StorageStack(cdk.Stack):
         construct_id: str,
         *,
         config: ProjectConfig,
-        vpc: ec2.IVpc,
         hyperpod_subnet: ec2.ISubnet,
         hyperpod_security_group: ec2.ISecurityGroup,
         **kwargs: Any,
@@ -35,8 +34,6 @@ class StorageStack(cdk.Stack):
         super().__init__(
             scope, construct_id, description=f"{config.name_prefix}: FSx for Lustre and S3 buckets", **kwargs
         )
-        # The file system only needs the subnet and group; `vpc` is part of the contract for callers.
-        self.vpc = vpc
         lustre = FsxLustre(
             self,
             "SharedFileSystem",

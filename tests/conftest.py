@@ -205,7 +205,6 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
-
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
     # After the session, pytest's unraisable-exception check runs a full gc.collect() over the ~1 GB the

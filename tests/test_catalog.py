@@ -16,7 +16,8 @@ from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, validate_config
 # cfn-lint's per-region allowed values for ClusterInstanceGroup.InstanceType (its schema extension
 # for AWS::SageMaker::Cluster, refreshed from the SageMaker price list with each release).
 ENUM_FILE = Path(cfnlint.__file__).parent / "data/schemas/extensions/aws_sagemaker_cluster/instancetype_enum.json"
-PRICE_REGIONS = sorted(p.stem for p in (REPO_ROOT / "data" / "prices").glob("*.yaml"))
+PRICES_DIR = REPO_ROOT / "skyrl_hyperpod" / "prices"
+PRICE_REGIONS = sorted(p.stem for p in PRICES_DIR.glob("*.yaml"))
 
 
 def allowed_types(region: str) -> set[str]:
@@ -34,10 +35,12 @@ def test_types_hyperpod_rejects_are_refused_by_the_config(instance_type):
     with pytest.raises(ConfigError) as raised:
         validate_config({"hyperpod": {"head_group": {"instance_type": instance_type}}})
     [line] = raised.value.problems
-    assert line.startswith(f"config error: hyperpod.head_group.instance_type = '{instance_type}': unknown instance type")
+    assert line.startswith(
+        f"config error: hyperpod.head_group.instance_type = '{instance_type}': unknown instance type"
+    )
 
 
 @pytest.mark.parametrize("region", PRICE_REGIONS)
 def test_price_files_list_only_catalog_types(region):
-    prices = yaml.safe_load((REPO_ROOT / "data" / "prices" / f"{region}.yaml").read_text())
+    prices = yaml.safe_load((PRICES_DIR / f"{region}.yaml").read_text())
     assert set(prices["hyperpod_instance_hour"]) <= set(INSTANCE_CATALOG)

@@ -21,7 +21,7 @@ CHART_IDS = ("01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter",
 
 
 def synth(config) -> dict[str, list[dict]]:
-    """Manifests with the training image tag masked: it is a digest of docker/ (issue 4), asserted
+    """Manifests with the training image tag masked: it is a digest of docker/, asserted
     in tests/test_charts.py, and editing the Dockerfile must not churn these snapshots."""
     inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
     charts = {chart.node.id: chart.to_json() for chart in build_charts(cdk8s.App(), inputs)}
@@ -40,5 +40,5 @@ def test_default_manifests(default_manifests, chart_id, snapshot):
 
 
 def test_self_contained_rayjob(snapshot):
-    config = validate_config({"training": {"self_contained_jobs": True}})
+    config = validate_config({"training": {"jobs": {"self_contained_jobs": True}}})
     assert synth(config)["03-rayjobs"] == snapshot

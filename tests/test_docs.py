@@ -12,7 +12,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def test_configuration_reference_is_up_to_date():
     committed = (REPO_ROOT / "docs" / "configuration.md").read_text()
-    assert committed == render(), "regenerate: python -m skyrl_hyperpod.config.reference > docs/configuration.md"
+    assert committed == render(), "regenerate: skyrl-hp config reference > docs/configuration.md"
 
 
 def test_configuration_reference_lists_every_section():

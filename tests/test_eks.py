@@ -8,7 +8,6 @@ build_platform.
 from __future__ import annotations
 
 import fnmatch
-import io
 import json
 import re
 from pathlib import Path
@@ -23,13 +22,16 @@ from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 from conftest import cdk_json_context, cfn_lint_errors
 
-from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
-from skyrl_hyperpod.config.platform import SUPPORTED_KUBERNETES_VERSIONS
+from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
+from skyrl_hyperpod.config.platform import (
+    HYPERPOD_CHART_PATH,
+    RAY_ENDPOINT_OPERATOR_CHART_PATH,
+    SUPPORTED_KUBERNETES_VERSIONS,
+)
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
-from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from stacks.eks_stack import (
     HYPERPOD_DEPENDENCIES_NAMESPACE,
     KUBERAY_CHART,
@@ -146,7 +148,7 @@ def role_statements(template: dict, role_id: str) -> list[dict]:
 
 
 def actions_of(statements: list[dict]) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for statement in statements:
         found.update([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
     return found

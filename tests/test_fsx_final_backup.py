@@ -6,10 +6,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from conftest import add_modeled_error
 
 from stacks.components.storage import FINAL_BACKUP_HANDLER_DIR
-
-from conftest import add_modeled_error
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 FILE_SYSTEM = "fs-0123456789abcdef0"
@@ -67,10 +66,26 @@ def backups_listed(handler, stubber, lifecycles: list[str], request_id: str = RE
     common = {"Type": "USER_INITIATED", "CreationTime": 0, "FileSystem": {"FileSystemId": FILE_SYSTEM}}
     other = {"BackupId": "backup-0aaaaaaaaaaaaaaa0", "Lifecycle": "AVAILABLE", **common,
              "Tags": [{"Key": handler.REQUEST_TAG, "Value": "an-earlier-delete"}]}  # fmt: skip
-    ours = [{"BackupId": BACKUP, "Lifecycle": lifecycle, **common,
-             "Tags": [{"Key": handler.REQUEST_TAG, "Value": request_id}], **details} for lifecycle in lifecycles]
-    stubber.add_response("describe_backups", {"Backups": [other, *ours]}, {"Filters": [
-        {"Name": "file-system-id", "Values": [FILE_SYSTEM]}, {"Name": "backup-type", "Values": ["USER_INITIATED"]}]})
+    ours = [
+        {
+            "BackupId": BACKUP,
+            "Lifecycle": lifecycle,
+            **common,
+            "Tags": [{"Key": handler.REQUEST_TAG, "Value": request_id}],
+            **details,
+        }
+        for lifecycle in lifecycles
+    ]
+    stubber.add_response(
+        "describe_backups",
+        {"Backups": [other, *ours]},
+        {
+            "Filters": [
+                {"Name": "file-system-id", "Values": [FILE_SYSTEM]},
+                {"Name": "backup-type", "Values": ["USER_INITIATED"]},
+            ]
+        },
+    )
 
 
 @pytest.mark.parametrize("request_type", ["Create", "Update"])

@@ -10,6 +10,7 @@ response sent to CloudFormation. No AWS, no network.
 
 from __future__ import annotations
 
+import email.message
 import hashlib
 import importlib.util
 import io
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT
 
-HANDLER_PATH = REPO_ROOT / "stacks/components/helm_from_git/index.py"
+HANDLER_PATH = REPO_ROOT / "stacks/components/git_helm_installer_handler/index.py"
 REPOSITORY = "https://github.com/aws/sagemaker-hyperpod-cli"
 COMMIT = "b01cf90676553a711ab1a8ac51422adbb09aef6b"
 CHART_PATH = "helm_chart/HyperPodHelmChart"
@@ -34,9 +35,9 @@ DEPENDENCIES = [
     ("mlflow", "0.1.0", "file://charts/mlflow"),
 ]
 REMOTE_ARCHIVES = ["cert-manager-v1.18.2.tgz", "nvidia-device-plugin-0.16.1.tgz"]
-TRANSIENT = "Error: Get \"https://10.0.1.5:443/version\": dial tcp 10.0.1.5:443: i/o timeout"
+TRANSIENT = 'Error: Get "https://10.0.1.5:443/version": dial tcp 10.0.1.5:443: i/o timeout'
 
-STAND_IN = r'''#!PYTHON
+STAND_IN = r"""#!PYTHON
 import json, os, signal, sys, time
 state = os.environ["FAKE_STATE"]
 tool = os.path.basename(sys.argv[0])
@@ -118,7 +119,7 @@ elif args[0] == "upgrade":
         set_release("pending-upgrade" if release else "pending-install")
         time.sleep(3600)
     set_release("deployed")
-'''
+"""
 
 
 def load_handler():
@@ -200,7 +201,7 @@ class Harness:
         if len(self.urls) <= self.download_failures:
             raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
         if url not in self.files:
-            raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
+            raise urllib.error.HTTPError(url, 404, "Not Found", email.message.Message(), None)
         return io.BytesIO(self.files[url])
 
     def scenario(self, scenario: dict) -> None:

@@ -17,13 +17,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
+from conftest import cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.hyperpod_cluster import INSTANCE_ROLE_MANAGED_POLICY
 from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
 from stacks.hyperpod_stack import HyperPodStack
-from conftest import cdk_json_context, cfn_lint_errors
 
 ENV = cdk.Environment(account="111111111111", region="us-west-2")
 LIFECYCLE_BUCKET = "sagemaker-skyrl-hp-lifecycle-111111111111-us-west-2"
@@ -400,9 +400,9 @@ def test_hyperpod_error_events_of_this_cluster_reach_an_encrypted_topic(default_
         "detail-type": ["SageMaker HyperPod Cluster Event"],
         "detail": {"EventDetails": {"ClusterName": [config.names.hyperpod_cluster], "EventLevel": ["Error"]}},
     }
-    (topic_id, topic), = template.find_resources("AWS::SNS::Topic").items()
+    ((topic_id, topic),) = template.find_resources("AWS::SNS::Topic").items()
     assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [{"Ref": topic_id}]
-    (key_id, key), = template.find_resources("AWS::KMS::Key").items()
+    ((key_id, key),) = template.find_resources("AWS::KMS::Key").items()
     assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
     # EventBridge may use the key (it cannot use the AWS-managed SNS key), and publish to the topic.
     assert any(

@@ -15,12 +15,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cli_helpers import skyrl_hp
 from conftest import REPO_ROOT
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
-from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
+from skyrl_hyperpod.validation import fetch_hyperpod_chart
 from skyrl_hyperpod.validation.hyperpod_chart import check_charts, external_plugin_problems, values_path_problems
 
 PINNED = validate_config({}).versions.hyperpod_cli_commit
@@ -127,9 +128,9 @@ def test_a_key_the_chart_does_not_have_at_the_pin_fails():
 def test_device_plugins_that_would_miss_a_gpu_type_fail():
     config = validate_config({})
     values = hyperpod_dependencies_values(config, "us-west-2")
-    [term] = values["nvidia-device-plugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
+    [term] = values["nvidia-device-plugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
     term["matchExpressions"][0]["values"] = ["ml.g6e.12xlarge"]
     values["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"] = ["ml.p5.48xlarge"]
     assert external_plugin_problems(values, CHART, config) == [
@@ -155,7 +156,7 @@ def test_a_missing_copy_names_the_fetch_command(tmp_path):
     with pytest.raises(ConfigError) as raised:
         check_charts(validate_config({"versions": {"hyperpod_cli_commit": OLD_PIN}}), charts_dir=tmp_path)
     [line] = raised.value.problems
-    assert OLD_PIN in line and f"fetch_hyperpod_chart --commit {OLD_PIN}" in line
+    assert OLD_PIN in line and f"skyrl-hp fetch hyperpod-chart --commit {OLD_PIN}" in line
 
 
 # --- the Ray endpoint operator ---------------------------------------------------------------------
@@ -197,19 +198,22 @@ def test_an_operator_commit_without_a_copy_is_reported_as_skipped_not_passed():
     report = check_charts(validate_config({"ray_endpoint_operator": {**OPERATOR, "commit": commit}}))
     assert report.problems == []
     [line] = report.skipped
-    assert line.startswith("SKIPPED chart check: ray_endpoint_operator.commit 4444") and "fetch_hyperpod_chart" in line
+    assert (
+        line.startswith("SKIPPED chart check: ray_endpoint_operator.commit 4444")
+        and "skyrl-hp fetch hyperpod-chart" in line
+    )
 
 
 # --- the command ------------------------------------------------------------------------------------
 
 
 def test_command_exits_0_on_the_default_and_1_with_one_line_per_problem(tmp_path, capsys, monkeypatch):
-    assert hyperpod_chart.main([]) == 0
+    assert skyrl_hp("chart-check") == 0
     assert "are valid" in capsys.readouterr().err
     charts = copy_chart(tmp_path, OLD_PIN, {HEALTH_AGENT_TEMPLATE: lambda t: without_line(t, f"- {GPU_TYPE}")})
     config_file = tmp_path / "old.yaml"
     config_file.write_text(f"versions:\n  hyperpod_cli_commit: {OLD_PIN}\n")
-    assert hyperpod_chart.main(["--config", str(config_file), "--charts-dir", str(charts)]) == 1
+    assert skyrl_hp("chart-check", "--config", str(config_file), "--charts-dir", str(charts)) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"chart check: health-monitoring-agent would not select GPU instance type {GPU_TYPE}"
     ]
@@ -235,7 +239,7 @@ def archive_of(commit_dir: Path, commit: str) -> bytes:
 
 class ArchiveOpener:
     def __init__(self, data: bytes):
-        self.data, self.urls = data, []
+        self.data, self.urls = data, list[str]()
 
     def open(self, url, timeout=None):
         self.urls.append(url)
@@ -245,27 +249,26 @@ class ArchiveOpener:
 def test_fetch_writes_the_verified_chart(monkeypatch, tmp_path):
     opener = ArchiveOpener(archive_of(CHARTS_DIR / PINNED, PINNED))
     monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
-    assert fetch_hyperpod_chart.main(["--dest", str(tmp_path / "charts")]) == 0
+    assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path / "charts")) == 0
     assert opener.urls == [f"https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{PINNED}"]
     written = tmp_path / "charts" / PINNED / HYPERPOD_CHART_PATH / "values.yaml"
-    assert hashlib.sha256(written.read_bytes()).digest() == hashlib.sha256((CHART / "values.yaml").read_bytes()).digest()
+    assert (
+        hashlib.sha256(written.read_bytes()).digest() == hashlib.sha256((CHART / "values.yaml").read_bytes()).digest()
+    )
     assert check_charts(validate_config({}), charts_dir=tmp_path / "charts").problems == []
 
 
 def test_fetch_refuses_a_tampered_archive_and_writes_nothing(monkeypatch, tmp_path, capsys):
     tampered = copy_chart(tmp_path / "src", PINNED, {"Chart.yaml": lambda t: t + "\n# tampered\n"})
     monkeypatch.setattr(fetch_hyperpod_chart, "opener", ArchiveOpener(archive_of(tampered / PINNED, PINNED)))
-    with pytest.raises(SystemExit) as raised:
-        fetch_hyperpod_chart.main(["--dest", str(tmp_path / "charts")])
-    assert raised.value.code == 1
+    assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path / "charts")) == 1
     [line] = capsys.readouterr().err.strip().splitlines()
     assert f"{HYPERPOD_CHART_PATH}/Chart.yaml has sha256" in line and "refused" in line
     assert not (tmp_path / "charts" / PINNED).exists()
 
 
 def test_fetch_refuses_a_commit_without_a_sha256_list(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        fetch_hyperpod_chart.main(["--dest", str(tmp_path), "--commit", OLD_PIN])
+    assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path), "--commit", OLD_PIN) == 1
     assert "no sha256 list for commit" in capsys.readouterr().err
 
 
@@ -273,9 +276,8 @@ def test_fetch_if_missing_keeps_a_verified_copy_and_refuses_a_tampered_one(monke
     opener = ArchiveOpener(b"")
     monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
     charts = copy_chart(tmp_path, PINNED)
-    assert fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)]) == 0
+    assert skyrl_hp("fetch", "hyperpod-chart", "--if-missing", "--dest", str(charts)) == 0
     assert opener.urls == []  # nothing downloaded
     (charts / PINNED / HYPERPOD_CHART_PATH / "Chart.yaml").write_text("name: x\n")
-    with pytest.raises(SystemExit):
-        fetch_hyperpod_chart.main(["--if-missing", "--dest", str(charts)])
+    assert skyrl_hp("fetch", "hyperpod-chart", "--if-missing", "--dest", str(charts)) == 1
     assert "sha256 differs" in capsys.readouterr().err

@@ -9,10 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_helpers import skyrl_hp
 
-from skyrl_hyperpod import image as image_cli
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files, training_image_tag
+from skyrl_hyperpod.outputs import OutputKey
 
 DOCKERFILE = DOCKER_CONTEXT_DIR / "Dockerfile"
 
@@ -271,7 +272,7 @@ def test_missing_dockerfile_is_a_clear_error(tmp_path, default_config):
 
 
 def test_build_args_command_lists_every_configured_value(default_config, capsys):
-    assert image_cli.main(["build-args"]) == 0
+    assert skyrl_hp("image", "build-args") == 0
     captured = capsys.readouterr()
     expected = {**default_config.training_image.build_args, "BASE_IMAGE_DIGEST": "$BASE_IMAGE_DIGEST"}
     assert [shlex.split(line) for line in captured.out.splitlines()] == [
@@ -303,7 +304,9 @@ def stub_tools(tmp_path: Path, resolved_digest: str | None) -> tuple[dict[str, s
 def test_buildx_command_builds_from_the_digest_it_resolves(tmp_path, default_config, capsys, registry_answers):
     image = default_config.training_image
     assert not image.base_image_pinned  # upstream publishes the base untagged only (docker/README.md)
-    assert image_cli.main(["buildx-command", "--repository-uri", "111111111111.dkr.ecr.us-west-2.amazonaws.com/r"]) == 0
+    assert (
+        skyrl_hp("image", "buildx-command", "--repository-uri", "111111111111.dkr.ecr.us-west-2.amazonaws.com/r") == 0
+    )
     env, record = stub_tools(tmp_path, A_DIGEST if registry_answers else None)
     result = subprocess.run(["bash", "-c", capsys.readouterr().out], env=env, capture_output=True, text=True)
     calls = record.read_text().splitlines()
@@ -326,8 +329,8 @@ def test_buildx_command_uses_the_pinned_digest_without_asking_the_registry(tmp_p
     config_file = tmp_path / "pinned.yaml"
     config_file.write_text(f"training_image:\n  base_image_digest: '{A_DIGEST}'\n")
     uri = "111111111111.dkr.ecr.us-west-2.amazonaws.com/r"
-    args = ["--config", str(config_file), "buildx-command", "--repository-uri", uri]
-    assert image_cli.main(args) == 0
+    args = ["buildx-command", "--config", str(config_file), "--repository-uri", uri]
+    assert skyrl_hp("image", *args) == 0
     env, record = stub_tools(tmp_path, None)
     result = subprocess.run(["bash", "-c", capsys.readouterr().out], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -339,7 +342,7 @@ def test_buildx_command_uses_the_pinned_digest_without_asking_the_registry(tmp_p
 
 def test_buildx_command_targets_the_configured_tag(default_config, capsys):
     uri = "111111111111.dkr.ecr.us-west-2.amazonaws.com/skyrl-hp/skyrl-train"
-    assert image_cli.main(["buildx-command", "--repository-uri", uri]) == 0
+    assert skyrl_hp("image", "buildx-command", "--repository-uri", uri) == 0
     out = capsys.readouterr().out
     image_uri = f"{uri}:{default_config.training_image.tag}"
     build_line = next(line for line in out.splitlines() if "buildx build" in line)
@@ -358,15 +361,15 @@ def test_buildx_command_reads_the_deploy_outputs(tmp_path, default_config, capsy
     outputs = tmp_path / "outputs.json"
     uri = "222222222222.dkr.ecr.eu-west-1.amazonaws.com/skyrl-hp/skyrl-train"
     outputs.write_text(f'{{"skyrl-hp-registry": {{"EcrRepositoryUri": "{uri}"}}}}')
-    assert image_cli.main(["buildx-command", "--outputs-file", str(outputs)]) == 0
+    assert skyrl_hp("image", "buildx-command", "--outputs-file", str(outputs)) == 0
     assert f"{uri}:{default_config.training_image.tag}" in capsys.readouterr().out
 
 
 def test_start_build_command_reads_the_stack_output(default_config, capsys):
-    assert image_cli.main(["start-build-command"]) == 0
+    assert skyrl_hp("image", "start-build-command") == 0
     out = capsys.readouterr().out
     assert f"--stack-name {default_config.names.stack('image-build')}" in out
-    assert image_cli.BUILD_PROJECT_OUTPUT in out
+    assert OutputKey.IMAGE_BUILD_PROJECT_NAME.value in out
     assert 'aws codebuild start-build --project-name "$PROJECT"' in out
 
 
@@ -387,10 +390,10 @@ def test_the_image_installs_the_efa_stack_nccl_needs_from_a_verified_download(do
     assert f"-name {OFI_NCCL_PLUGIN_LIBRARY}" in efa_step and "exit 1" in efa_step and "ldconfig" in efa_step
     env_text = " ".join(rest for keyword, rest in dockerfile if keyword == "ENV")
     assert f"NCCL_NET_PLUGIN={NCCL_NET_PLUGIN}" in env_text
-    assert OFI_NCCL_PLUGIN_LIBRARY == f"libnccl-net-{NCCL_NET_PLUGIN}.so"
+    assert f"libnccl-net-{NCCL_NET_PLUGIN}.so" == OFI_NCCL_PLUGIN_LIBRARY
     # image_check.py (run by the build) fails it when the plugin or libfabric does not resolve.
     check = (DOCKER_CONTEXT_DIR / "image_check.py").read_text()
-    assert 'find_library(library)' in check and '("nccl-net-ofi", "fabric")' in check
+    assert "find_library(library)" in check and '("nccl-net-ofi", "fabric")' in check
     assert 'os.environ.get("NCCL_NET_PLUGIN") != "ofi"' in check
     (check_step,) = [rest for keyword, rest in dockerfile if keyword == "RUN" and ".image_check.py" in rest]
     runs = [rest for keyword, rest in dockerfile if keyword == "RUN"]

@@ -20,7 +20,7 @@ from conftest import cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files
-from skyrl_hyperpod.image import BUILD_LOG_GROUP_OUTPUT, BUILD_PROJECT_OUTPUT, TRAINING_IMAGE_URI_OUTPUT
+from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.image_build import TrainingImageBuild, build_script
 from stacks.image_build_stack import ImageBuildStack
 
@@ -159,20 +159,19 @@ def test_artifacts_use_a_rotating_kms_key(template, template_json):
 
 def test_outputs_name_the_project_the_log_group_and_the_image(template_json, default_config):
     outputs = template_json["Outputs"]
-    assert outputs[BUILD_PROJECT_OUTPUT]["Value"] == {"Ref": _logical_id(template_json, "AWS::CodeBuild::Project")}
-    assert outputs[BUILD_LOG_GROUP_OUTPUT]["Value"] == {"Ref": _logical_id(template_json, "AWS::Logs::LogGroup")}
-    assert json.dumps(outputs[TRAINING_IMAGE_URI_OUTPUT]["Value"]).endswith(
+    assert outputs[OutputKey.IMAGE_BUILD_PROJECT_NAME.value]["Value"] == {
+        "Ref": _logical_id(template_json, "AWS::CodeBuild::Project")
+    }
+    assert outputs[OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value]["Value"] == {
+        "Ref": _logical_id(template_json, "AWS::Logs::LogGroup")
+    }
+    assert json.dumps(outputs[OutputKey.TRAINING_IMAGE_URI.value]["Value"]).endswith(
         f':{default_config.training_image.tag}"]]}}'
     )
 
 
 def test_cfn_lint_reports_no_errors(template_json):
     assert cfn_lint_errors(template_json) == []
-
-
-def test_stack_without_a_repository_is_a_clear_error(default_config):
-    with pytest.raises(ValueError, match="pass the registry stack's ECR repository"):
-        ImageBuildStack(cdk.App(), "no-repo", config=default_config, repository=None)
 
 
 def _actions(statement: dict) -> list[str]:

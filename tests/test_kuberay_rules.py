@@ -16,6 +16,7 @@ from pathlib import Path
 import cdk8s
 import pytest
 import yaml
+from cli_helpers import skyrl_hp
 from conftest import KUBERAY_CRDS_DIR
 
 from charts import ChartInputs, build_charts, manifests
@@ -27,7 +28,7 @@ from skyrl_hyperpod.validation import CheckSkipped, cel_rules, kuberay_operator,
 from skyrl_hyperpod.validation import crds as crd_module
 
 STUB_SCRIPT = "print('train_job stub')\n"
-SELF_CONTAINED = {"training": {"self_contained_jobs": True}}
+SELF_CONTAINED = {"training": {"jobs": {"self_contained_jobs": True}}}
 
 
 @pytest.fixture(autouse=True)
@@ -442,7 +443,6 @@ def test_operator_rules_wait_for_the_api_server_layers(charts):
 
 
 def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_not_evaluate(charts, tmp_path, capsys):
-    from skyrl_hyperpod.validation import __main__ as validate_command
 
     docs = copy.deepcopy(charts["default"][1])
     job = next(doc for doc in docs if doc["kind"] == "RayJob")
@@ -450,7 +450,7 @@ def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_n
     job["spec"]["backoffLimit"] = 1
     service["spec"]["managedBy"] = "example.com/mine"
     (tmp_path / "all.yaml").write_text(yaml.safe_dump_all(docs))
-    assert validate_command.main([str(tmp_path)]) == 1
+    assert skyrl_hp("validate", str(tmp_path)) == 1
     out, err = capsys.readouterr()
     assert out.splitlines() == [
         f"{label(job)}: spec.backoffLimit: 1 > 0 is incompatible with clusterSelector (retries recreate the job's own "
@@ -496,7 +496,7 @@ def test_ray_job_construct_with_a_submission_mode_kuberay_refuses(mode, cluster,
         entrypoint="python -c pass",
         submission_mode=mode,
         active_deadline_seconds=3600,
-        cluster_name=config.training.raycluster_name if cluster == "existing" else None,
+        cluster_name=config.training.cluster.raycluster_name if cluster == "existing" else None,
         cluster_spec=training_cluster_spec(inputs) if cluster == "own" else None,
         backoff_limit=backoff,
     )

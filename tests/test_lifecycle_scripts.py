@@ -395,9 +395,10 @@ def test_boot_units_make_containerd_and_kubelet_require_their_mounts(node):
     assert node.run().returncode == 0
     units = unit_files(node)
     for service in ("containerd", "kubelet"):
-        assert "RequiresMountsFor=/var/lib/containerd /var/lib/kubelet\n" in units[
-            f"{service}.service.d/50-skyrl-hp-data-volume.conf"
-        ]
+        assert (
+            "RequiresMountsFor=/var/lib/containerd /var/lib/kubelet\n"
+            in units[f"{service}.service.d/50-skyrl-hp-data-volume.conf"]
+        )
     mount = units["var-lib-kubelet.mount"]
     assert f"Requires={WAIT_UNIT}\n" in mount and f"After={WAIT_UNIT}\n" in mount
     assert "AssertPathIsMountPoint=/opt/sagemaker\n" in mount

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
+from conftest import VARIANT_ENV_PERSISTENT_1
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.platform import vpc_subnet_masks, vpc_subnet_plan
 from stacks.components.network import LUSTRE_PORT, LUSTRE_PORT_RANGE
 from stacks.network_stack import NetworkStack
-
-from conftest import VARIANT_ENV_PERSISTENT_1
 
 
 def network_template(templates: dict, config: ProjectConfig) -> Template:
@@ -25,14 +26,14 @@ def network(templates, default_config) -> Template:
     return network_template(templates, default_config)
 
 
-def vpc_subnets(template: Template, subnet_type: str) -> dict:
+def vpc_subnets(template: Template, subnet_type: str) -> Mapping[str, Any]:
     return template.find_resources(
         "AWS::EC2::Subnet",
         {"Properties": {"Tags": Match.array_with([{"Key": "aws-cdk:subnet-type", "Value": subnet_type}])}},
     )
 
 
-def hyperpod_subnet(template: Template, config: ProjectConfig) -> tuple[str, dict]:
+def hyperpod_subnet(template: Template, config: ProjectConfig) -> tuple[str, Mapping[str, Any]]:
     found = template.find_resources(
         "AWS::EC2::Subnet", {"Properties": {"AvailabilityZoneId": config.network.hyperpod_az_id}}
     )
@@ -40,7 +41,7 @@ def hyperpod_subnet(template: Template, config: ProjectConfig) -> tuple[str, dic
     return next(iter(found.items()))
 
 
-def route_table_of(template: Template, subnet_id: str) -> dict:
+def route_table_of(template: Template, subnet_id: str) -> Mapping[str, Any]:
     associations = template.find_resources(
         "AWS::EC2::SubnetRouteTableAssociation", {"Properties": {"SubnetId": {"Ref": subnet_id}}}
     )

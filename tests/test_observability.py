@@ -11,6 +11,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
+from conftest import cdk_json_context
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
 from stacks.components.observability import (
@@ -24,7 +25,6 @@ from stacks.components.observability import (
 from stacks.components.workload_identity import POD_IDENTITY_SERVICE
 from stacks.observability_stack import ObservabilityStack
 from stacks.studio_stack import StudioStack
-from conftest import cdk_json_context
 
 ENV = cdk.Environment(account="111111111111", region="us-west-2")
 
@@ -100,11 +100,7 @@ def test_prometheus_workspace_is_retained(default_template):
 def test_addon_is_the_hyperpod_observability_addon_with_pod_identity(default_template, default_config):
     (role_id,) = default_template.find_resources(
         "AWS::IAM::Role",
-        {
-            "Properties": {
-                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}
-            }
-        },
+        {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}}},
     )
     (addon,) = default_template.find_resources("AWS::EKS::Addon").values()
     properties = addon["Properties"]
@@ -182,11 +178,7 @@ def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_
     (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
     (role,) = default_template.find_resources(
         "AWS::IAM::Role",
-        {
-            "Properties": {
-                "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}
-            }
-        },
+        {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}}},
     ).values()
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
@@ -221,10 +213,18 @@ def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_
 
 def test_collector_log_access_follows_the_name_prefix():
     config = validate_config({"name_prefix": "other-hp"})
-    (role,) = observability_template(config).find_resources(
-        "AWS::IAM::Role",
-        {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}}},
-    ).values()
+    (role,) = (
+        observability_template(config)
+        .find_resources(
+            "AWS::IAM::Role",
+            {
+                "Properties": {
+                    "AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": POD_IDENTITY_SERVICE}}]}
+                }
+            },
+        )
+        .values()
+    )
     (policy,) = role["Properties"]["Policies"]
     (logs,) = [s for s in policy["PolicyDocument"]["Statement"] if s["Sid"] == "HyperPodClusterLogs"]
     assert all("/aws/sagemaker/Clusters/other-hp-hyperpod/*" in arn for arn in logs["Resource"])

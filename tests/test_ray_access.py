@@ -34,9 +34,11 @@ ENDPOINT = {
 
 VARIANTS = {
     "defaults": {},
-    "self-contained": {"training": {"self_contained_jobs": True}},
-    "load-balancer": {"training": {"head_service_type": "LoadBalancer"}},
-    "node-port-ranges": {"training": {"head_service_type": "NodePort", "head_service_source_ranges": ["10.8.0.0/24"]}},
+    "self-contained": {"training": {"jobs": {"self_contained_jobs": True}}},
+    "load-balancer": {"training": {"cluster": {"head_service_type": "LoadBalancer"}}},
+    "node-port-ranges": {
+        "training": {"cluster": {"head_service_type": "NodePort", "head_service_source_ranges": ["10.8.0.0/24"]}}
+    },
     "endpoint-and-clients": {**ENDPOINT, "serving": {"client_namespaces": ["apps"]}},
     "no-observability": {"observability": {"enabled": False}},
 }
@@ -65,10 +67,14 @@ SUBMITTER = pod_peer({"ray.io/originated-from-crd": "RayJob", "app.kubernetes.io
 
 def ray_clusters(charts: dict[str, list[dict]]) -> list[tuple[str, str, dict]]:
     """(kind/name, namespace, RayClusterSpec) of every Ray cluster the manifests create."""
-    found = [(f"RayCluster/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"])
-             for d in objects(charts, "RayCluster")]
-    found += [(f"RayService/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"]["rayClusterConfig"])
-              for d in objects(charts, "RayService")]
+    found = [
+        (f"RayCluster/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"])
+        for d in objects(charts, "RayCluster")
+    ]
+    found += [
+        (f"RayService/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"]["rayClusterConfig"])
+        for d in objects(charts, "RayService")
+    ]
     found += [(f"RayJob/{d['metadata']['name']}", d["metadata"]["namespace"], d["spec"]["rayClusterSpec"])
               for d in objects(charts, "RayJob") if "rayClusterSpec" in d["spec"]]  # fmt: skip
     return found
@@ -118,7 +124,7 @@ def test_every_ray_cluster_uses_token_auth_from_an_operator_generated_secret(var
     config, charts = variant
     clusters = ray_clusters(charts)
     # The RayService's cluster, plus the shared RayCluster or one cluster per self-contained RayJob.
-    training_clusters = len(objects(charts, "RayJob")) if config.training.self_contained_jobs else 1
+    training_clusters = len(objects(charts, "RayJob")) if config.training.jobs.self_contained_jobs else 1
     assert len(clusters) == 1 + training_clusters
     for name, _, spec in clusters:
         # No secretName: KubeRay generates a random token per cluster; no K8s-token mode (RayCluster only).
@@ -157,11 +163,13 @@ def test_every_ray_pod_is_selected_by_its_workload_policy(variant):
 def test_ray_ports_admit_only_the_pods_that_need_them(variant):
     config, charts = variant
     training, serving = config.training, config.serving
-    endpoint = {namespace_peer(config.ray_endpoint_operator.namespace)} if config.ray_endpoint_operator.enabled else set()
+    endpoint = (
+        {namespace_peer(config.ray_endpoint_operator.namespace)} if config.ray_endpoint_operator.enabled else set()
+    )
     kuberay = namespace_peer(KUBERAY_NAMESPACE)
     external = set()
-    if training.head_service_type != "ClusterIP":
-        ranges = training.head_service_source_ranges or [config.network.vpc_cidr]
+    if training.cluster.head_service_type != "ClusterIP":
+        ranges = training.cluster.head_service_source_ranges or [config.network.vpc_cidr]
         external = {peer_key({"ipBlock": {"cidr": cidr}}) for cidr in ranges}
     clients = {namespace_peer(name) for name in serving.client_namespaces}
     checked = set()
@@ -203,11 +211,11 @@ def test_cluster_ip_head_has_no_service_override(default_config):
         assert "headService" not in spec["headGroupSpec"], name
 
 
-@pytest.mark.parametrize(
-    ("ranges", "expected"), [([], ["10.192.0.0/16"]), (["10.8.0.0/24", "192.168.4.0/22"], None)]
-)
+@pytest.mark.parametrize(("ranges", "expected"), [([], ["10.192.0.0/16"]), (["10.8.0.0/24", "192.168.4.0/22"], None)])
 def test_load_balancer_head_is_internal_with_source_ranges(ranges, expected):
-    config = validate_config({"training": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges}})
+    config = validate_config(
+        {"training": {"cluster": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges}}}
+    )
     charts = synth(config)
     (cluster,) = objects(charts, "RayCluster")
     head_group = cluster["spec"]["headGroupSpec"]

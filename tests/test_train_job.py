@@ -21,6 +21,7 @@ from skyrl_hyperpod.config import load_config
 
 TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
 _spec = importlib.util.spec_from_file_location("train_job", TRAIN_JOB)
+assert _spec is not None and _spec.loader is not None
 train_job = importlib.util.module_from_spec(_spec)
 sys.modules["train_job"] = train_job  # dataclasses resolve annotations through sys.modules
 _spec.loader.exec_module(train_job)

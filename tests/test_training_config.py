@@ -188,7 +188,7 @@ def test_train_batch_not_a_multiple_of_mini_batch_is_rejected():
 
 
 def test_too_many_gpus_per_pod_are_rejected():
-    message = only_problem({"training": {"worker_gpus": 4}})
+    message = only_problem({"training": {"cluster": {"worker_gpus": 4}}})
     assert "worker_gpus = 4" in message and "ml.g7e.12xlarge has 2 GPUs" in message
 
 
@@ -198,17 +198,17 @@ def test_policy_gpus_per_node_above_the_pod_are_rejected():
 
 
 def test_worker_replicas_beyond_the_instance_count_are_rejected():
-    message = only_problem({"training": {"worker_replicas": 4}})
+    message = only_problem({"training": {"cluster": {"worker_replicas": 4}}})
     assert "worker_replicas = 4" in message and "3 instances" in message
     message = only_problem({"serving": {"worker_replicas": 5}})
     assert "serving" in message and "worker_replicas = 5" in message
 
 
 def test_shm_that_does_not_fit_the_pod_is_rejected():
-    message = only_problem({"training": {"worker_shm_gib": 400}})
+    message = only_problem({"training": {"cluster": {"worker_shm_gib": 400}}})
     assert "worker_shm_gib = 400" in message
-    message = only_problem({"training": {"head_memory_gib": 64, "head_shm_gib": 40}})
-    assert "training.head_shm_gib = 40" in message and "64 GiB" in message
+    message = only_problem({"training": {"cluster": {"head_memory_gib": 64, "head_shm_gib": 40}}})
+    assert "training.cluster.head_shm_gib = 40" in message and "64 GiB" in message
 
 
 def test_training_head_leaves_room_for_the_serving_head(default_config):
@@ -218,25 +218,36 @@ def test_training_head_leaves_room_for_the_serving_head(default_config):
     assert cpus + serving.head_cpus == head.allocatable_vcpus
     assert memory + serving.head_memory_gib == head.allocatable_memory_gib
     # The Ray head keeps most of the node: GCS and the object store need memory.
-    assert memory >= head.allocatable_memory_gib // 2 and memory >= 2 * training.head_shm_gib
+    assert memory >= head.allocatable_memory_gib // 2 and memory >= 2 * training.cluster.head_shm_gib
 
 
 def test_explicit_training_head_is_used_as_given():
-    config = validate_config({"training": {"head_cpus": 16, "head_memory_gib": 128}})
+    config = validate_config({"training": {"cluster": {"head_cpus": 16, "head_memory_gib": 128}}})
     assert training_head_size(config.training, config.serving, config.hyperpod) == (16, 128)
 
 
 @pytest.mark.parametrize(
     ("data", "fields"),
     [
-        ({"training": {"head_cpus": 58}}, "training.head_cpus + serving.head_cpus = 58 + 8"),
-        ({"serving": {"head_cpus": 56}}, "training.head_cpus + serving.head_cpus = 0 + 56"),
-        ({"training": {"head_memory_gib": 450}}, "training.head_memory_gib + serving.head_memory_gib = 450 + 32"),
+        ({"training": {"cluster": {"head_cpus": 58}}}, "training.cluster.head_cpus + serving.head_cpus = 58 + 8"),
+        ({"serving": {"head_cpus": 56}}, "training.cluster.head_cpus + serving.head_cpus = 0 + 56"),
         (
-            {"hyperpod": {"head_group": {"name": "head", "instance_type": "ml.r5d.16xlarge", "instance_count": 1,
-                                         "threads_per_core": 1}},
-             "training": {"head_cpus": 24}},
-            "training.head_cpus + serving.head_cpus = 24 + 8",
+            {"training": {"cluster": {"head_memory_gib": 450}}},
+            "training.cluster.head_memory_gib + serving.head_memory_gib = 450 + 32",
+        ),
+        (
+            {
+                "hyperpod": {
+                    "head_group": {
+                        "name": "head",
+                        "instance_type": "ml.r5d.16xlarge",
+                        "instance_count": 1,
+                        "threads_per_core": 1,
+                    }
+                },
+                "training": {"cluster": {"head_cpus": 24}},
+            },
+            "training.cluster.head_cpus + serving.head_cpus = 24 + 8",
         ),
     ],
 )
@@ -246,19 +257,24 @@ def test_heads_that_cannot_share_the_head_node_are_rejected(data, fields):
 
 
 def test_retries_are_set_only_for_jobs_that_own_their_cluster(default_config):
-    assert default_config.training.job_backoff_limit is None
-    assert default_config.training.effective_job_backoff_limit is None
-    own = validate_config({"training": {"self_contained_jobs": True}}).training
+    assert default_config.training.jobs.job_backoff_limit is None
+    assert default_config.training.jobs.effective_job_backoff_limit is None
+    own = validate_config({"training": {"jobs": {"self_contained_jobs": True}}}).training.jobs
     assert own.effective_job_backoff_limit == 1
-    no_retry = validate_config({"training": {"self_contained_jobs": True, "job_backoff_limit": 0}}).training
+    no_retry = validate_config(
+        {"training": {"jobs": {"self_contained_jobs": True, "job_backoff_limit": 0}}}
+    ).training.jobs
     assert no_retry.effective_job_backoff_limit == 0
-    assert validate_config({"training": {"job_backoff_limit": 0}}).training.effective_job_backoff_limit is None
+    assert (
+        validate_config({"training": {"jobs": {"job_backoff_limit": 0}}}).training.jobs.effective_job_backoff_limit
+        is None
+    )
 
 
 def test_retries_on_the_shared_cluster_are_rejected():
     # KubeRay rejects backoffLimit > 0 with clusterSelector (a retry recreates the job's cluster).
-    message = only_problem({"training": {"job_backoff_limit": 2}})
-    assert "training: job_backoff_limit = 2" in message and "self_contained_jobs" in message
+    message = only_problem({"training": {"jobs": {"job_backoff_limit": 2}}})
+    assert "training.jobs: job_backoff_limit = 2" in message and "self_contained_jobs" in message
 
 
 def test_lora_rank_above_max_lora_rank_is_rejected():
@@ -292,9 +308,11 @@ def test_non_s3_lora_path_is_rejected():
 
 
 def test_long_names_are_rejected():
-    message = only_problem({"training": {"raycluster_name": "r" * 54}})
-    assert "training.raycluster_name" in message and "53" in message
-    message = only_problem({"training": {"raycluster_name": "r" * 40, "experiments": [{"name": "maze-grpo"}]}})
+    message = only_problem({"training": {"cluster": {"raycluster_name": "r" * 54}}})
+    assert "training.cluster.raycluster_name" in message and "53" in message
+    message = only_problem(
+        {"training": {"experiments": [{"name": "maze-grpo"}], "cluster": {"raycluster_name": "r" * 40}}}
+    )
     assert "RayJob name" in message and "47" in message
     message = only_problem({"serving": {"rayservice_name": "s" * 48}})
     assert "serving.rayservice_name" in message and "47" in message

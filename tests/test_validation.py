@@ -9,9 +9,11 @@ import io
 import json
 import warnings
 from importlib import metadata
+from typing import Any
 
 import pytest
 import yaml
+from cli_helpers import skyrl_hp
 from conftest import KUBERAY_CRDS_DIR
 
 from skyrl_hyperpod.config import ConfigError
@@ -26,7 +28,6 @@ from skyrl_hyperpod.validation import (
     validate_skyrl_overrides,
     validation_report,
 )
-from skyrl_hyperpod.validation import __main__ as cli
 from skyrl_hyperpod.validation import crds as crd_module
 from skyrl_hyperpod.validation.structural import apply_defaults
 
@@ -50,7 +51,10 @@ def cluster_spec(ray_version: str, image: str) -> dict:
         "rayVersion": ray_version,
         "headGroupSpec": {
             "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
-            "template": {"metadata": {"labels": {"app": "skyrl"}}, "spec": {"containers": [ray_container("ray-head", image)]}},
+            "template": {
+                "metadata": {"labels": {"app": "skyrl"}},
+                "spec": {"containers": [ray_container("ray-head", image)]},
+            },
         },
         "workerGroupSpecs": [
             {
@@ -97,7 +101,7 @@ def llm_config(lora_path: str = "s3://bucket/adapters") -> dict:
 
 
 def serve_app(**overrides) -> dict:
-    app = {"name": "llm", "import_path": "ray.serve.llm:build_openai_app", "route_prefix": "/"}
+    app: dict[str, Any] = {"name": "llm", "import_path": "ray.serve.llm:build_openai_app", "route_prefix": "/"}
     app["args"] = {"llm_configs": [llm_config()]}
     app.update(overrides)
     return {"applications": [app]}
@@ -152,7 +156,12 @@ def core_objects(config) -> list[dict]:
                 "resources": {"requests": {"storage": "1200Gi"}},
             },
         },
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "train", "namespace": namespace}, "data": {"a": "b"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "train", "namespace": namespace},
+            "data": {"a": "b"},
+        },
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -223,7 +232,9 @@ def test_schema_defaults_are_applied_before_validation(default_config):
     del group["minReplicas"], group["maxReplicas"]  # required by the schema, but defaulted (0 and 2**31-1)
     assert problems_for(doc, default_config) == []
     # Control: the same object without defaulting is missing both fields, so the defaulting matters.
-    validator = crd_module.crd_validator(KUBERAY_CRDS_DIR.resolve(), "RayCluster", default_config.eks.kubernetes_version)
+    validator = crd_module.crd_validator(
+        KUBERAY_CRDS_DIR.resolve(), "RayCluster", default_config.eks.kubernetes_version
+    )
     missing = {e.message for e in validator.iter_errors(doc) if e.validator == "required"}
     assert missing == {"'minReplicas' is a required property", "'maxReplicas' is a required property"}
     schema = crd_module.crd_schema(KUBERAY_CRDS_DIR.resolve(), "RayCluster")
@@ -284,7 +295,7 @@ def test_crds_dir_comes_from_the_environment_variable(monkeypatch, tmp_path, def
     with pytest.raises(ConfigError) as raised:
         problems_for(ray_cluster(default_config), default_config)
     [line] = raised.value.problems
-    assert "missing" in line and "KUBERAY_CRDS_DIR" in line and "fetch_crds" in line
+    assert "missing" in line and "KUBERAY_CRDS_DIR" in line and "skyrl-hp fetch crds" in line
 
 
 @pytest.mark.parametrize("kind", sorted(crd_module.KUBERAY_KINDS))
@@ -297,8 +308,9 @@ def test_reading_only_the_v1_entry_of_a_crd_gives_what_a_full_parse_gives(kind):
 
 
 def test_a_crd_in_another_layout_is_parsed_whole(default_config):
-    flow_style = yaml.safe_dump({"spec": {"names": {"kind": "RayJob"}, "versions": [{"name": "v1"}]}},
-                                default_flow_style=True).encode()
+    flow_style = yaml.safe_dump(
+        {"spec": {"names": {"kind": "RayJob"}, "versions": [{"name": "v1"}]}}, default_flow_style=True
+    ).encode()
     assert crd_module._v1_only_document(flow_style) is None
 
 
@@ -454,8 +466,8 @@ def write_manifests(directory, docs) -> None:
 
 def test_cli_validates_a_directory(tmp_path, capsys, default_config):
     write_manifests(tmp_path / "dist", [*core_objects(default_config), ray_cluster(default_config)])
-    assert cli.main([str(tmp_path / "dist")]) == 0
-    assert cli.main([str(tmp_path / "dist"), "--deployable"]) == 1
+    assert skyrl_hp("validate", str(tmp_path / "dist")) == 0
+    assert skyrl_hp("validate", str(tmp_path / "dist"), "--deployable") == 1
     assert "placeholder value" in capsys.readouterr().out
 
 
@@ -463,7 +475,7 @@ def test_cli_reports_each_problem_on_one_line(tmp_path, capsys, default_config):
     doc = ray_cluster(default_config)
     doc["spec"]["workerGroupSpecs"][0]["replica"] = 2
     write_manifests(tmp_path, [doc])
-    assert cli.main([str(tmp_path)]) == 1
+    assert skyrl_hp("validate", str(tmp_path)) == 1
     assert capsys.readouterr().out.splitlines() == [
         "RayCluster/skyrl-visgym: spec.workerGroupSpecs[0].replica: unknown field: the API server would drop it "
         "silently; did you mean 'replicas'?"
@@ -479,12 +491,12 @@ def test_cli_bad_input_is_one_line_without_traceback(case, tmp_path, capsys, mon
     elif case == "missing-crds":
         write_manifests(target, [ray_cluster(default_config)])
         monkeypatch.setenv(crd_module.CRDS_DIR_ENV_VAR, str(tmp_path / "no-crds"))
-    with pytest.raises(SystemExit) as raised:
-        cli.main([str(target)])
-    assert raised.value.code == 1
+    assert skyrl_hp("validate", str(target)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert {"missing-dir": "does not exist", "bad-yaml": "not valid YAML", "missing-crds": "KUBERAY_CRDS_DIR"}[case] in err
+    assert {"missing-dir": "does not exist", "bad-yaml": "not valid YAML", "missing-crds": "KUBERAY_CRDS_DIR"}[
+        case
+    ] in err
 
 
 # --- fetch_crds ----------------------------------------------------------------------------------
@@ -507,7 +519,7 @@ class LocalOpener:
 def test_fetch_crds_downloads_the_pinned_tag_and_verifies_checksums(monkeypatch, tmp_path):
     opener = LocalOpener()
     monkeypatch.setattr(fetch_crds, "opener", opener)
-    assert fetch_crds.main(["--dest", str(tmp_path)]) == 0
+    assert skyrl_hp("fetch", "crds", "--dest", str(tmp_path)) == 0
     assert sorted(opener.urls) == [
         f"https://raw.githubusercontent.com/ray-project/kuberay/v1.7.0/ray-operator/config/crd/bases/ray.io_{p}.yaml"
         for p in ("rayclusters", "rayjobs", "rayservices")
@@ -521,9 +533,7 @@ def test_fetch_crds_refuses_and_deletes_a_tampered_file(monkeypatch, tmp_path, c
     stale = tmp_path / "ray.io_rayjobs.yaml"
     stale.write_text("old copy")
     monkeypatch.setattr(fetch_crds, "opener", LocalOpener(tamper="ray.io_rayjobs.yaml"))
-    with pytest.raises(SystemExit) as raised:
-        fetch_crds.main(["--dest", str(tmp_path)])
-    assert raised.value.code == 1
+    assert skyrl_hp("fetch", "crds", "--dest", str(tmp_path)) == 1
     assert not stale.exists()
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "ray.io_rayjobs.yaml has sha256" in line and "refused" in line

@@ -13,10 +13,11 @@ import cdk8s
 from constructs import Construct
 
 from skyrl_hyperpod.config.shared_memory import object_store_memory_bytes
+from skyrl_hyperpod.kuberay import KUBERAY_API_VERSION
 
 from .ray_pods import RayPodProps, ray_pod_template
 
-API_VERSION = "ray.io/v1"
+API_VERSION = KUBERAY_API_VERSION
 CLUSTER_LABEL = "ray.io/cluster"
 
 SubmissionMode = Literal["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"]
@@ -169,7 +170,7 @@ class RayJob(_RayObject):
             # The long-lived cluster outlives its jobs: never shut it down from a RayJob.
             spec["clusterSelector"] = {CLUSTER_LABEL: props.cluster_name}
             spec["shutdownAfterJobFinishes"] = False
-        else:
+        elif props.cluster_spec is not None:
             # The job owns its cluster: delete it (after a grace period to read logs) when done.
             # deletionStrategy is deliberately unset: it cannot be combined with this.
             spec["rayClusterSpec"] = ray_cluster_spec(props.cluster_spec)

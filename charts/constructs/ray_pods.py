@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from typing import Any
 
 from skyrl_hyperpod.config.efa import efa_environment
 from skyrl_hyperpod.config.platform import InstanceGroupConfig
@@ -80,8 +81,10 @@ def ray_pod_template(props: RayPodProps) -> dict:
         quantities[GPU_RESOURCE] = props.gpus
     if props.efa_devices:
         quantities[EFA_RESOURCE] = props.efa_devices
-    mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-    volumes: list[dict] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{props.shm_gib}Gi"}}]
+    mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{props.shm_gib}Gi"}}
+    ]
     if props.shared:
         mounts.append({"name": SHARED_VOLUME, "mountPath": props.shared.mount_path, "readOnly": props.shared.read_only})
         volumes.append(

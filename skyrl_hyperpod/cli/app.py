@@ -1,4 +1,4 @@
-"""`skyrl-hp`: operator commands around `cdk deploy` (cost, preflight, review, outputs, status, teardown)."""
+"""`skyrl-hp`: the project's one command line (operator commands around `cdk deploy`, and the offline ones)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.ops import cost as cost_module
+from skyrl_hyperpod.ops import outputs as outputs_module
+from skyrl_hyperpod.ops import preflight as preflight_module
+from skyrl_hyperpod.ops import review as review_module
+from skyrl_hyperpod.ops import status as status_module
+from skyrl_hyperpod.ops import teardown as teardown_module
 from skyrl_hyperpod.outputs import load_stack_outputs
 from skyrl_hyperpod.runtime import fail
 
-from . import cost as cost_module
-from . import outputs as outputs_module
-from . import preflight as preflight_module
-from . import review as review_module
-from . import status as status_module
-from . import teardown as teardown_module
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -28,6 +28,7 @@ from .common import (
     region_option,
     resolve_region,
 )
+from .offline import COMMANDS as offline_commands
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -43,16 +44,37 @@ def cli() -> None:
 @cli.command()
 @config_option
 @region_option
-@click.option("--prices", "prices_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Price file to use instead of data/prices/<region>.yaml (same layout).")
-@click.option("--hours", "run_hours", type=click.FloatRange(min=0, min_open=True),
-              default=cost_module.DEFAULT_RUN_HOURS, show_default=True, help="Length of one training run in hours.")
+@click.option(
+    "--prices",
+    "prices_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Price file to use instead of the shipped skyrl_hyperpod/prices/<region>.yaml (same layout).",
+)
+@click.option(
+    "--hours",
+    "run_hours",
+    type=click.FloatRange(min=0, min_open=True),
+    default=cost_module.DEFAULT_RUN_HOURS,
+    show_default=True,
+    help="Length of one training run in hours.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--live", is_flag=True, help="Read HyperPod instance prices from the AWS Price List API (needs credentials).")
+@click.option(
+    "--live", is_flag=True, help="Read HyperPod instance prices from the AWS Price List API (needs credentials)."
+)
 @profile_option
 @click.pass_context
-def cost(ctx: click.Context, config_path: Path | None, region: str | None, prices_file: Path | None, run_hours: float,
-         as_json: bool, live: bool, profile: str | None) -> None:
+def cost(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    prices_file: Path | None,
+    run_hours: float,
+    as_json: bool,
+    live: bool,
+    profile: str | None,
+) -> None:
     """Hourly and monthly cost estimate of the configured platform, per component."""
     config = load_project_config(config_path)
     chosen = resolve_region(region, config)
@@ -60,20 +82,19 @@ def cost(ctx: click.Context, config_path: Path | None, region: str | None, price
         chosen = cost_module.DEFAULT_PRICE_REGION
         click.echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
     try:
-        file = prices_file or cost_module.price_file_for(chosen)
-        book = cost_module.load_price_book(file)
-        if chosen and book.region != chosen:
-            raise cost_module.PriceError([f"cost error: {file} holds prices for {book.region}, not {chosen}"])
+        file, book = cost_module.price_book_for(chosen, prices_file)
         if live:
             clients = clients_from_context(ctx, profile, cost_module.PRICE_LIST_API_REGION)
-            types = [config.hyperpod.head_group.instance_type, config.hyperpod.worker_group.instance_type]
             with aws_errors("cost error: AWS Price List API"):
-                found = cost_module.live_hyperpod_prices(clients("pricing", cost_module.PRICE_LIST_API_REGION),
-                                                         book.region, types)
-            for missing in sorted(set(types) - set(found)):
-                click.echo(f"note: the Price List API has no HyperPod price for {missing} in {book.region}; "
-                           "keeping the file's figure", err=True)
-            book = cost_module.with_live_prices(book, found)
+                book, missing = cost_module.apply_live_prices(
+                    config, book, clients("pricing", cost_module.PRICE_LIST_API_REGION)
+                )
+            for instance_type in missing:
+                click.echo(
+                    f"note: the Price List API has no HyperPod price for {instance_type} in {book.region}; "
+                    "keeping the file's figure",
+                    err=True,
+                )
         result = cost_module.estimate(config, book, price_file=cost_module.display_path(file), run_hours=run_hours)
     except cost_module.PriceError as error:
         fail(error.problems, EXIT_BAD_INPUT)
@@ -84,11 +105,16 @@ def cost(ctx: click.Context, config_path: Path | None, region: str | None, price
 @config_option
 @region_option
 @profile_option
-@click.option("--qualifier", default=preflight_module.DEFAULT_BOOTSTRAP_QUALIFIER, show_default=True,
-              help="CDK bootstrap qualifier.")
+@click.option(
+    "--qualifier",
+    default=preflight_module.DEFAULT_BOOTSTRAP_QUALIFIER,
+    show_default=True,
+    help="CDK bootstrap qualifier.",
+)
 @click.pass_context
-def preflight(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None,
-              qualifier: str) -> None:
+def preflight(
+    ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, qualifier: str
+) -> None:
     """Read-only checks before a deploy: credentials, region, AZ offerings, quotas, CDK bootstrap, name collisions."""
     config = load_project_config(config_path)
     clients = clients_from_context(ctx, profile, region or config.env.region)
@@ -106,36 +132,59 @@ def preflight(ctx: click.Context, config_path: Path | None, region: str | None, 
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @config_option
-@click.option("--fail-on-stateful-replacement", is_flag=True,
-              help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, the HyperPod or EKS cluster, or "
-                   "anything retained) would be replaced or removed, directly or through another stack.")
-@click.option("--schema-region", default=None,
-              help=f"Region whose resource schemas to use (default: env.region, else {review_module.DEFAULT_SCHEMA_REGION}).")
-@click.option("--schema-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Extra CloudFormation resource schema JSON files that override cfn-lint's bundled ones.")
-@click.option("--service-spec", type=click.Path(dir_okay=False, path_type=Path),
-              default=review_module.DEFAULT_SERVICE_SPEC, show_default="node_modules/aws-cdk/db.json.gz",
-              help="CDK service spec database (the one `cdk diff` reads).")
-@click.option("--output", "output_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the Markdown to this file instead of stdout.")
-def review(base: Path, head: Path, config_path: Path | None, fail_on_stateful_replacement: bool,
-           schema_region: str | None, schema_dir: Path | None, service_spec: Path, output_file: Path | None) -> None:
+@click.option(
+    "--fail-on-stateful-replacement",
+    is_flag=True,
+    help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, the HyperPod or EKS cluster, or "
+    "anything retained) would be replaced or removed, directly or through another stack.",
+)
+@click.option(
+    "--schema-region",
+    default=None,
+    help=f"Region whose resource schemas to use (default: env.region, else {review_module.DEFAULT_SCHEMA_REGION}).",
+)
+@click.option(
+    "--schema-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Extra CloudFormation resource schema JSON files that override cfn-lint's bundled ones.",
+)
+@click.option(
+    "--service-spec",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=review_module.DEFAULT_SERVICE_SPEC,
+    show_default="node_modules/aws-cdk/db.json.gz",
+    help="CDK service spec database (the one `cdk diff` reads).",
+)
+@click.option(
+    "--output",
+    "output_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the Markdown to this file instead of stdout.",
+)
+def review(
+    base: Path,
+    head: Path,
+    config_path: Path | None,
+    fail_on_stateful_replacement: bool,
+    schema_region: str | None,
+    schema_dir: Path | None,
+    service_spec: Path,
+    output_file: Path | None,
+) -> None:
     """Compare two synthesized outputs (cdk.out, dist/, cost.json) offline and print Markdown for a PR comment.
 
     BASE and HEAD are each a cloud assembly directory or a directory holding cdk.out/, dist/ and optionally
     cost.json (`skyrl-hp cost --json` of that side). Nothing is synthesized.
     """
     config = load_project_config(config_path)
-    # GPUs per instance type when HEAD has no templates to read the HyperPod groups from.
-    groups = (config.hyperpod.head_group, config.hyperpod.worker_group)
-    gpu_fallback: dict[str, int] = {}
-    for group in groups:
-        gpu_fallback[group.instance_type] = gpu_fallback.get(group.instance_type, 0) + group.spec.gpus * group.instance_count
     try:
         facts = review_module.ReplacementFacts(
             schema_region or config.env.region or review_module.DEFAULT_SCHEMA_REGION, schema_dir, service_spec
         )
-        result = review_module.review(base, head, facts, gpu_fallback)
+        # GPUs per instance type when HEAD has no templates to read the HyperPod groups from.
+        result = review_module.review(base, head, facts, config.derived.gpus_by_instance_type)
     except review_module.ReviewError as error:
         fail(error.problems, EXIT_BAD_INPUT)
     markdown = review_module.render_markdown(result)
@@ -145,20 +194,37 @@ def review(base: Path, head: Path, config_path: Path | None, fail_on_stateful_re
         click.echo(markdown, nl=False)
     stateful = result.stateful_replacements
     if fail_on_stateful_replacement and stateful:
-        fail([f"review: {len(stateful)} stateful resource(s) replaced or removed: "
-              + ", ".join(f"{c.stack}/{c.logical_id}" for c in stateful)], EXIT_FINDINGS)
+        fail(
+            [
+                f"review: {len(stateful)} stateful resource(s) replaced or removed: "
+                + ", ".join(f"{c.stack}/{c.logical_id}" for c in stateful)
+            ],
+            EXIT_FINDINGS,
+        )
 
 
 @cli.command()
 @config_option
 @region_option
 @profile_option
-@click.option("--file", "outputs_file", type=click.Path(dir_okay=False, path_type=Path),
-              default=outputs_module.DEFAULT_OUTPUTS_FILE, show_default=True, help="Outputs file to write (or check).")
+@click.option(
+    "--file",
+    "outputs_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=outputs_module.DEFAULT_OUTPUTS_FILE,
+    show_default=True,
+    help="Outputs file to write (or check).",
+)
 @click.option("--check", is_flag=True, help="Only validate an existing outputs file (offline) and print its values.")
 @click.pass_context
-def outputs(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, outputs_file: Path,
-            check: bool) -> None:
+def outputs(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    outputs_file: Path,
+    check: bool,
+) -> None:
     """Write the stack outputs file the charts read (`cdk deploy --outputs-file` format), from CloudFormation."""
     config = load_project_config(config_path)
     if check:
@@ -171,7 +237,10 @@ def outputs(ctx: click.Context, config_path: Path | None, region: str | None, pr
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     if not chosen:
-        fail(["outputs error: no region: set env.region in the config, pass --region or export AWS_REGION"], EXIT_BAD_INPUT)
+        fail(
+            ["outputs error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
     with aws_errors("outputs error: CloudFormation"):
         content, warnings = outputs_module.fetch_stack_outputs(clients("cloudformation", chosen), config)
     for warning in warnings:
@@ -195,14 +264,18 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     if not chosen:
-        fail(["status error: no region: set env.region in the config, pass --region or export AWS_REGION"],
-             EXIT_BAD_INPUT)
+        fail(
+            ["status error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
     try:
         with aws_errors("status error: SageMaker"):
             report = status_module.fetch_status(config, clients("sagemaker", chosen))
     except status_module.ClusterNotFound as missing:
-        fail([f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
-             EXIT_FINDINGS)
+        fail(
+            [f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
+            EXIT_FINDINGS,
+        )
     click.echo("\n".join(status_module.render(report)))
     if report.problems():
         sys.exit(EXIT_FINDINGS)
@@ -210,12 +283,21 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
 
 @cli.command()
 @config_option
-@click.option("--plan", "plan_only", is_flag=True, required=True,
-              help="Print the ordered teardown steps (required: this command never deletes anything itself).")
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    required=True,
+    help="Print the ordered teardown steps (required: this command never deletes anything itself).",
+)
 def teardown(config_path: Path | None, plan_only: bool) -> None:
     """Print the order of operations that tears the platform down without losing data (offline)."""
     config = load_project_config(config_path)
     click.echo(teardown_module.render_plan(teardown_module.plan(config), teardown_module.leftovers(config)))
+
+
+for _command in offline_commands:
+    cli.add_command(_command)
 
 
 def main() -> None:

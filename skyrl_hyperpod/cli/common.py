@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from skyrl_hyperpod.config import CONFIG_ENV_VAR, ConfigError, ProjectConfig, load_config
+from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.runtime import fail
 
 # Exit codes: 0 = fine, 1 = the check/review found a problem, 2 = bad input (config, files, options).
@@ -39,9 +40,9 @@ def region_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def profile_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--profile", default=None, help="AWS named profile (default: the usual boto3 credential chain).")(
-        command
-    )
+    return click.option(
+        "--profile", default=None, help="AWS named profile (default: the usual boto3 credential chain)."
+    )(command)
 
 
 def load_project_config(config_path: Path | None) -> ProjectConfig:
@@ -50,7 +51,6 @@ def load_project_config(config_path: Path | None) -> ProjectConfig:
         return load_config(config_path)
     except ConfigError as error:
         fail(error.problems, EXIT_BAD_INPUT)
-        raise  # unreachable: fail() exits; keeps type checkers honest
 
 
 def resolve_region(explicit: str | None, config: ProjectConfig, session_region: str | None = None) -> str | None:
@@ -93,7 +93,9 @@ class AwsClients:
             return self._overrides[service]
         key = (service, region)
         if key not in self._cache:
-            self._cache[key] = self.session.client(service, region_name=region) if region else self.session.client(service)
+            self._cache[key] = (
+                self.session.client(service, region_name=region) if region else self.session.client(service)
+            )
         return self._cache[key]
 
 
@@ -122,16 +124,6 @@ def clients_from_context(ctx: click.Context, profile: str | None, region: str | 
     except Exception as error:  # botocore.exceptions.ProfileNotFound and friends
         fail([f"aws error: {one_line(error)}"], EXIT_BAD_INPUT)
         raise
-
-
-def one_line(error: BaseException) -> str:
-    """A botocore/boto3 error as one readable line (no traceback)."""
-    response = getattr(error, "response", None)
-    if isinstance(response, dict) and "Error" in response:
-        err = response["Error"]
-        return f"{err.get('Code', type(error).__name__)}: {err.get('Message', '')}".strip().rstrip(":")
-    text = " ".join(str(error).split())
-    return text or type(error).__name__
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """Container images: the training image this project builds and the serving image it pulls.
 
-The training image is built from `docker/` (issue 4). This module is the one source of truth for
+The training image is built from `docker/`. This module is the one source of truth for
 its build arguments and for its tag: the Dockerfile's ARG defaults equal `build_args` (a test
 checks it), every build path passes `build_args` explicitly, and the CodeBuild project and the
 charts both read `TrainingImageConfig.tag`, which `training_image_tag` computes.
@@ -89,7 +89,7 @@ class TrainingImageConfig(StrictModel):
     ray_version: RayVersion = Field(default="2.57.0", description="2.52.0 or newer (Ray token authentication).")
     skyrl_repository: str = "https://github.com/NovaSky-AI/SkyRL"
     skyrl_ref: CommitId = "4298730b55bb01fe1b711662df53dca42a3b7615"
-    # SkyRL's docs use this fork; which repository holds the ref is unconfirmed (FACTS.md).
+    # SkyRL's docs use this fork; which repository holds the ref is unconfirmed (docs/sources.md).
     visgym_repository: str = "https://github.com/anyscale/VisGym"
     visgym_ref: CommitId = "184fbd5e5dc81e32c8b944d9e40ac54dad62e3f2"
     pygame_version: str = Field(default="2.6.1", pattern=r"^[0-9]+(\.[0-9]+)*$")

@@ -9,17 +9,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ..errors import ProblemsError
 from .project import ProjectConfig
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
 
 
-class ConfigError(Exception):
+class ConfigError(ProblemsError):
     """Invalid configuration. `problems` holds one human-readable line per problem."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 def _location(loc: tuple[Any, ...]) -> str:
@@ -74,7 +71,7 @@ def validate_config(data: dict[str, Any]) -> ProjectConfig:
     try:
         return ProjectConfig.model_validate(merge_onto_defaults(ProjectConfig, data))
     except ValidationError as exc:
-        raise ConfigError([_describe(e) for e in exc.errors(include_url=False)]) from None
+        raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
 
 
 def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:

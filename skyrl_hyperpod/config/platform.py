@@ -1,6 +1,6 @@
 """Configuration of the AWS platform: network, EKS, HyperPod, FSx, observability, versions.
 
-Defaults reproduce the reference deployment in ../shared/FACTS.md. Every model is frozen and
+Defaults reproduce the reference deployment (README, docs/sources.md). Every model is frozen and
 rejects unknown keys, so a misspelt key in a user's YAML is an error, not a silent default.
 """
 
@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..kuberay import KUBERAY_RELEASE, KUBERAY_TAG
 from .catalog import INSTANCE_CATALOG, InstanceSpec
 
 _HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -26,8 +27,9 @@ _PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.
 HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
 RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-endpoint-operator"
 
-# HyperPod's EKS orchestrator supports 1.30-1.35 (FACTS.md); this project ships kubectl layers
-# (aws-cdk.lambda-layer-kubectl-vNN) for the versions below, so those are the ones it deploys.
+# HyperPod's EKS orchestrator supports a range of Kubernetes versions
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html); this project
+# ships kubectl layers (aws-cdk.lambda-layer-kubectl-vNN) for the versions below, so those are the ones it deploys.
 SUPPORTED_KUBERNETES_VERSIONS = ("1.33", "1.34", "1.35")
 
 # FSx for Lustre per-unit storage throughput (MB/s/TiB) allowed for each SSD deployment type.
@@ -36,6 +38,8 @@ FSX_THROUGHPUT_TIERS: dict[str, tuple[int, ...]] = {
     "PERSISTENT_2": (125, 250, 500, 1000),
 }
 
+ControlPlaneLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+DEFAULT_CONTROL_PLANE_LOGS: tuple[ControlPlaneLogType, ...] = ("api", "audit", "authenticator")
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 
 
@@ -191,9 +195,7 @@ class EksConfig(StrictModel):
     admin_principal_arns: list[str] = Field(
         default_factory=list, description="IAM role/user ARNs granted cluster-admin through EKS access entries."
     )
-    control_plane_log_types: list[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]] = (
-        Field(default_factory=lambda: ["api", "audit", "authenticator"])
-    )
+    control_plane_log_types: list[ControlPlaneLogType] = Field(default_factory=lambda: list(DEFAULT_CONTROL_PLANE_LOGS))
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -231,7 +233,9 @@ class InstanceGroupConfig(StrictModel):
     name: str
     instance_type: str = Field(description="An instance type from the catalog (skyrl_hyperpod/config/catalog.py).")
     instance_count: int = Field(ge=0, le=256, description="Nodes in the group.")
-    ebs_volume_gb: int = Field(default=500, ge=1, le=16384, description="Secondary EBS volume mounted at /opt/sagemaker.")
+    ebs_volume_gb: int = Field(
+        default=500, ge=1, le=16384, description="Secondary EBS volume mounted at /opt/sagemaker."
+    )
     threads_per_core: Literal[1, 2] = Field(
         default=1, description="1 turns hyperthreading off: the node then exposes half the catalog's vCPUs."
     )
@@ -242,7 +246,9 @@ class InstanceGroupConfig(StrictModel):
         description="vCPUs per node left to kubelet, HyperPod agents and daemon sets (device plugins, CNI, CSI, "
         "observability) when sizing Ray pods. Default: max(4, node vCPUs / 8), at most half the node.",
     )
-    training_plan_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$")
+    training_plan_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$"
+    )
 
     @field_validator("name")
     @classmethod
@@ -369,7 +375,9 @@ class FsxConfig(StrictModel):
 
 class ObservabilityConfig(StrictModel):
     enabled: bool = True
-    grafana: bool = Field(default=False, description="Amazon Managed Grafana; needs IAM Identity Center in the account.")
+    grafana: bool = Field(
+        default=False, description="Amazon Managed Grafana; needs IAM Identity Center in the account."
+    )
     metrics_level: Literal["Basic", "Advanced"] = "Basic"
     scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
     logging_enabled: bool = True
@@ -459,7 +467,10 @@ class RayEndpointOperatorConfig(StrictModel):
 class VersionsConfig(StrictModel):
     """Versions of every chart and add-on. `None` for an EKS add-on = the default for the cluster version."""
 
-    kuberay_operator_chart: str = "1.7.0"
+    kuberay_operator_chart: str = Field(
+        default=KUBERAY_RELEASE,
+        description="kuberay-operator Helm chart version; must match the KubeRay CRDs the manifests are validated against.",
+    )
     kuberay_helm_repository: str = "https://ray-project.github.io/kuberay-helm/"
     hyperpod_cli_repository: str = "https://github.com/aws/sagemaker-hyperpod-cli"
     # Release v3.9.0 of aws/sagemaker-hyperpod-cli: the first release whose dependencies chart lists the
@@ -480,7 +491,12 @@ class VersionsConfig(StrictModel):
     @classmethod
     def _semver(cls, value: str) -> str:
         if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", value):
-            raise ValueError("must be an exact chart version such as 1.7.0 (no ranges, no 'latest')")
+            raise ValueError(f"must be an exact chart version such as {KUBERAY_RELEASE} (no ranges, no 'latest')")
+        if value != KUBERAY_RELEASE:
+            raise ValueError(
+                f"the manifests are validated against the KubeRay {KUBERAY_TAG} CRDs and operator checks; "
+                f"only {KUBERAY_RELEASE} is allowed until those are updated together"
+            )
         return value
 
 

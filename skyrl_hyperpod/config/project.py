@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .derived import DerivedValues, derive
 from .images import ServingImageConfig, TrainingImageConfig
 from .platform import (
     AlertsConfig,
@@ -23,7 +25,7 @@ from .platform import (
     az_id_prefix,
 )
 from .serving import ServingConfig, check_serving
-from .training import TrainingConfig, resolve_runs
+from .training import TrainingConfig
 from .workloads import WorkloadsConfig
 
 # Longest derived name is the lifecycle bucket "sagemaker-<prefix>-lifecycle-<account>-<region>",
@@ -80,36 +82,47 @@ class ProjectConfig(StrictModel):
     training_image: TrainingImageConfig = TrainingImageConfig()
     serving_image: ServingImageConfig = ServingImageConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()
-    # Declared after hyperpod and workloads: their validators cross-check against those sections.
     training: TrainingConfig = TrainingConfig()
     serving: ServingConfig = ServingConfig()
 
-    @field_validator("network")
-    @classmethod
-    def _az_in_region(cls, network: NetworkConfig, info: ValidationInfo) -> NetworkConfig:
-        env = info.data.get("env")
-        prefix = az_id_prefix(env.region) if env is not None and env.region else None
-        if prefix is not None and network.hyperpod_az_id.split("-az")[0] != prefix:
+    @model_validator(mode="after")
+    def _sections_fit_together(self) -> ProjectConfig:
+        """Rules across sections, checked once every section is valid (so field order does not matter).
+        Each problem is reported against the section it names."""
+        errors: list[InitErrorDetails] = []
+        for section, check in (
+            ("network", self._check_az_in_region),
+            ("training", lambda: self.derived),
+            # Serving reads the training runs: checked only when those resolved.
+            ("serving", self._check_serving),
+        ):
+            if section == "serving" and any(e["loc"] == ("training",) for e in errors):
+                continue
+            try:
+                check()
+            except ValueError as exc:
+                error = PydanticCustomError("value_error", "Value error, {error}", {"error": str(exc)})
+                errors.append(InitErrorDetails(type=error, loc=(section,), input=getattr(self, section)))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    def _check_az_in_region(self) -> None:
+        region = self.env.region
+        prefix = az_id_prefix(region) if region else None
+        if prefix is not None and self.network.hyperpod_az_id.split("-az")[0] != prefix:
             raise ValueError(
-                f"hyperpod_az_id {network.hyperpod_az_id!r} is an availability zone id of another region: "
-                f"env.region {env.region} has ids {prefix}-az1, {prefix}-az2, ..."
+                f"hyperpod_az_id {self.network.hyperpod_az_id!r} is an availability zone id of another region: "
+                f"env.region {region} has ids {prefix}-az1, {prefix}-az2, ..."
             )
-        return network
 
-    @field_validator("training")
-    @classmethod
-    def _training_fits_cluster(cls, training: TrainingConfig, info: ValidationInfo) -> TrainingConfig:
-        if "hyperpod" in info.data and "workloads" in info.data:
-            resolve_runs(training, info.data["hyperpod"], info.data["workloads"])
-        return training
+    def _check_serving(self) -> None:
+        check_serving(self.serving, training=self.training, hyperpod=self.hyperpod, workloads=self.workloads)
 
-    @field_validator("serving")
-    @classmethod
-    def _serving_fits_cluster(cls, serving: ServingConfig, info: ValidationInfo) -> ServingConfig:
-        if all(section in info.data for section in ("training", "hyperpod", "workloads")):
-            data = info.data
-            check_serving(serving, training=data["training"], hyperpod=data["hyperpod"], workloads=data["workloads"])
-        return serving
+    @cached_property
+    def derived(self) -> DerivedValues:
+        """Names, runs, pod sizes, subnet plan and worker layout, computed once from this configuration."""
+        return derive(self)
 
     @cached_property
     def names(self) -> DerivedNames:

@@ -1,6 +1,6 @@
 """Generate the configuration reference (docs/configuration.md) from the typed model itself.
 
-`python -m skyrl_hyperpod.config.reference > docs/configuration.md`; a test keeps the file in sync.
+`skyrl-hp config reference > docs/configuration.md`; a test keeps the file in sync.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def render() -> str:
     header = [
         "# Configuration reference",
         "",
-        "Generated from `skyrl_hyperpod/config/` by `python -m skyrl_hyperpod.config.reference`; do not edit by hand.",
+        "Generated from `skyrl_hyperpod/config/` by `skyrl-hp config reference`; do not edit by hand.",
         "Every key is optional: a YAML file names only what it changes (see `config/example.yaml`).",
         "Unknown keys are errors. Defaults reproduce the reference deployment.",
         "",
@@ -88,7 +88,3 @@ def render() -> str:
         "|---|---|---|---|",
     ]
     return "\n".join(header + _rows(config, "")) + "\n"
-
-
-if __name__ == "__main__":
-    print(render(), end="")

@@ -1,6 +1,6 @@
 """Serving configuration: the Ray Serve LLM RayService and the Job that publishes a trained adapter.
 
-Defaults follow ../shared/FACTS.md: model id `visgym-qwen3vl`, base weights from the shared
+Defaults follow the reference run (docs/sources.md): model id `visgym-qwen3vl`, base weights from the shared
 file system, adapters loaded on demand from s3://<artifacts bucket>/<adapters prefix>/.
 """
 
@@ -10,9 +10,10 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
+from ..kuberay import RAYJOB_NAME_MAX
 from .platform import HyperPodConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
-from .training import RAYJOB_NAME_MAX, TrainingConfig, gpu_name, resolve_runs
+from .training import TrainingConfig, gpu_name, resolve_runs
 from .vllm_memory import engine_memory, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
 
@@ -101,8 +102,8 @@ def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpo
     """(vCPUs, GiB) of the training head pod: explicit, or what one head node has left after the
     serving head, so the RayService head schedules beside the training RayCluster."""
     head = hyperpod.head_group
-    cpus = training.head_cpus or head.allocatable_vcpus - serving.head_cpus
-    memory = training.head_memory_gib or head.allocatable_memory_gib - serving.head_memory_gib
+    cpus = training.cluster.head_cpus or head.allocatable_vcpus - serving.head_cpus
+    memory = training.cluster.head_memory_gib or head.allocatable_memory_gib - serving.head_memory_gib
     return cpus, memory
 
 
@@ -116,13 +117,13 @@ def _check_head_node(serving: ServingConfig, *, training: TrainingConfig, hyperp
     ):
         if training_value < 1 or training_value + serving_value > allocatable:
             raise ValueError(
-                f"training.{key} + serving.{key} = {training_value} + {serving_value}: both heads share one "
+                f"training.cluster.{key} + serving.{key} = {training_value} + {serving_value}: both heads share one "
                 f"{head.instance_type} node (threads_per_core {head.threads_per_core}), where pods may request "
                 f"{allocatable} {unit}"
             )
-    if training.head_shm_gib * 2 > training_memory:
+    if training.cluster.head_shm_gib * 2 > training_memory:
         raise ValueError(
-            f"training.head_shm_gib = {training.head_shm_gib}: /dev/shm counts against the pod's memory; keep it at "
+            f"training.cluster.head_shm_gib = {training.cluster.head_shm_gib}: /dev/shm counts against the pod's memory; keep it at "
             f"most half of the training head's {training_memory} GiB"
         )
 

@@ -16,19 +16,16 @@ import difflib
 import math
 import posixpath
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..kuberay import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .catalog import InstanceSpec
 from .platform import Cidr, HyperPodConfig, InstanceGroupConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
 from .vllm_memory import engine_memory, lora_target_modules_problem, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig, relative_path
-
-# KubeRay name limits (FACTS.md): generated child objects append suffixes to these names.
-RAYCLUSTER_NAME_MAX = 53
-RAYJOB_NAME_MAX = 47
 
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
 SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"
@@ -47,7 +44,7 @@ RECIPE_MICRO_BATCH_SIZE = 4
 Scalar = str | int | float | bool
 
 
-def _key(skyrl_key: str, default: object, description: str = "", **constraints: object) -> object:
+def _key(skyrl_key: str, default: Any, description: str = "", **constraints: Any) -> Any:
     return Field(
         default=default, alias=skyrl_key, description=f"SkyRL `{skyrl_key}`. {description}".strip(), **constraints
     )
@@ -104,7 +101,9 @@ class SkyRLKnobs(StrictModel):
         gt=0,
     )
     micro_forward_batch_size_per_gpu: int = _key("trainer.micro_forward_batch_size_per_gpu", 4, gt=0)
-    epochs: int | None = _key("trainer.epochs", None, "Default: enough epochs to reach training.target_steps.", gt=0)
+    epochs: int | None = _key(
+        "trainer.epochs", None, "Default: enough epochs to reach training.data.target_steps.", gt=0
+    )
     max_prompt_length: int = _key("trainer.max_prompt_length", 2048, gt=0)
     ckpt_interval: int = _key("trainer.ckpt_interval", 20, gt=0)
     hf_save_interval: int = _key("trainer.hf_save_interval", 20, gt=0)
@@ -127,7 +126,7 @@ DERIVED_KEYS = (
     "data.train_data",
     "data.val_data",
 )
-OVERRIDABLE_KEYS: tuple[str, ...] = tuple(field.alias for field in SkyRLKnobs.model_fields.values())
+OVERRIDABLE_KEYS: tuple[str, ...] = tuple(field.alias or name for name, field in SkyRLKnobs.model_fields.items())
 KNOWN_KEYS = OVERRIDABLE_KEYS + DERIVED_KEYS
 
 
@@ -137,7 +136,7 @@ class Experiment(StrictModel):
     name: str = Field(
         max_length=RAYJOB_NAME_MAX,
         pattern=K8S_NAME_PATTERN,
-        description="Lowercase DNS label; the RayJob is <raycluster_name>-<name>.",
+        description="Lowercase DNS label; the RayJob is <cluster.raycluster_name>-<name>.",
     )
     run_id: str | None = Field(
         default=None,
@@ -169,19 +168,9 @@ class Experiment(StrictModel):
 DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT = 1
 
 
-class TrainingConfig(StrictModel):
-    """SkyRL GRPO training: knobs, experiments, the RayCluster and the RayJobs."""
+class TrainingDataConfig(StrictModel):
+    """Starting weights and data of the reference run (docs/sources.md), and where runs write."""
 
-    raycluster_name: str = Field(
-        default="skyrl-visgym", max_length=RAYCLUSTER_NAME_MAX, pattern=K8S_NAME_PATTERN, description="RayCluster name."
-    )
-    knobs: SkyRLKnobs = SkyRLKnobs()
-    experiments: list[Experiment] = Field(
-        default_factory=lambda: [Experiment(name="maze-grpo")],
-        min_length=1,
-        description="Each experiment becomes its own RayJob with its own run id and output paths.",
-    )
-    # Starting weights and data (FACTS.md: reference run).
     model_repo: str = Field(default="VisGym/visgym_model", description="Hugging Face repository of the SFT checkpoint.")
     model_subfolder: str = Field(default="mixed_qwen3vl", description="Sub-folder of model_repo holding the weights.")
     model_dir: str = Field(default="models/visgym-sft", description="Download target, relative to the shared mount.")
@@ -194,11 +183,23 @@ class TrainingConfig(StrictModel):
     eval_rows: int = Field(default=64, gt=0)
     eval_seed: int = Field(default=42, ge=0)
     target_steps: int = Field(default=160, gt=0, description="Steps the derived epoch count reaches (reference: 160).")
+
+    @field_validator("model_dir", "data_dir", "runs_dir")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        return relative_path(value)
+
+
+class TrainingClusterConfig(StrictModel):
+    """The training RayCluster: its name, pod sizes and how its head is reached. Worker requests are the GPU
+    group's allocatable figures (one pod per node)."""
+
+    raycluster_name: str = Field(
+        default="skyrl-visgym", max_length=RAYCLUSTER_NAME_MAX, pattern=K8S_NAME_PATTERN, description="RayCluster name."
+    )
     job_script_mount: str = Field(default="/opt/skyrl-job", description="Where the head mounts the training script.")
-    # The training image's non-root `ray` user; files on /shared belong to it.
     run_as_user: int = Field(default=1000, ge=1, description="UID of the training image's ray user.")
     run_as_group: int = Field(default=100, ge=0, description="GID of the training image's ray user.")
-    # RayCluster sizing. Worker requests are the GPU group's allocatable figures (one pod per node).
     worker_replicas: int | None = Field(default=None, gt=0, description="Default: every node of the GPU group.")
     worker_gpus: int | None = Field(
         default=None, gt=0, description="GPUs per worker pod. Default: all of the instance's."
@@ -231,7 +232,18 @@ class TrainingConfig(StrictModel):
         description="NodePort/LoadBalancer only: client CIDRs admitted to the head's dashboard (8265) and client "
         "(10001) ports, by the load balancer and the head's NetworkPolicy. Default: network.vpc_cidr.",
     )
-    # RayJob behaviour.
+
+    @field_validator("job_script_mount")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or ".." in value.split("/"):
+            raise ValueError("must be an absolute path inside the container without '..'")
+        return value.rstrip("/")
+
+
+class TrainingJobsConfig(StrictModel):
+    """How the RayJobs run: on the shared RayCluster or each on its own, retries, deadlines, environment."""
+
     self_contained_jobs: bool = Field(
         default=False,
         description="false: submit to the long-lived RayCluster (clusterSelector); true: each RayJob creates its own "
@@ -258,17 +270,57 @@ class TrainingConfig(StrictModel):
     )
     runtime_env_vars: dict[str, str] = Field(default_factory=dict, description="Extra env vars for the Ray job.")
 
-    @field_validator("model_dir", "data_dir", "runs_dir")
-    @classmethod
-    def _relative(cls, value: str) -> str:
-        return relative_path(value)
+    @model_validator(mode="after")
+    def _retries_need_own_cluster(self) -> TrainingJobsConfig:
+        # A KubeRay retry deletes and recreates the job's cluster: KubeRay rejects backoffLimit > 0
+        # with clusterSelector (older operators deleted the shared RayCluster instead).
+        if not self.self_contained_jobs and self.job_backoff_limit:
+            raise ValueError(
+                f"job_backoff_limit = {self.job_backoff_limit}: needs self_contained_jobs: true; KubeRay cannot retry "
+                "a job on the shared RayCluster (resubmit it: kubectl delete, then apply the RayJob again)"
+            )
+        return self
 
-    @field_validator("job_script_mount")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") or ".." in value.split("/"):
-            raise ValueError("must be an absolute path inside the container without '..'")
-        return value.rstrip("/")
+    @property
+    def effective_job_backoff_limit(self) -> int | None:
+        """RayJob spec.backoffLimit, or None to leave it out (jobs on the shared RayCluster)."""
+        if not self.self_contained_jobs:
+            return None
+        return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
+
+    @model_validator(mode="after")
+    def _placement_wait_within_deadline(self) -> TrainingJobsConfig:
+        if self.placement_group_timeout_seconds > self.job_active_deadline_seconds:
+            raise ValueError(
+                f"placement_group_timeout_seconds = {self.placement_group_timeout_seconds}: longer than "
+                f"job_active_deadline_seconds ({self.job_active_deadline_seconds}); the job would be killed first"
+            )
+        return self
+
+    @property
+    def effective_runtime_env_vars(self) -> dict[str, str]:
+        """runtime_env_vars, plus SkyRL's placement-group timeout unless set there explicitly.
+
+        SkyRL's driver gives up after SKYRL_RAY_PG_TIMEOUT_IN_S (180 s by default) when it cannot get
+        its GPUs; a second experiment on the shared cluster must wait for the first to finish, and a
+        self-contained job's fresh cluster may still be pulling images, so the wait is
+        placement_group_timeout_seconds: bounded, so a mis-scheduled job fails instead of idling.
+        """
+        return {SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV: str(self.placement_group_timeout_seconds)} | self.runtime_env_vars
+
+
+class TrainingConfig(StrictModel):
+    """SkyRL GRPO training: knobs, experiments, and the data, cluster and jobs sections."""
+
+    knobs: SkyRLKnobs = SkyRLKnobs()
+    experiments: list[Experiment] = Field(
+        default_factory=lambda: [Experiment(name="maze-grpo")],
+        min_length=1,
+        description="Each experiment becomes its own RayJob with its own run id and output paths.",
+    )
+    data: TrainingDataConfig = TrainingDataConfig()
+    cluster: TrainingClusterConfig = TrainingClusterConfig()
+    jobs: TrainingJobsConfig = TrainingJobsConfig()
 
     @model_validator(mode="after")
     def _experiments(self) -> TrainingConfig:
@@ -289,7 +341,7 @@ class TrainingConfig(StrictModel):
             if len(job_name) > RAYJOB_NAME_MAX:
                 raise ValueError(
                     f"{where}.name = {experiment.name!r}: RayJob name {job_name!r} has {len(job_name)} characters; "
-                    f"KubeRay allows {RAYJOB_NAME_MAX} (shorten the experiment name or raycluster_name)"
+                    f"KubeRay allows {RAYJOB_NAME_MAX} (shorten the experiment name or cluster.raycluster_name)"
                 )
             try:
                 SkyRLKnobs.model_validate({**self.knobs.model_dump(by_alias=True), **experiment.overrides})
@@ -299,48 +351,9 @@ class TrainingConfig(StrictModel):
                 raise ValueError(f"{where}.overrides[{key!r}] = {first.get('input')!r}: {first['msg']}") from None
         return self
 
-    @model_validator(mode="after")
-    def _retries_need_own_cluster(self) -> TrainingConfig:
-        # A KubeRay retry deletes and recreates the job's cluster: KubeRay rejects backoffLimit > 0
-        # with clusterSelector (older operators deleted the shared RayCluster instead).
-        if not self.self_contained_jobs and self.job_backoff_limit:
-            raise ValueError(
-                f"job_backoff_limit = {self.job_backoff_limit}: needs self_contained_jobs: true; KubeRay cannot retry "
-                "a job on the shared RayCluster (resubmit it: kubectl delete, then apply the RayJob again)"
-            )
-        return self
-
-    @property
-    def effective_job_backoff_limit(self) -> int | None:
-        """RayJob spec.backoffLimit, or None to leave it out (jobs on the shared RayCluster)."""
-        if not self.self_contained_jobs:
-            return None
-        return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
-
-
-    @model_validator(mode="after")
-    def _placement_wait_within_deadline(self) -> TrainingConfig:
-        if self.placement_group_timeout_seconds > self.job_active_deadline_seconds:
-            raise ValueError(
-                f"placement_group_timeout_seconds = {self.placement_group_timeout_seconds}: longer than "
-                f"job_active_deadline_seconds ({self.job_active_deadline_seconds}); the job would be killed first"
-            )
-        return self
-
-    @property
-    def effective_runtime_env_vars(self) -> dict[str, str]:
-        """runtime_env_vars, plus SkyRL's placement-group timeout unless set there explicitly.
-
-        SkyRL's driver gives up after SKYRL_RAY_PG_TIMEOUT_IN_S (180 s by default) when it cannot get
-        its GPUs; a second experiment on the shared cluster must wait for the first to finish, and a
-        self-contained job's fresh cluster may still be pulling images, so the wait is
-        placement_group_timeout_seconds: bounded, so a mis-scheduled job fails instead of idling.
-        """
-        return {SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV: str(self.placement_group_timeout_seconds)} | self.runtime_env_vars
-
 
 def rayjob_name(training: TrainingConfig, experiment: Experiment) -> str:
-    return f"{training.raycluster_name}-{experiment.name}"
+    return f"{training.cluster.raycluster_name}-{experiment.name}"
 
 
 @dataclass(frozen=True)
@@ -368,8 +381,8 @@ def worker_layout(training: TrainingConfig, hyperpod: HyperPodConfig) -> WorkerL
     group = hyperpod.worker_group
     return WorkerLayout(
         group=group,
-        replicas=training.worker_replicas or group.instance_count,
-        gpus_per_pod=training.worker_gpus or group.spec.gpus,
+        replicas=training.cluster.worker_replicas or group.instance_count,
+        gpus_per_pod=training.cluster.worker_gpus or group.spec.gpus,
     )
 
 
@@ -394,7 +407,9 @@ class ResolvedRun:
         for name, field in SkyRLKnobs.model_fields.items():
             value = getattr(self.knobs, name)
             if value is not None:
-                values[field.alias] = "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
+                values[field.alias or name] = (
+                    "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
+                )
         values.update(
             {
                 "trainer.policy.model.lora.lora_sync_path": self.lora_sync_path,
@@ -418,7 +433,7 @@ def shared_path(workloads: WorkloadsConfig, *parts: str) -> str:
 
 def model_path(training: TrainingConfig, workloads: WorkloadsConfig) -> str:
     """Where train_job.py puts the SFT weights (the contents of <model_subfolder>, not the folder)."""
-    return shared_path(workloads, training.model_dir)
+    return shared_path(workloads, training.data.model_dir)
 
 
 @dataclass(frozen=True)
@@ -538,8 +553,8 @@ def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingCo
     train = batches.train
     epochs = knobs.epochs
     if epochs is None:
-        steps_per_epoch = max(1, training.train_rows // train)
-        epochs = math.ceil(training.target_steps / steps_per_epoch)
+        steps_per_epoch = max(1, training.data.train_rows // train)
+        epochs = math.ceil(training.data.target_steps / steps_per_epoch)
     return knobs.model_copy(
         update={
             "policy_num_nodes": nodes,
@@ -615,9 +630,9 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
             "generator.vision_language_generator must be true and trainer.remove_microbatch_padding false: "
             "Qwen3-VL is a vision-language model"
         )
-    if training.train_rows < knobs.train_batch_size:
+    if training.data.train_rows < knobs.train_batch_size:
         raise ValueError(
-            f"train_rows = {training.train_rows}: fewer than one trainer.train_batch_size ({knobs.train_batch_size})"
+            f"data.train_rows = {training.data.train_rows}: fewer than one trainer.train_batch_size ({knobs.train_batch_size})"
         )
 
 
@@ -631,17 +646,17 @@ def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: 
     layout = worker_layout(training, hyperpod)
     if layout.gpus_per_pod > layout.spec.gpus:
         raise ValueError(
-            f"worker_gpus = {layout.gpus_per_pod}: {layout.instance_type} has {layout.spec.gpus} GPUs per instance"
+            f"cluster.worker_gpus = {layout.gpus_per_pod}: {layout.instance_type} has {layout.spec.gpus} GPUs per instance"
         )
     if layout.replicas > hyperpod.worker_group.instance_count:
         raise ValueError(
-            f"worker_replicas = {layout.replicas}: hyperpod.worker_group has {hyperpod.worker_group.instance_count} "
+            f"cluster.worker_replicas = {layout.replicas}: hyperpod.worker_group has {hyperpod.worker_group.instance_count} "
             f"instances (one worker pod per node)"
         )
     worker_memory = layout.group.allocatable_memory_gib
-    if training.worker_shm_gib * 2 > worker_memory:
+    if training.cluster.worker_shm_gib * 2 > worker_memory:
         raise ValueError(
-            f"worker_shm_gib = {training.worker_shm_gib}: /dev/shm counts against the pod's memory; keep it at most "
+            f"cluster.worker_shm_gib = {training.cluster.worker_shm_gib}: /dev/shm counts against the pod's memory; keep it at most "
             f"half of the {worker_memory} GiB a pod may use"
         )
     runs: list[ResolvedRun] = []
@@ -653,8 +668,8 @@ def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: 
         except ValueError as exc:
             raise ValueError(f"experiment {experiment.name!r}: {exc}") from None
         run_id = experiment.effective_run_id
-        run_dir = shared_path(workloads, training.runs_dir, run_id)
-        steps_per_epoch = max(1, training.train_rows // knobs.train_batch_size)
+        run_dir = shared_path(workloads, training.data.runs_dir, run_id)
+        steps_per_epoch = max(1, training.data.train_rows // knobs.train_batch_size)
         runs.append(
             ResolvedRun(
                 experiment=experiment,

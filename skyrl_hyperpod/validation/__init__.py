@@ -1,4 +1,4 @@
-"""Offline validation of the synthesized Kubernetes manifests (issue 3, "Validation").
+"""Offline validation of the synthesized Kubernetes manifests (README, "Validation").
 
 - `ray.io/v1` objects: KubeRay v1.7.0 CRD schemas the way the API server applies them (defaults
   first, then validation with unknown fields rejected instead of silently pruned), then the CRDs'
@@ -74,7 +74,7 @@ def validation_report(
             lines = kubernetes.core_problems(doc, kubernetes_version)
         problems += [f"{label}: {line}" for line in lines]
         if _is_ray_service(doc):
-            spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+            spec = doc["spec"] if isinstance(doc.get("spec"), dict) else {}
             if "serveConfigV2" in spec:
                 lines, reason = serve_config.serve_config_problems(
                     spec["serveConfigV2"], config.serving_image.ray_version
@@ -103,5 +103,5 @@ def _is_ray_service(doc: Any) -> bool:
 
 
 def _namespace(doc: dict) -> str:
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    metadata = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     return str(metadata.get("namespace") or "")

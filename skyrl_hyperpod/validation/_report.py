@@ -47,5 +47,5 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
 def object_label(doc: Any, index: int) -> str:
     if not isinstance(doc, dict):
         return f"document[{index}]"
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    metadata = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     return f"{doc.get('kind') or '?'}/{metadata.get('name') or f'document[{index}]'}"

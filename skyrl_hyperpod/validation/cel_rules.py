@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ def schema_rules(kind: str, schema: dict) -> list[CelRule]:
     return found
 
 
-@lru_cache(maxsize=None)
+@cache
 def _environment():
     from cel_expr_python import cel
     from cel_expr_python.ext import ext_strings
@@ -124,12 +124,12 @@ def _first_error(text: str) -> str:
     return text.splitlines()[0] if text else "does not compile"
 
 
-@lru_cache(maxsize=None)
+@cache
 def kind_rules(directory: Path, kind: str) -> CompiledRules:
     """The compiled rules of one kind's v1 schema, once per process.
 
-    Not cached on disk: reading the rules from the (cached) schema takes a few milliseconds and compiling
-    all of them well under one; creating the CEL environment (~30 ms, once) is the only noticeable cost."""
+    Not cached on disk: reading the rules from the (cached) schema and compiling them is cheap next to
+    creating the CEL environment, which happens once per process."""
     from .crds import crd_schema
 
     return compile_rules(schema_rules(kind, crd_schema(directory, kind)))

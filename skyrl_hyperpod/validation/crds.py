@@ -1,8 +1,8 @@
 """KubeRay v1.7.0 CustomResourceDefinitions: where they are, what they must hash to, their schemas.
 
 The CRDs are never copied into this repository. They are read from, in order: the `crds_dir`
-argument, $KUBERAY_CRDS_DIR, or ../shared/kuberay-crds/v1.7.0 next to the repository; users
-outside this repository fetch them with `python -m skyrl_hyperpod.validation.fetch_crds`.
+argument, $KUBERAY_CRDS_DIR, or the default of `locations.default_upstream_dir` (../shared/kuberay-crds/v1.7.0
+beside a checkout, the user's cache directory for an installed package), where `skyrl-hp fetch crds` writes them.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from pathlib import Path
 from jsonschema import Draft4Validator, validators
 
 from ..config import ConfigError
+from ..kuberay import KUBERAY_API_VERSION, KUBERAY_TAG
+from ..locations import default_upstream_dir
 from . import _cache, cel_rules, kuberay_operator, structural
 
-KUBERAY_VERSION = "v1.7.0"
+KUBERAY_VERSION = KUBERAY_TAG
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CRDS_DIR = REPO_ROOT.parent / "shared" / "kuberay-crds" / KUBERAY_VERSION
-FETCH_COMMAND = "python -m skyrl_hyperpod.validation.fetch_crds --dest DIR"
+DEFAULT_CRDS_DIR = default_upstream_dir(f"kuberay-crds/{KUBERAY_VERSION}")
+FETCH_COMMAND = "skyrl-hp fetch crds --dest DIR"
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,6 @@ KUBERAY_KINDS: dict[str, KubeRayKind] = {
         ),
     )
 }
-KUBERAY_API_VERSION = "ray.io/v1"
 
 
 def resolve_crds_dir(crds_dir: Path | str | None = None) -> Path:

@@ -1,6 +1,6 @@
 """Download the KubeRay v1.7.0 CRDs that validation reads, and verify their sha256 sums.
 
-    python -m skyrl_hyperpod.validation.fetch_crds --dest ~/.cache/kuberay-crds/v1.7.0
+    skyrl-hp fetch crds --dest ~/.cache/kuberay-crds/v1.7.0
     export KUBERAY_CRDS_DIR=~/.cache/kuberay-crds/v1.7.0
 
 Files come from the pinned release tag on GitHub; a file whose checksum differs is deleted and the
@@ -9,15 +9,12 @@ command fails, so a moved tag or a tampered download is never used.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
-import sys
 import urllib.request
 from pathlib import Path
 
-from ..runtime import fail
-from .crds import CRDS_DIR_ENV_VAR, KUBERAY_KINDS, KUBERAY_VERSION
+from .crds import KUBERAY_KINDS, KUBERAY_VERSION
 
 RAW_URL = "https://raw.githubusercontent.com/ray-project/kuberay/{tag}/ray-operator/config/crd/bases/{file}"
 TIMEOUT_S = 60
@@ -54,26 +51,3 @@ def fetch_crds(dest: Path) -> list[Path]:
     if problems:
         raise ValueError("\n".join(problems))
     return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m skyrl_hyperpod.validation.fetch_crds",
-        description=f"Download the KubeRay {KUBERAY_VERSION} CRDs and verify their sha256 sums.",
-    )
-    parser.add_argument("--dest", type=Path, required=True, help="directory to write the CRDs to")
-    args = parser.parse_args(argv)
-    try:
-        written = fetch_crds(args.dest)
-    except ValueError as exc:
-        fail(str(exc).splitlines(), code=1)
-    except OSError as exc:
-        fail([f"fetch_crds: cannot write to {args.dest}: {exc}"], code=1)
-    for path in written:
-        print(f"verified {path}")
-    print(f"export {CRDS_DIR_ENV_VAR}={args.dest.resolve()}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

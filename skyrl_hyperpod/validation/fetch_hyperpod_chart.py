@@ -1,6 +1,6 @@
 """Download the HyperPod dependencies chart at a commit, once, and verify every file's sha256.
 
-    python -m skyrl_hyperpod.validation.fetch_hyperpod_chart --dest ~/.cache/hyperpod-helm-chart
+    skyrl-hp fetch hyperpod-chart --dest ~/.cache/hyperpod-helm-chart
     export HYPERPOD_CHARTS_DIR=~/.cache/hyperpod-helm-chart
 
 Reads GitHub's archive of the commit (aws/sagemaker-hyperpod-cli), keeps helm_chart/HyperPodHelmChart
@@ -11,21 +11,18 @@ refused and nothing is written, so a moved or tampered archive is never used.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import os
 import shutil
-import sys
 import tarfile
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Literal
 
-from ..config import ConfigError
-from ..config.platform import HYPERPOD_CHART_PATH, VersionsConfig
-from ..runtime import fail
-from .hyperpod_chart import CHARTS_DIR_ENV_VAR, commit_dir, sums_for
+from ..config.platform import HYPERPOD_CHART_PATH
+from .hyperpod_chart import commit_dir, sums_for
 
 ARCHIVE_URL = "https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{commit}"
 TIMEOUT_S = 120
@@ -74,8 +71,12 @@ def fetch_chart(commit: str, dest: Path) -> Path:
         for name, data in sorted(files.items())
         if name in sums and hashlib.sha256(data).hexdigest() != sums[name]
     ]
-    problems += [f"fetch_hyperpod_chart: {name} is missing from {url}: refused" for name in sorted(set(sums) - set(files))]
-    problems += [f"fetch_hyperpod_chart: {name} is not in the sha256 list: refused" for name in sorted(set(files) - set(sums))]
+    problems += [
+        f"fetch_hyperpod_chart: {name} is missing from {url}: refused" for name in sorted(set(sums) - set(files))
+    ]
+    problems += [
+        f"fetch_hyperpod_chart: {name} is not in the sha256 list: refused" for name in sorted(set(files) - set(sums))
+    ]
     if problems:
         raise ValueError("\n".join(problems))
     target = dest / commit
@@ -95,37 +96,11 @@ def fetch_chart(commit: str, dest: Path) -> Path:
     return target
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m skyrl_hyperpod.validation.fetch_hyperpod_chart",
-        description="Download the HyperPod dependencies chart at a commit and verify its sha256 sums.",
-    )
-    parser.add_argument("--dest", type=Path, required=True, help="directory of chart copies, one folder per commit")
-    parser.add_argument(
-        "--commit",
-        default=VersionsConfig().hyperpod_cli_commit,
-        help="aws/sagemaker-hyperpod-cli commit (default: the pinned versions.hyperpod_cli_commit)",
-    )
-    parser.add_argument(
-        "--if-missing", action="store_true", help="do nothing when DEST already holds a verified copy of the commit"
-    )
-    args = parser.parse_args(argv)
-    if args.if_missing and (args.dest / args.commit / HYPERPOD_CHART_PATH / "Chart.yaml").is_file():
-        try:
-            commit_dir(args.commit, args.dest)
-        except ConfigError as exc:
-            fail(exc.problems, code=1)
-        return 0
-    try:
-        target = fetch_chart(args.commit, args.dest)
-    except ValueError as exc:
-        fail(str(exc).splitlines(), code=1)
-    except OSError as exc:
-        fail([f"fetch_hyperpod_chart: cannot write to {args.dest}: {exc}"], code=1)
-    print(f"verified {target / HYPERPOD_CHART_PATH}")
-    print(f"export {CHARTS_DIR_ENV_VAR}={args.dest.resolve()}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def ensure_chart(commit: str, dest: Path, *, if_missing: bool = False) -> tuple[Literal["present", "fetched"], Path]:
+    """Fetch and verify the chart at `commit` into `dest/<commit>`; with `if_missing`, a copy already there
+    is verified instead. Raises ConfigError (a copy that fails its sums), ValueError (a refused download)
+    or OSError (an unwritable `dest`)."""
+    if if_missing and (dest / commit / HYPERPOD_CHART_PATH / "Chart.yaml").is_file():
+        commit_dir(commit, dest)
+        return "present", dest / commit
+    return "fetched", fetch_chart(commit, dest)

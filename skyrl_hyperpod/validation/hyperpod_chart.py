@@ -1,11 +1,11 @@
 """Offline check of the values this project gives the HyperPod charts, against the chart at the pinned commit.
 
-    python -m skyrl_hyperpod.validation.hyperpod_chart [--config FILE] [--charts-dir DIR]
+    skyrl-hp chart-check [--config FILE] [--charts-dir DIR]
 
 The HyperPod dependencies chart (aws/sagemaker-hyperpod-cli, helm_chart/HyperPodHelmChart) is never
 copied into this repository. It is read from, in order: the `charts_dir` argument, $HYPERPOD_CHARTS_DIR,
 or ../shared/hyperpod-helm-chart next to the repository; each holds one folder per commit
-(`<commit>/helm_chart/HyperPodHelmChart`). `python -m skyrl_hyperpod.validation.fetch_hyperpod_chart`
+(`<commit>/helm_chart/HyperPodHelmChart`). `skyrl-hp fetch hyperpod-chart`
 downloads a commit's copy and verifies every file. A copy of a commit with a sha256 list in
 hyperpod_chart_sums/ is verified before it is read.
 
@@ -22,13 +22,11 @@ One line per problem, when:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 import zipfile
@@ -39,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from ..config import ConfigError, ProjectConfig, load_config
+from ..config import ConfigError, ProjectConfig
 from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from ..constants import INSTANCE_TYPE_LABEL
 from ..helm_values import (
@@ -51,14 +49,14 @@ from ..helm_values import (
     hyperpod_dependencies_values,
     ray_endpoint_operator_values,
 )
+from ..locations import default_upstream_dir
 from . import _cache
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
 HELM_ENV_VAR = "SKYRL_HP_HELM"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CHARTS_DIR = REPO_ROOT.parent / "shared" / "hyperpod-helm-chart"
+DEFAULT_CHARTS_DIR = default_upstream_dir("hyperpod-helm-chart")
 SUMS_DIR = Path(__file__).with_name("hyperpod_chart_sums")
-FETCH_COMMAND = "python -m skyrl_hyperpod.validation.fetch_hyperpod_chart --commit {commit} --dest DIR"
+FETCH_COMMAND = "skyrl-hp fetch hyperpod-chart --commit {commit} --dest DIR"
 # Stands in for the deploy-time region when the configuration names none: it only feeds values
 # whose paths are checked, never a value the check judges.
 REGION_PLACEHOLDER = "us-west-2"
@@ -173,9 +171,13 @@ def values_path_problems(values: dict[str, Any], chart: Path) -> list[str]:
         if _has_path(umbrella, path):
             continue
         dependency = deps.get(path[0])
-        if dependency is not None and dependency.local_dir is not None and len(path) > 1:
-            if _has_path(_load_yaml(dependency.local_dir / "values.yaml"), path[1:]):
-                continue
+        if (
+            dependency is not None
+            and dependency.local_dir is not None
+            and len(path) > 1
+            and _has_path(_load_yaml(dependency.local_dir / "values.yaml"), path[1:])
+        ):
+            continue
         where = f"{chart.name}/values.yaml" + (
             f" or {dependency.local_dir.relative_to(chart)}/values.yaml" if dependency and dependency.local_dir else ""
         )
@@ -187,7 +189,7 @@ def values_path_problems(values: dict[str, Any], chart: Path) -> list[str]:
 
 
 def _expression_matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
-    key, operator, wanted = expression.get("key"), expression.get("operator"), expression.get("values") or []
+    key, operator, wanted = str(expression.get("key")), expression.get("operator"), expression.get("values") or []
     present = key in labels
     if operator == "In":
         return present and labels[key] in wanted
@@ -206,10 +208,9 @@ def selects(pod_spec: dict[str, Any], labels: dict[str, str]) -> bool:
     for key, value in (pod_spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
             return False
-    required = (
-        ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        or {}
-    )
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms")
     if not terms:
         return True
@@ -249,10 +250,14 @@ def external_plugin_problems(values: dict[str, Any], chart: Path, config: Projec
             continue
         dependency = deps.get(plugin)
         if dependency is None:
-            problems.append(f"chart check: {plugin} is not a dependency of {chart.name}: nothing would run it on {', '.join(types)}")
+            problems.append(
+                f"chart check: {plugin} is not a dependency of {chart.name}: nothing would run it on {', '.join(types)}"
+            )
             continue
         if not _enabled(merged, dependency.condition):
-            problems.append(f"chart check: {plugin} is disabled ({dependency.condition}): it would not run on {', '.join(types)}")
+            problems.append(
+                f"chart check: {plugin} is disabled ({dependency.condition}): it would not run on {', '.join(types)}"
+            )
             continue
         section = merged.get(plugin) or {}
         for instance_type in types:
@@ -281,7 +286,7 @@ def helm_binary(kubernetes_version: str) -> Path | None:
     bundle = next((f for f in distribution.files or [] if f.name.endswith(".jsii.tgz")), None)
     if bundle is None:
         return None
-    bundle_path = Path(distribution.locate_file(bundle))
+    bundle_path = Path(str(distribution.locate_file(bundle)))
     base = _cache.cache_dir() or Path(tempfile.gettempdir()) / "skyrl-hyperpod"
     target = base / "helm" / f"{distribution.metadata['Name']}-{distribution.version}" / "helm"
     if target.is_file():
@@ -336,10 +341,14 @@ def health_agent_problems(
     types = gpu_instance_types(config)
     dependency = dependencies(chart).get(HEALTH_MONITORING_AGENT)
     if dependency is None or dependency.local_dir is None:
-        return [f"chart check: {HEALTH_MONITORING_AGENT} is not a local sub-chart of {chart.name}: cannot prove it runs on {', '.join(types)}"]
+        return [
+            f"chart check: {HEALTH_MONITORING_AGENT} is not a local sub-chart of {chart.name}: cannot prove it runs on {', '.join(types)}"
+        ]
     umbrella = merge_values(_load_yaml(chart / "values.yaml"), values)
     if not _enabled(umbrella, dependency.condition):
-        return [f"chart check: {HEALTH_MONITORING_AGENT} is disabled ({dependency.condition}): no fault detection on {', '.join(types)}"]
+        return [
+            f"chart check: {HEALTH_MONITORING_AGENT} is disabled ({dependency.condition}): no fault detection on {', '.join(types)}"
+        ]
     if helm is None:
         report.skipped.append(
             f"SKIPPED chart check: {HEALTH_MONITORING_AGENT} not rendered: no helm binary "
@@ -348,17 +357,20 @@ def health_agent_problems(
         return []
     # What Helm passes a sub-chart: the umbrella's section under its name, plus the global values.
     sub_values = merge_values(umbrella.get(HEALTH_MONITORING_AGENT) or {}, {"global": umbrella.get("global") or {}})
-    # The installer (stacks/components/helm_from_git/index.py, fetch_dependencies) packages the sub-chart
+    # The installer (stacks/components/git_helm_installer_handler/index.py, fetch_dependencies) packages the sub-chart
     # from this folder into charts/, as `helm dependency update` does; the commit's own
     # charts/health-monitoring-agent-*.tgz may be older and is overwritten by it.
     docs = helm_template(helm, dependency.local_dir, sub_values, namespace="kube-system")
     pod_specs = [
         doc["spec"]["template"]["spec"]
         for doc in docs
-        if doc.get("kind") in POD_CONTROLLERS and isinstance(((doc.get("spec") or {}).get("template") or {}).get("spec"), dict)
+        if doc.get("kind") in POD_CONTROLLERS
+        and isinstance(((doc.get("spec") or {}).get("template") or {}).get("spec"), dict)
     ]
     if not pod_specs:
-        return [f"chart check: {HEALTH_MONITORING_AGENT} renders no pod controller: nothing would run on {', '.join(types)}"]
+        return [
+            f"chart check: {HEALTH_MONITORING_AGENT} renders no pod controller: nothing would run on {', '.join(types)}"
+        ]
     return [
         f"chart check: {HEALTH_MONITORING_AGENT} would not select GPU instance type {instance_type}"
         for instance_type in types
@@ -366,7 +378,9 @@ def health_agent_problems(
     ]
 
 
-def ray_endpoint_operator_problems(config: ProjectConfig, charts_dir: Path | str | None, report: ChartReport) -> list[str]:
+def ray_endpoint_operator_problems(
+    config: ProjectConfig, charts_dir: Path | str | None, report: ChartReport
+) -> list[str]:
     operator = config.ray_endpoint_operator
     if not operator.enabled or operator.commit is None:
         return []
@@ -400,41 +414,9 @@ def check_charts(
     report = ChartReport()
     chart = commit_dir(config.versions.hyperpod_cli_commit, charts_dir) / HYPERPOD_CHART_PATH
     values = hyperpod_dependencies_values(config, config.env.region or REGION_PLACEHOLDER)
-    binary = helm_binary(config.eks.kubernetes_version) if helm is True else helm
+    binary = helm_binary(config.eks.kubernetes_version) if helm is True else (helm or None)
     report.problems += values_path_problems(values, chart)
     report.problems += health_agent_problems(values, chart, config, binary, report)
     report.problems += external_plugin_problems(values, chart, config)
     report.problems += ray_endpoint_operator_problems(config, charts_dir, report)
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ..runtime import fail
-
-    parser = argparse.ArgumentParser(
-        prog="python -m skyrl_hyperpod.validation.hyperpod_chart", description=__doc__.strip().splitlines()[0]
-    )
-    parser.add_argument("--config", type=Path, default=None, help="project configuration file (default: as load_config)")
-    parser.add_argument("--charts-dir", type=Path, default=None, help=f"chart copies by commit (default: ${CHARTS_DIR_ENV_VAR})")
-    args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-        report = check_charts(config, charts_dir=args.charts_dir)
-    except ConfigError as exc:
-        fail(exc.problems, code=1)
-    for line in report.skipped:
-        print(line, file=sys.stderr)
-    for line in report.problems:
-        print(line)
-    if report.problems:
-        return 1
-    print(
-        f"chart values for commit {config.versions.hyperpod_cli_commit} are valid "
-        f"(GPU types: {', '.join(gpu_instance_types(config))})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

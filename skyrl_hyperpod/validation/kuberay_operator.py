@@ -28,10 +28,9 @@ from typing import Any
 
 import yaml
 
-from ..config.training import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from ..kuberay import KUBERAY_TAG, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from ._report import json_path
 
-KUBERAY_VERSION = "v1.7.0"
 VALIDATION_SOURCE = "ray-operator/controllers/ray/utils/validation.go"
 
 FEATURE_GATES: Mapping[str, bool] = {
@@ -73,13 +72,12 @@ Finding = tuple[list, str, str]  # (JSON path, message, Go function)
 
 def operator_problems(doc: dict, *, gates: Mapping[str, bool] = FEATURE_GATES) -> list[str]:
     """Problems (" <json path>: <message> (KubeRay v1.7.0 <Go function>)") of a schema-valid, defaulted object."""
-    check = _KIND_CHECKS.get(doc.get("kind"))
+    check = _KIND_CHECKS.get(str(doc.get("kind")))
     spec = _mapping(doc.get("spec"))
     if check is None or spec.get("managedBy", KUBERAY_CONTROLLER) != KUBERAY_CONTROLLER:
         return []
     return [
-        f"{json_path(path)}: {message} (KubeRay {KUBERAY_VERSION} {source})"
-        for path, message, source in check(doc, gates)
+        f"{json_path(path)}: {message} (KubeRay {KUBERAY_TAG} {source})" for path, message, source in check(doc, gates)
     ]
 
 
@@ -627,11 +625,15 @@ def _deletion_rules(spec: dict, rules: list, at: list) -> Iterator[Finding]:
         if autoscaling and policy == "DeleteWorkers":
             yield [*at, index, "policy"], "DeleteWorkers is not supported with autoscaling", source
             continue
-        key = ("jobStatus", job_status) if job_status is not None else ("jobDeploymentStatus", deployment_status)
+        key = (
+            ("jobStatus", str(job_status))
+            if job_status is not None
+            else ("jobDeploymentStatus", str(deployment_status))
+        )
         if policy in ttls.setdefault(key, {}):
             yield [*at, index], f"duplicate rule for {policy} and {key[0]} {key[1]}", source
             continue
-        ttls[key][policy] = ttl
+        ttls[key][str(policy)] = ttl
     for (field, status), by_policy in ttls.items():
         previous = None
         for policy in DELETION_ORDER:

@@ -8,7 +8,7 @@ resolves the same schema files through the package's helpers and keeps one valid
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -24,7 +24,7 @@ _LABEL_NAMED_KINDS = {"Namespace": _DNS1123_LABEL, "Service": _DNS1035_LABEL}
 OBJECT_META_REF = "https://kubernetes.io/api/_definitions.json#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_version(kubernetes_version: str) -> str:
     """The newest schema set kubernetes-validate ships that is not newer than the cluster."""
     from kubernetes_validate import utils
@@ -43,7 +43,7 @@ def schema_version(kubernetes_version: str) -> str:
     return shipped[-1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _registry(version: str):
     from kubernetes_validate import utils
     from referencing import Registry, Resource
@@ -52,7 +52,7 @@ def _registry(version: str):
     return Resource.from_contents(definitions) @ Registry()
 
 
-@lru_cache(maxsize=None)
+@cache
 def core_validator(kubernetes_version: str, api_version: str, kind: str) -> Draft202012Validator | None:
     from kubernetes_validate import utils
 
@@ -68,7 +68,7 @@ def core_validator(kubernetes_version: str, api_version: str, kind: str) -> Draf
     return Draft202012Validator(schema, registry=_registry(version))
 
 
-@lru_cache(maxsize=None)
+@cache
 def object_meta_validator(kubernetes_version: str) -> Draft202012Validator:
     return Draft202012Validator({"$ref": OBJECT_META_REF}, registry=_registry(schema_version(kubernetes_version)))
 

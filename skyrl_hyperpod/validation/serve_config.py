@@ -116,7 +116,7 @@ def _check(config: dict) -> list[str]:
     for app_index, app in enumerate(config.get("applications") or []):
         if not isinstance(app, dict) or app.get("import_path") not in LLM_APP_IMPORT_PATHS:
             continue
-        args = app.get("args") if isinstance(app.get("args"), dict) else {}
+        args = app["args"] if isinstance(app.get("args"), dict) else {}
         base = ["applications", app_index, "args", "llm_configs"]
         llm_configs = args.get("llm_configs")
         if not isinstance(llm_configs, list) or not llm_configs:
@@ -172,7 +172,9 @@ def _unknown_keys(model, data: Any, path: list) -> list[str]:
         field = names.get(key)
         if field is None:
             if extra not in ("allow", "forbid"):  # "forbid" is reported by model_validate itself
-                problems.append(f"{json_path([*path, key])}: unknown key, Ray would ignore it{did_you_mean(key, fields)}")
+                problems.append(
+                    f"{json_path([*path, key])}: unknown key, Ray would ignore it{did_you_mean(key, fields)}"
+                )
             continue
         for nested, item_path in _nested_values(field.annotation, value, [*path, key]):
             if isinstance(nested, type) and issubclass(nested, BaseModel):

@@ -49,9 +49,7 @@ def check_vpc_cni_version(version: str | None) -> None:
         return
     match = _ADDON_VERSION.fullmatch(version)
     if not match:
-        raise ConfigError(
-            [f"config error: versions.vpc_cni_addon = {version!r}: must look like v1.19.0-eksbuild.1"]
-        )
+        raise ConfigError([f"config error: versions.vpc_cni_addon = {version!r}: must look like v1.19.0-eksbuild.1"])
     if tuple(int(part) for part in match.groups()) < MIN_VPC_CNI:
         minimum = ".".join(map(str, MIN_VPC_CNI))
         raise ConfigError(

@@ -5,7 +5,7 @@ in any Helm repository. `HelmChartFromGit` is a custom resource whose handler do
 tarball of one commit at deploy time, fetches the remote sub-charts, verifies the sha256 of every
 archive, and runs `helm upgrade --install` (no --wait); `helm uninstall` on delete. Deadlines,
 SIGTERM before SIGKILL, recovery of releases left pending and bounded retries keep a failure from
-wedging the stack (helm_from_git/index.py). The handler Lambda (`GitHelmInstaller`) is created once
+wedging the stack (git_helm_installer_handler/index.py). The handler Lambda (`GitHelmInstaller`) is created once
 per cluster and shared by every chart; it reuses the cluster's kubectl and AWS CLI layers, so no
 extra layer asset is staged.
 """
@@ -30,7 +30,7 @@ from constructs import Construct
 from .eks_cluster import CLUSTER_ADMIN_POLICY
 from .iam_wildcards import acknowledge_iam_wildcards, nag_rule, vpc_lambda_managed_policies
 
-HANDLER_DIR = Path(__file__).with_name("helm_from_git")
+HANDLER_DIR = Path(__file__).with_name("git_helm_installer_handler")
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
 HTTPS = 443
 FUNCTION_TIMEOUT = cdk.Duration.minutes(15)
@@ -45,6 +45,7 @@ LOG_RETENTION = logs.RetentionDays.TWO_YEARS
 def load_handler() -> ModuleType:
     """The Lambda handler module, for its pure helpers (validation at synth time, unit tests)."""
     spec = importlib.util.spec_from_file_location("helm_from_git_handler", HANDLER_DIR / "index.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -92,7 +93,7 @@ class GitHelmInstaller(Construct):
             description="Git Helm installer to the Kubernetes API",
         )
         # Created by CloudFormation before the function's first run (a group Lambda creates on its
-        # own is unmanaged and collides with a later declaration: aws/aws-cdk issue 667).
+        # own is unmanaged and collides with a later declaration: https://github.com/aws/aws-cdk/issues/667).
         self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
         self.function = lambda_.Function(
             self,

@@ -3,7 +3,7 @@
 The build runs FROM the base image's digest: the configured pin, else the digest its name points
 at when the build starts (printed in the log, recorded in the image's labels).
 
-Start it with the command `python -m skyrl_hyperpod.image start-build-command` prints
+Start it with the command `skyrl-hp image start-build-command` prints
 (docker/README.md). A build whose tag already exists in ECR ends without rebuilding: tags are
 derived from the image's inputs and the repository keeps them immutable.
 """
@@ -11,6 +11,7 @@ derived from the image's inputs and the repository keeps them immutable.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_codebuild as codebuild
@@ -108,7 +109,7 @@ class TrainingImageBuild(Construct):
         # The config already limits the retention to the periods CloudWatch Logs accepts
         # (LOG_RETENTION_DAYS). RetentionDays cannot be looked up by day count from Python (its
         # members' values are their names), so the number goes straight to the CloudFormation property.
-        log_group_resource: logs.CfnLogGroup = self.log_group.node.default_child
+        log_group_resource = cast(logs.CfnLogGroup, self.log_group.node.default_child)
         log_group_resource.retention_in_days = image.build_log_retention_days
         source = s3_assets.Asset(
             self,

@@ -25,6 +25,7 @@ LUSTRE_PORT_RANGE = (1018, 1023)
 # Flow logs answer "who talked to what" during an incident: three months covers most reviews.
 FLOW_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 
+
 class HyperPodSubnet(Construct):
     """A private subnet pinned by AZ *id* (stable across accounts), routed to a NAT gateway.
 

@@ -146,5 +146,3 @@ class WorkloadIdentities(Construct):
                     )
                 },
             )
-
-

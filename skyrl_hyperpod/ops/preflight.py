@@ -8,24 +8,39 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.errors import one_line
 
-from .common import AwsClients, one_line
+
+class AwsClients(Protocol):
+    """boto3 clients by (service, region) from one session: `skyrl_hyperpod.cli.common.AwsClients` or a test's."""
+
+    @property
+    def session(self) -> Any: ...
+
+    def __call__(self, service: str, region: str | None = None) -> Any: ...
+
+
+CheckStatus = Literal["PASS", "WARN", "FAIL", "SKIP"]
 
 DEFAULT_BOOTSTRAP_QUALIFIER = "hnb659fds"
 # aws-cdk-lib 2.x templates carry a rule that rejects bootstrap stacks older than version 6.
 MIN_BOOTSTRAP_VERSION = 6
 QUOTA_NAME = "{instance_type} for cluster usage"
 # Stacks that own each physically named resource (config.names.stack(component)).
-OWNER_COMPONENT = {"lifecycle bucket": "storage", "ECR repository": "registry", "EKS cluster": "eks",
-                   "HyperPod cluster": "hyperpod"}
+OWNER_COMPONENT = {
+    "lifecycle bucket": "storage",
+    "ECR repository": "registry",
+    "EKS cluster": "eks",
+    "HyperPod cluster": "hyperpod",
+}
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    status: str  # PASS | WARN | FAIL | SKIP
+    status: CheckStatus
     name: str
     detail: str
     hint: str = ""
@@ -65,10 +80,14 @@ def _guard(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckResul
 
 def check_region(region: str | None, session: Any) -> CheckResult:
     if not region:
-        return CheckResult("FAIL", "region", "no region set", "set env.region in the config, pass --region or export AWS_REGION")
+        return CheckResult(
+            "FAIL", "region", "no region set", "set env.region in the config, pass --region or export AWS_REGION"
+        )
     if region not in known_regions(session):
         return CheckResult(
-            "FAIL", "region", f"{region!r} is not a region where SageMaker is available",
+            "FAIL",
+            "region",
+            f"{region!r} is not a region where SageMaker is available",
             "use a region name such as us-west-2 (aws ec2 describe-regions lists yours)",
         )
     return CheckResult("PASS", "region", region)
@@ -81,15 +100,23 @@ def check_credentials(config: ProjectConfig, clients: AwsClients, region: str) -
         identity = clients("sts", region).get_caller_identity()
     except (BotoCoreError, ClientError) as error:
         return (
-            CheckResult("FAIL", "credentials", one_line(error),
-                        "configure credentials (aws configure sso / AWS_PROFILE) for the target account"),
+            CheckResult(
+                "FAIL",
+                "credentials",
+                one_line(error),
+                "configure credentials (aws configure sso / AWS_PROFILE) for the target account",
+            ),
             None,
         )
     account = identity["Account"]
     if config.env.account and config.env.account != account:
         return (
-            CheckResult("FAIL", "credentials", f"credentials are for account {account}, the config targets "
-                        f"{config.env.account}", "switch profile or fix env.account"),
+            CheckResult(
+                "FAIL",
+                "credentials",
+                f"credentials are for account {account}, the config targets {config.env.account}",
+                "switch profile or fix env.account",
+            ),
             account,
         )
     return CheckResult("PASS", "credentials", f"account {account} as {identity['Arn']}"), account
@@ -111,8 +138,14 @@ def check_instance_offerings(config: ProjectConfig, clients: AwsClients, region:
     az_id = config.network.hyperpod_az_id
     zones = ec2.describe_availability_zones(AllAvailabilityZones=True)["AvailabilityZones"]
     if az_id not in {z.get("ZoneId") for z in zones}:
-        return [CheckResult("FAIL", "hyperpod AZ id", f"{az_id} is not an availability zone id of {region}",
-                            f"set network.hyperpod_az_id to one of {', '.join(sorted(z['ZoneId'] for z in zones))}")]
+        return [
+            CheckResult(
+                "FAIL",
+                "hyperpod AZ id",
+                f"{az_id} is not an availability zone id of {region}",
+                f"set network.hyperpod_az_id to one of {', '.join(sorted(z['ZoneId'] for z in zones))}",
+            )
+        ]
     results = []
     ml_types = sorted(_instance_counts(config))
     ec2_types = {t: t.removeprefix("ml.") for t in ml_types}
@@ -120,16 +153,30 @@ def check_instance_offerings(config: ProjectConfig, clients: AwsClients, region:
     paginator = ec2.get_paginator("describe_instance_type_offerings")
     for page in paginator.paginate(
         LocationType="availability-zone-id",
-        Filters=[{"Name": "location", "Values": [az_id]}, {"Name": "instance-type", "Values": sorted(ec2_types.values())}],
+        Filters=[
+            {"Name": "location", "Values": [az_id]},
+            {"Name": "instance-type", "Values": sorted(ec2_types.values())},
+        ],
     ):
         offered.update(o["InstanceType"] for o in page["InstanceTypeOfferings"])
     for ml_type, ec2_type in ec2_types.items():
         if ec2_type in offered:
-            results.append(CheckResult("PASS", f"offering {ml_type}", f"{ec2_type} is offered in {az_id} "
-                                       "(EC2 offering; HyperPod capacity is not guaranteed by it)"))
+            results.append(
+                CheckResult(
+                    "PASS",
+                    f"offering {ml_type}",
+                    f"{ec2_type} is offered in {az_id} (EC2 offering; HyperPod capacity is not guaranteed by it)",
+                )
+            )
         else:
-            results.append(CheckResult("FAIL", f"offering {ml_type}", f"{ec2_type} is not offered in {az_id}",
-                                       "pick an AZ id that offers it (network.hyperpod_az_id) or another instance type"))
+            results.append(
+                CheckResult(
+                    "FAIL",
+                    f"offering {ml_type}",
+                    f"{ec2_type} is not offered in {az_id}",
+                    "pick an AZ id that offers it (network.hyperpod_az_id) or another instance type",
+                )
+            )
     return results
 
 
@@ -156,13 +203,27 @@ def check_quotas(config: ProjectConfig, clients: AwsClients, region: str) -> lis
             defaults = defaults if defaults is not None else _quota_values(quotas, "list_aws_default_service_quotas")
             value, source = defaults.get(name.lower()), "default"
         if value is None:
-            results.append(CheckResult("WARN", f"quota {instance_type}", f"no SageMaker quota named {name!r} found",
-                                       "check Service Quotas > Amazon SageMaker for the cluster-usage quota of this type"))
+            results.append(
+                CheckResult(
+                    "WARN",
+                    f"quota {instance_type}",
+                    f"no SageMaker quota named {name!r} found",
+                    "check Service Quotas > Amazon SageMaker for the cluster-usage quota of this type",
+                )
+            )
         elif value >= count:
-            results.append(CheckResult("PASS", f"quota {instance_type}", f"{name!r} = {value:g} ({source}), config needs {count}"))
+            results.append(
+                CheckResult("PASS", f"quota {instance_type}", f"{name!r} = {value:g} ({source}), config needs {count}")
+            )
         else:
-            results.append(CheckResult("FAIL", f"quota {instance_type}", f"{name!r} = {value:g} ({source}), config needs {count}",
-                                       f"request an increase to >= {count} in Service Quotas > Amazon SageMaker"))
+            results.append(
+                CheckResult(
+                    "FAIL",
+                    f"quota {instance_type}",
+                    f"{name!r} = {value:g} ({source}), config needs {count}",
+                    f"request an increase to >= {count} in Service Quotas > Amazon SageMaker",
+                )
+            )
     return results
 
 
@@ -175,11 +236,23 @@ def check_bootstrap(clients: AwsClients, region: str, account: str, qualifier: s
     except ClientError as error:
         if _error_code(error) != "ParameterNotFound":
             raise
-        return [CheckResult("FAIL", "cdk bootstrap", f"SSM parameter {parameter} not found in {region}",
-                            f"run: cdk bootstrap aws://{account}/{region}")]
+        return [
+            CheckResult(
+                "FAIL",
+                "cdk bootstrap",
+                f"SSM parameter {parameter} not found in {region}",
+                f"run: cdk bootstrap aws://{account}/{region}",
+            )
+        ]
     if version < MIN_BOOTSTRAP_VERSION:
-        return [CheckResult("FAIL", "cdk bootstrap", f"bootstrap version {version} < {MIN_BOOTSTRAP_VERSION}",
-                            f"re-run: cdk bootstrap aws://{account}/{region}")]
+        return [
+            CheckResult(
+                "FAIL",
+                "cdk bootstrap",
+                f"bootstrap version {version} < {MIN_BOOTSTRAP_VERSION}",
+                f"re-run: cdk bootstrap aws://{account}/{region}",
+            )
+        ]
     return [CheckResult("PASS", "cdk bootstrap", f"version {version} ({parameter})")]
 
 
@@ -193,19 +266,28 @@ def deployed_project_stacks(cloudformation: Any, config: ProjectConfig) -> dict[
     return stacks
 
 
-def _collision(kind: str, name: str, exists: bool, config: ProjectConfig, deployed: dict[str, Any],
-               foreign: bool = False) -> CheckResult:
+def _collision(
+    kind: str, name: str, exists: bool, config: ProjectConfig, deployed: dict[str, Any], foreign: bool = False
+) -> CheckResult:
     owner = config.names.stack(OWNER_COMPONENT[kind])
     label = f"name {kind}"
     if foreign:
-        return CheckResult("FAIL", label, f"{name} exists in another account (S3 names are global)",
-                           "set a different name_prefix (or hyperpod.lifecycle_bucket_name)")
+        return CheckResult(
+            "FAIL",
+            label,
+            f"{name} exists in another account (S3 names are global)",
+            "set a different name_prefix (or hyperpod.lifecycle_bucket_name)",
+        )
     if not exists:
         return CheckResult("PASS", label, f"{name} is free")
     if owner in deployed:
         return CheckResult("PASS", label, f"{name} exists and belongs to the deployed stack {owner}")
-    return CheckResult("FAIL", label, f"{name} already exists but stack {owner} does not (retained from an earlier "
-                       "deploy?)", "delete or rename it, or change name_prefix")
+    return CheckResult(
+        "FAIL",
+        label,
+        f"{name} already exists but stack {owner} does not (retained from an earlier deploy?)",
+        "delete or rename it, or change name_prefix",
+    )
 
 
 def check_names(config: ProjectConfig, clients: AwsClients, region: str, account: str) -> list[CheckResult]:
@@ -252,8 +334,9 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
     return results
 
 
-def run_preflight(config: ProjectConfig, clients: AwsClients, region: str | None,
-                  qualifier: str = DEFAULT_BOOTSTRAP_QUALIFIER) -> list[CheckResult]:
+def run_preflight(
+    config: ProjectConfig, clients: AwsClients, region: str | None, qualifier: str = DEFAULT_BOOTSTRAP_QUALIFIER
+) -> list[CheckResult]:
     region_result = check_region(region, clients.session)
     if region_result.status == "FAIL" or region is None:
         return [region_result, CheckResult("SKIP", "remaining checks", "they need a valid region")]

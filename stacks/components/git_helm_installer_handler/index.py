@@ -33,6 +33,7 @@ parsing) are unit tested without AWS; tests drive `handler` with stand-in execut
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -119,8 +120,10 @@ def archive_url(repository: str, commit: str) -> str:
 
 def source_archive_name(repository: str, commit: str) -> str:
     """The file name GitHub gives the tarball of `commit` (and the name it has in a mirror)."""
-    archive_url(repository, commit)
-    return f"{GITHUB_REPOSITORY.fullmatch(repository).group(2)}-{commit}.tar.gz"
+    archive_url(repository, commit)  # raises for a repository that is not on GitHub
+    match = GITHUB_REPOSITORY.fullmatch(repository)
+    assert match is not None  # archive_url accepted it
+    return f"{match.group(2)}-{commit}.tar.gz"
 
 
 def validate_digests(digests: dict) -> dict[str, str]:
@@ -253,7 +256,7 @@ def response_body(event: dict, status: str, reason: str, resource_id: str) -> di
 
 def backoff_s(attempt: int) -> float:
     """Full-jitter exponential backoff before attempt `attempt + 1`."""
-    return random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempt - 1)))  # noqa: S311 - not crypto
+    return random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** (attempt - 1)))
 
 
 def configmap_key(archive: str) -> str:
@@ -293,10 +296,8 @@ def _terminate(process: subprocess.Popen) -> str:
         process.wait(timeout=TERM_GRACE_S)
         return "stopped on SIGTERM"
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         process.wait()
         return f"ignored SIGTERM for {TERM_GRACE_S}s and was killed (SIGKILL)"
 
@@ -308,7 +309,7 @@ def _run(args: list[str], env: dict, deadline_s: float, stdin: str | None = None
     print("$", " ".join(args), flush=True)
     with tempfile.TemporaryFile("w+") as output:
         # Own process group: the signals reach Helm's children (plugins, credential helpers) too.
-        process = subprocess.Popen(  # noqa: S603 - fixed executables, arguments from validated properties
+        process = subprocess.Popen(
             args,
             env=env,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -318,7 +319,7 @@ def _run(args: list[str], env: dict, deadline_s: float, stdin: str | None = None
             start_new_session=True,
         )
         try:
-            if stdin is not None:
+            if stdin is not None and process.stdin is not None:
                 process.stdin.write(stdin)
                 process.stdin.close()
             process.wait(timeout=deadline_s)
@@ -354,14 +355,14 @@ def _retry(what: str, attempt_fn: Callable[[], T], time_left: Callable[[], float
 def _open(url: str, timeout: float):
     """A readable stream of `url` (https:// or s3://)."""
     if url.startswith("s3://"):
-        import boto3  # noqa: PLC0415 - only mirrors on S3 need it (Lambda's runtime includes it)
-        from botocore.config import Config  # noqa: PLC0415
+        import boto3
+        from botocore.config import Config
 
         bucket, _, key = url[len("s3://") :].partition("/")
         config = Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 1})
         client = boto3.client("s3", config=config)
         return client.get_object(Bucket=bucket, Key=key)["Body"]
-    return urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 - https only (validated)
+    return urllib.request.urlopen(url, timeout=timeout)
 
 
 def _is_transient_download_error(error: Exception) -> bool:
@@ -388,7 +389,7 @@ def _download(url: str, destination: str, deadline: Deadline) -> None:
                         raise InstallError(f"download deadline ({DOWNLOAD_BUDGET_S}s) passed during {url}")
         except InstallError:
             raise
-        except Exception as error:  # noqa: BLE001 - classified below
+        except Exception as error:
             if _is_transient_download_error(error):
                 raise TransientError(f"download {url}: {error}") from error
             raise InstallError(f"download {url}: {error}") from error
@@ -446,7 +447,7 @@ class Installer:
         """Roll a release left in pending-* back to its last deployed revision (or uninstall it)."""
         status = self.release_status()
         state = ((status or {}).get("info") or {}).get("status", "")
-        if state not in PENDING_STATUSES:
+        if status is None or state not in PENDING_STATUSES:
             return
         current = int(status.get("version", 0))
         print(f"release {self.namespace}/{self.release} is {state} at revision {current}: recovering", flush=True)
@@ -588,7 +589,7 @@ def _send(event: dict, body: dict) -> None:
 
     def attempt() -> None:
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - CloudFormation's presigned URL
+            with urllib.request.urlopen(request, timeout=30) as response:
                 print("response status", response.status, flush=True)
         except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
             raise TransientError(str(error)) from error
@@ -615,7 +616,7 @@ def handler(event: dict, context) -> None:
         if event["RequestType"] != "Delete":
             resource_id = physical_id(event["ResourceProperties"])
         Installer(event, context, env, workdir).apply()
-    except Exception as error:  # noqa: BLE001 - every failure must reach CloudFormation
+    except Exception as error:
         traceback.print_exc()
         if event["RequestType"] == "Delete":
             # A release that cannot be removed (cluster already gone, API unreachable) must not

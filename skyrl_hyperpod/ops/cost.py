@@ -11,16 +11,21 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from datetime import date
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, read_yaml
-from skyrl_hyperpod.config.platform import InstanceGroupConfig
+from skyrl_hyperpod.config.platform import InstanceGroupConfig, StrictModel
+from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.outputs import PLACEHOLDER_REGION
 
-PRICES_DIR = Path(__file__).resolve().parents[2] / "data" / "prices"
+# The price files ship inside the package (package data), so an installed `skyrl-hp cost` finds them.
+PRICES_PACKAGE = "skyrl_hyperpod.prices"
+SHIPPED_PRICES_LABEL = "skyrl_hyperpod/prices"
 # The AWS Price List API is served from a few regions only; us-east-1 answers for every region.
 PRICE_LIST_API_REGION = "us-east-1"
 # Without any region setting, price the reference deployment's region (the default hyperpod_az_id is in it).
@@ -31,18 +36,14 @@ DEFAULT_RUN_HOURS = 24.0
 _READ_YAML_PREFIX = "config error: "
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Price(_Strict):
+class Price(StrictModel):
     usd: float = Field(ge=0)
     source: str = Field(min_length=1)
     confirmed: bool = True
     note: str | None = None
 
 
-class NominalItem(_Strict):
+class NominalItem(StrictModel):
     """A usage-driven cost shown as a nominal figure: an assumed monthly quantity times a unit price."""
 
     label: str
@@ -54,7 +55,7 @@ class NominalItem(_Strict):
     note: str | None = None
 
 
-class PriceBook(_Strict):
+class PriceBook(StrictModel):
     region: str
     currency: Literal["USD"]
     as_of: date
@@ -69,33 +70,52 @@ class PriceBook(_Strict):
     nominal: dict[Literal["nat_data", "ecr_storage", "s3_artifacts", "prometheus", "cloudwatch_logs"], NominalItem]
 
 
-class PriceError(Exception):
+class PriceError(ProblemsError):
     """Unusable price data; `problems` holds one line each."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
+
+def _shipped_prices() -> Traversable:
+    return resources.files(PRICES_PACKAGE)
 
 
 def available_regions() -> list[str]:
-    return sorted(p.stem for p in PRICES_DIR.glob("*.yaml"))
+    return sorted(p.name.removesuffix(".yaml") for p in _shipped_prices().iterdir() if p.name.endswith(".yaml"))
 
 
-def price_file_for(region: str) -> Path:
-    file = PRICES_DIR / f"{region}.yaml"
+def price_file_for(region: str) -> Traversable:
+    file = _shipped_prices() / f"{region}.yaml"
     if not file.is_file():
         raise PriceError(
             [
                 f"cost error: no price data for region {region!r} (have: {', '.join(available_regions()) or 'none'}); "
-                "pass --prices FILE with the same layout as data/prices/us-west-2.yaml"
+                f"pass --prices FILE with the same layout as {SHIPPED_PRICES_LABEL}/us-west-2.yaml"
             ]
         )
     return file
 
 
-def load_price_book(file: Path) -> PriceBook:
+def price_book_for(region: str | None, prices_file: Path | None) -> tuple[Path | Traversable, PriceBook]:
+    """The price file (`prices_file`, else the shipped one of `region`) and its book; a PriceError when the
+    file is unusable or holds another region's prices."""
+    file = prices_file if prices_file is not None else price_file_for(region or DEFAULT_PRICE_REGION)
+    book = load_price_book(file)
+    if region and book.region != region:
+        raise PriceError([f"cost error: {file} holds prices for {book.region}, not {region}"])
+    return file, book
+
+
+def apply_live_prices(config: ProjectConfig, book: PriceBook, pricing_client: Any) -> tuple[PriceBook, list[str]]:
+    """`book` with the Price List API's HyperPod prices of the configured instance types, and the types it
+    had no price for (their file figures stay)."""
+    types = [config.hyperpod.head_group.instance_type, config.hyperpod.worker_group.instance_type]
+    found = live_hyperpod_prices(pricing_client, book.region, types)
+    return with_live_prices(book, found), sorted(set(types) - set(found))
+
+
+def load_price_book(file: Path | Traversable) -> PriceBook:
     try:
-        data = read_yaml(file)
+        with resources.as_file(file) as path:
+            data = read_yaml(path)
     except ConfigError as exc:
         # read_yaml words its one-line problems for the config file; these are about the price file.
         problems = [f"cost error: {problem.removeprefix(_READ_YAML_PREFIX)}" for problem in exc.problems]
@@ -209,8 +229,17 @@ def _hourly_item(component: str, quantity: float, label: str, price: Price, book
     )
 
 
-def _monthly_item(component: str, quantity: float, label: str, usd_per_unit: float, unit: str, *, confirmed: bool,
-                  note: str, book: PriceBook) -> LineItem:
+def _monthly_item(
+    component: str,
+    quantity: float,
+    label: str,
+    usd_per_unit: float,
+    unit: str,
+    *,
+    confirmed: bool,
+    note: str,
+    book: PriceBook,
+) -> LineItem:
     monthly = usd_per_unit * quantity
     return LineItem(
         component=component,
@@ -223,12 +252,11 @@ def _monthly_item(component: str, quantity: float, label: str, usd_per_unit: flo
     )
 
 
-def display_path(file: Path) -> str:
-    """Repository-relative for the shipped files, so output and docs carry no machine paths."""
-    try:
-        return str(file.resolve().relative_to(PRICES_DIR.parents[1]))
-    except ValueError:
+def display_path(file: Path | Traversable) -> str:
+    """Package-relative for the shipped files, so output and docs carry no machine paths."""
+    if isinstance(file, Path) and file.parent.resolve() != Path(str(_shipped_prices())).resolve():
         return str(file)
+    return f"{SHIPPED_PRICES_LABEL}/{file.name}"
 
 
 def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hours: float) -> Estimate:
@@ -240,8 +268,16 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
     ebs_gb = sum(g.instance_count * g.ebs_volume_gb for g in groups)
     ebs = book.hyperpod_ebs_gb_month
     items.append(
-        _monthly_item("HyperPod node EBS volumes", ebs_gb, f"{ebs_gb} GB", ebs.usd, "GB-month",
-                      confirmed=ebs.confirmed, note=ebs.note or "", book=book)
+        _monthly_item(
+            "HyperPod node EBS volumes",
+            ebs_gb,
+            f"{ebs_gb} GB",
+            ebs.usd,
+            "GB-month",
+            confirmed=ebs.confirmed,
+            note=ebs.note or "",
+            book=book,
+        )
     )
     items.append(_hourly_item("EKS control plane", 1, "1 cluster", book.eks_control_plane_hour, book, "hour"))
 
@@ -315,7 +351,9 @@ def render_table(est: Estimate) -> str:
     widths = [max(len(str(r[c])) for r in (headers, *rows)) for c in range(len(headers))]
 
     def line(row: tuple[str, ...]) -> str:
-        cells = [str(v).ljust(w) if c < 3 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths))]
+        cells = [
+            str(v).ljust(w) if c < 3 else str(v).rjust(w) for c, (v, w) in enumerate(zip(row, widths, strict=True))
+        ]
         return "  ".join(cells).rstrip()
 
     out = [

@@ -18,7 +18,7 @@ from .ray_access import namespace_network_policies
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 
 
-class PlatformChart(cdk8s.Chart):
+class NamespaceResourcesChart(cdk8s.Chart):
     def __init__(self, scope: Construct, construct_id: str, *, inputs: ChartInputs) -> None:
         super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
         config, outputs, namespace = inputs.config, inputs.outputs, inputs.namespace

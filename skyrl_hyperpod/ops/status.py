@@ -130,7 +130,7 @@ def render(status: ClusterStatus) -> list[str]:
     ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     for row in (header, *rows):
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     problems = status.problems()
     lines += [f"FAIL {problem}" for problem in problems]
     lines.append(f"{len(problems)} problem(s)" if problems else "every group runs its configured node count")

@@ -23,6 +23,7 @@ Which source decides which verdict (see README, "skyrl-hp review"):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import json
@@ -30,9 +31,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
+from skyrl_hyperpod.errors import ProblemsError
+from skyrl_hyperpod.manifests import read_manifest_documents
 
 RETAIN_POLICIES = frozenset({"Retain", "RetainExceptOnCreate"})
 IGNORED_TYPES = frozenset({"AWS::CDK::Metadata"})
@@ -83,18 +85,22 @@ HYPERPOD_CLUSTER_TYPE = "AWS::SageMaker::Cluster"
 # rayservice_controller.go shouldPrepareNewCluster / isZeroDowntimeUpgradeEnabled: a RayService builds a new
 # RayCluster when its rayClusterConfig changes outside these fields (unless worker groups are only appended)
 # and the upgrade strategy is NewCluster (the default when unset).
-KUBERAY_SOURCE = "https://github.com/ray-project/kuberay/blob/v1.7.0/ray-operator/controllers/ray/rayservice_controller.go"
+KUBERAY_SOURCE = (
+    "https://github.com/ray-project/kuberay/blob/v1.7.0/ray-operator/controllers/ray/rayservice_controller.go"
+)
 NEW_CLUSTER_STRATEGIES = frozenset({"NewCluster", "NewClusterWithIncrementalUpgrade"})
 GPU_RESOURCE = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
-class ReviewError(Exception):
-    """Unreadable input; `problems` holds one line each."""
+VerdictKind = Literal["REPLACE", "REPLACE_OR_FAIL", "MAY_REPLACE"]
+ResourceAction = Literal["ADD", "REMOVE", "MODIFY", "REPLACE"]
+ManifestAction = Literal["ADD", "REMOVE", "MODIFY"]
+StackStatus = Literal["added", "removed", "changed"]
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
+
+class ReviewError(ProblemsError):
+    """Unreadable input; `problems` holds one line each."""
 
 
 # --- loading -----------------------------------------------------------------------------------------------
@@ -122,16 +128,22 @@ def read_assembly(directory: Path) -> dict[str, dict[str, Any]]:
     manifest = _read_json(directory / "manifest.json", "cloud assembly manifest")
     artifacts = manifest.get("artifacts") if isinstance(manifest, dict) else None
     if not isinstance(artifacts, dict):
-        raise ReviewError([f"review error: {directory / 'manifest.json'} has no 'artifacts' mapping: not a cloud assembly"])
+        raise ReviewError(
+            [f"review error: {directory / 'manifest.json'} has no 'artifacts' mapping: not a cloud assembly"]
+        )
     stacks: dict[str, dict[str, Any]] = {}
     for artifact_id, artifact in artifacts.items():
         if not isinstance(artifact, dict):
-            raise ReviewError([f"review error: artifact {artifact_id!r} in {directory / 'manifest.json'} is not a mapping"])
+            raise ReviewError(
+                [f"review error: artifact {artifact_id!r} in {directory / 'manifest.json'} is not a mapping"]
+            )
         properties = artifact.get("properties") or {}
         if artifact.get("type") == "aws:cloudformation:stack":
             template_file = properties.get("templateFile")
             if not isinstance(template_file, str):
-                raise ReviewError([f"review error: stack artifact {artifact_id!r} in {directory} names no templateFile"])
+                raise ReviewError(
+                    [f"review error: stack artifact {artifact_id!r} in {directory} names no templateFile"]
+                )
             template = _read_json(directory / template_file, f"template of stack {artifact_id}")
             if not isinstance(template, dict) or not isinstance(template.get("Resources", {}), dict):
                 raise ReviewError([f"review error: {directory / template_file} is not a CloudFormation template"])
@@ -149,20 +161,19 @@ def manifest_key(obj: dict[str, Any]) -> str:
 
 def read_manifests(directory: Path) -> dict[str, dict[str, Any]]:
     objects: dict[str, dict[str, Any]] = {}
-    for file in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
-        try:
-            documents = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
+    try:
+        documents = read_manifest_documents(directory, prefix="review error")
+    except ProblemsError as error:
+        raise ReviewError(error.problems) from None
+    for document in documents:
+        obj = document.content
+        if not isinstance(obj, dict) or "kind" not in obj or not (obj.get("metadata") or {}).get("name"):
             raise ReviewError(
-                [f"review error: {file} is not valid YAML" + (f" at line {mark.line + 1}" if mark else "")]
-            ) from None
-        for number, obj in enumerate(documents, start=1):
-            if obj is None:
-                continue
-            if not isinstance(obj, dict) or "kind" not in obj or not (obj.get("metadata") or {}).get("name"):
-                raise ReviewError([f"review error: document {number} of {file} is not a Kubernetes object (kind, metadata.name)"])
-            objects[manifest_key(obj)] = obj
+                [
+                    f"review error: document {document.number} of {document.file} is not a Kubernetes object (kind, metadata.name)"
+                ]
+            )
+        objects[manifest_key(obj)] = obj
     return objects
 
 
@@ -171,8 +182,10 @@ def read_cost(file: Path) -> dict[str, Any] | None:
         return None
     data = _read_json(file, "cost estimate")
     totals = data.get("totals") if isinstance(data, dict) else None
-    if not isinstance(totals, dict) or not isinstance(totals.get("hourly"), int | float) or not isinstance(
-        totals.get("monthly"), int | float
+    if (
+        not isinstance(totals, dict)
+        or not isinstance(totals.get("hourly"), int | float)
+        or not isinstance(totals.get("monthly"), int | float)
     ):
         raise ReviewError([f"review error: {file} is not `skyrl-hp cost --json` output (no totals.hourly/monthly)"])
     return data
@@ -180,11 +193,15 @@ def read_cost(file: Path) -> dict[str, Any] | None:
 
 def load_synth_output(path: Path) -> SynthOutput:
     if not path.is_dir():
-        raise ReviewError([f"review error: {path} is not a directory (expected cdk.out or a folder holding cdk.out/ and dist/)"])
+        raise ReviewError(
+            [f"review error: {path} is not a directory (expected cdk.out or a folder holding cdk.out/ and dist/)"]
+        )
     assembly = path if (path / "manifest.json").exists() else path / "cdk.out" if (path / "cdk.out").is_dir() else None
     dist = path / "dist" if (path / "dist").is_dir() else None
     if assembly is None and dist is None:
-        raise ReviewError([f"review error: {path} holds neither a cloud assembly (manifest.json, cdk.out/) nor dist/ manifests"])
+        raise ReviewError(
+            [f"review error: {path} holds neither a cloud assembly (manifest.json, cdk.out/) nor dist/ manifests"]
+        )
     return SynthOutput(
         root=path,
         stacks=read_assembly(assembly) if assembly else None,
@@ -202,14 +219,18 @@ def pointer_segments(pointer: str) -> tuple[str, ...]:
     return tuple(parts[1:]) if parts and parts[0] == "properties" else tuple(parts)
 
 
-def concrete_values(document: Any, pattern: tuple[str, ...], prefix: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], Any]:
+def concrete_values(
+    document: Any, pattern: tuple[str, ...], prefix: tuple[Any, ...] = ()
+) -> dict[tuple[Any, ...], Any]:
     """Every concrete path in `document` that matches `pattern` ('*' = any list index or key) -> its value."""
     if not pattern:
         return {prefix: document}
     head, rest = pattern[0], pattern[1:]
     found: dict[tuple[Any, ...], Any] = {}
     if isinstance(document, list):
-        indices = range(len(document)) if head == "*" else [int(head)] if head.isdigit() and int(head) < len(document) else []
+        indices = (
+            range(len(document)) if head == "*" else [int(head)] if head.isdigit() and int(head) < len(document) else []
+        )
         for i in indices:
             found.update(concrete_values(document[i], rest, (*prefix, i)))
     elif isinstance(document, dict) and not _is_intrinsic(document):
@@ -229,15 +250,12 @@ def _names(path: tuple[Any, ...]) -> tuple[str, ...]:
 
 def _overlaps(path: tuple[Any, ...], pattern: tuple[str, ...]) -> bool:
     """`path` lies inside the property `pattern` names, or contains it."""
-    for part, want in zip(path, pattern):
-        if want != "*" and str(part) != want:
-            return False
-    return True
+    return all(want == "*" or str(part) == want for part, want in zip(path, pattern, strict=False))
 
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # REPLACE | REPLACE_OR_FAIL | MAY_REPLACE
+    kind: VerdictKind
     text: str
 
 
@@ -251,7 +269,9 @@ class ServiceSpec:
             self._resources = {r["cloudFormationType"]: r for r in schema["resource"]["entities"]}
             self._types = {t["$id"]: t for t in schema["typeDefinition"]["entities"]}
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ReviewError([f"review error: {file} is not a CDK service spec database ({exc.__class__.__name__})"]) from None
+            raise ReviewError(
+                [f"review error: {file} is not a CDK service spec database ({exc.__class__.__name__})"]
+            ) from None
 
     def _properties_of(self, type_ref: dict[str, Any]) -> dict[str, Any]:
         while type_ref.get("type") in ("array", "map"):
@@ -285,7 +305,7 @@ class ServiceSpec:
 
 @functools.cache
 def load_service_spec(file: Path) -> ServiceSpec:
-    """Parsed once per process (~0.3 s): read-only after loading."""
+    """Parsed once per process (the benchmark measures what that saves): read-only after loading."""
     return ServiceSpec(file)
 
 
@@ -344,8 +364,12 @@ class ReplacementFacts:
     `service_spec` None leaves the CDK service spec out (a note in the review says so).
     """
 
-    def __init__(self, region: str = DEFAULT_SCHEMA_REGION, extra_dir: Path | None = None,
-                 service_spec: Path | None = DEFAULT_SERVICE_SPEC):
+    def __init__(
+        self,
+        region: str = DEFAULT_SCHEMA_REGION,
+        extra_dir: Path | None = None,
+        service_spec: Path | None = DEFAULT_SERVICE_SPEC,
+    ):
         self.region = region
         self._extra: dict[str, dict[str, Any]] = {}
         self._schemas: dict[str, dict[str, Any] | None] = {}
@@ -386,7 +410,11 @@ class ReplacementFacts:
         schema = self.schema(resource_type)
         if schema is None:
             return [], [], False
-        return list(schema.get("createOnlyProperties", [])), list(schema.get("conditionalCreateOnlyProperties", [])), True
+        return (
+            list(schema.get("createOnlyProperties", [])),
+            list(schema.get("conditionalCreateOnlyProperties", [])),
+            True,
+        )
 
     def name_property(self, resource_type: str) -> str | None:
         """The property that names the resource: the schema's primary identifier when it is a single property the
@@ -427,23 +455,30 @@ class ReplacementFacts:
         nested_schema = len(names) > 1 and any(len(pointer_segments(p)) > 1 for p in create_only)
         if spec == "yes":
             if api is not None and api[0]:
-                return Verdict("MAY_REPLACE", f"`{shown}`: the CDK service spec says replacement, {api[1]} accepts it "
-                                              "(sources disagree)")
+                return Verdict(
+                    "MAY_REPLACE",
+                    f"`{shown}`: the CDK service spec says replacement, {api[1]} accepts it (sources disagree)",
+                )
             if nested_schema:
-                return Verdict("MAY_REPLACE", f"`{shown}`: the CDK service spec says replacement, the resource schema "
-                                              "lists nested create-only properties but not this one (sources disagree)")
+                return Verdict(
+                    "MAY_REPLACE",
+                    f"`{shown}`: the CDK service spec says replacement, the resource schema "
+                    "lists nested create-only properties but not this one (sources disagree)",
+                )
             source = f"CDK service spec; {api[1]} has no such field" if api is not None else "CDK service spec"
             return Verdict("REPLACE", f"`{shown}` requires replacement ({source})")
         if api is not None and not api[0]:
-            return Verdict("REPLACE_OR_FAIL", f"`{shown}` cannot change in place: {api[1]} has no such field "
-                                              "(CloudFormation replaces the resource or the update fails)")
+            return Verdict(
+                "REPLACE_OR_FAIL",
+                f"`{shown}` cannot change in place: {api[1]} has no such field "
+                "(CloudFormation replaces the resource or the update fails)",
+            )
         for pointer in conditional if schema else ():
             if _overlaps(path, pointer_segments(pointer)):
                 return Verdict("MAY_REPLACE", f"`{shown}` is conditionally create-only (resource schema)")
         if spec == "maybe":
             return Verdict("MAY_REPLACE", f"`{shown}` may require replacement (CDK service spec)")
         return None
-
 
 
 # --- diffing ---------------------------------------------------------------------------------------------------
@@ -527,8 +562,14 @@ def resolve_cross_stack(value: Any, stacks: dict[str, dict[str, Any]], exports: 
         output = ((stacks.get(producer[0]) or {}).get("Outputs") or {}).get(producer[1])
         if isinstance(output, dict) and "Value" in output:
             export = value.get("Fn::ImportValue")
-            return {CROSS_STACK: {"Stack": producer[0], "Value": output["Value"], "Strength": strength,
-                                  **({"Export": export} if export else {})}}
+            return {
+                CROSS_STACK: {
+                    "Stack": producer[0],
+                    "Value": output["Value"],
+                    "Strength": strength,
+                    **({"Export": export} if export else {}),
+                }
+            }
     return {k: resolve_cross_stack(v, stacks, exports) for k, v in value.items()}
 
 
@@ -563,8 +604,11 @@ def references(value: Any, stack: str) -> set[Node]:
             elif key == "Fn::Sub":
                 template = inner[0] if isinstance(inner, list) else inner
                 if isinstance(template, str):
-                    found.update((stack, m.split(".")[0]) for m in re.findall(r"\$\{([^}!]+)\}", template)
-                                 if not m.startswith("AWS::"))
+                    found.update(
+                        (stack, m.split(".")[0])
+                        for m in re.findall(r"\$\{([^}!]+)\}", template)
+                        if not m.startswith("AWS::")
+                    )
             found |= references(inner, stack)
     elif isinstance(value, list):
         for item in value:
@@ -613,7 +657,7 @@ class ResourceChange:
     stack: str
     logical_id: str
     resource_type: str
-    action: str  # ADD | REMOVE | MODIFY | REPLACE
+    action: ResourceAction
     properties: list[PropertyChange] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     risks: list[str] = field(default_factory=list)
@@ -634,7 +678,7 @@ class ResourceChange:
 @dataclass
 class StackDiff:
     name: str
-    status: str  # added | removed | changed
+    status: StackStatus
     resources: list[ResourceChange]
     outputs: dict[str, list[str]]
 
@@ -642,7 +686,7 @@ class StackDiff:
 @dataclass
 class ManifestChange:
     key: str
-    action: str  # ADD | REMOVE | MODIFY
+    action: ManifestAction
     fields: list[PropertyChange]
 
 
@@ -697,7 +741,11 @@ def _display_name(stack: str, logical_id: str, resource: dict[str, Any]) -> str:
 def _loss_risks(change: ResourceChange, old: dict[str, Any], facts: ReplacementFacts, *, replaced: bool) -> None:
     policy_key = "UpdateReplacePolicy" if replaced else "DeletionPolicy"
     policy = old.get(policy_key, "Delete")
-    what = "the old resource stays, a new empty one is created" if replaced else "the old resource stays and is no longer managed"
+    what = (
+        "the old resource stays, a new empty one is created"
+        if replaced
+        else "the old resource stays and is no longer managed"
+    )
     stateful = facts.stateful_reason(str(old.get("Type")))
     if policy in RETAIN_POLICIES:
         change.risks.append(f"retained, orphaned ({policy_key} {policy}): {what}")
@@ -713,7 +761,9 @@ def _loss_risks(change: ResourceChange, old: dict[str, Any], facts: ReplacementF
         change.stateful_loss = True
 
 
-def _custom_name_risk(change: ResourceChange, old: dict[str, Any], new: dict[str, Any], facts: ReplacementFacts) -> None:
+def _custom_name_risk(
+    change: ResourceChange, old: dict[str, Any], new: dict[str, Any], facts: ReplacementFacts
+) -> None:
     """CloudFormation creates the replacement before deleting the old resource: a name that stays the same fails."""
     name = facts.name_property(change.resource_type)
     old_props, new_props = old.get("Properties") or {}, new.get("Properties") or {}
@@ -730,14 +780,17 @@ def _mark_replaced(change: ResourceChange, old: dict[str, Any], new: dict[str, A
     _custom_name_risk(change, old, new, facts)
 
 
-def _diff_resource(stack: str, logical_id: str, old: dict[str, Any], new: dict[str, Any], facts: ReplacementFacts
-                   ) -> ResourceChange | None:
+def _diff_resource(
+    stack: str, logical_id: str, old: dict[str, Any], new: dict[str, Any], facts: ReplacementFacts
+) -> ResourceChange | None:
     resource_type = str(new.get("Type"))
     old_props, new_props = _strip_strength(old.get("Properties") or {}), _strip_strength(new.get("Properties") or {})
     changes = [PropertyChange(p, o, n) for p, o, n in deep_diff(old_props, new_props)]
     for attribute in RESOURCE_ATTRIBUTES:
         if old.get(attribute) != new.get(attribute):
-            changes.append(PropertyChange((f"({attribute})",), old.get(attribute, _MISSING), new.get(attribute, _MISSING)))
+            changes.append(
+                PropertyChange((f"({attribute})",), old.get(attribute, _MISSING), new.get(attribute, _MISSING))
+            )
     if not changes:
         return None
     change = ResourceChange(stack, logical_id, resource_type, "MODIFY", changes)
@@ -784,14 +837,22 @@ def _diff_resource(stack: str, logical_id: str, old: dict[str, Any], new: dict[s
         # Either outcome blocks the PR: a replacement loses or orphans the data, a failed update rolls back.
         stateful = facts.stateful_reason(resource_type)
         if stateful or old.get("UpdateReplacePolicy") in RETAIN_POLICIES:
-            change.risks.append("if CloudFormation replaces it: " + (f"loses {stateful}" if stateful else
-                                                                     "orphans the retained resource"))
+            change.risks.append(
+                "if CloudFormation replaces it: "
+                + (f"loses {stateful}" if stateful else "orphans the retained resource")
+            )
             change.stateful_loss = True
     return change
 
 
-def _propagate(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], changes: dict[Node, ResourceChange],
-               facts: ReplacementFacts, base_imports: dict[str, set[str]], paths: dict[Node, str]) -> None:
+def _propagate(
+    base: dict[str, dict[str, Any]],
+    head: dict[str, dict[str, Any]],
+    changes: dict[Node, ResourceChange],
+    facts: ReplacementFacts,
+    base_imports: dict[str, set[str]],
+    paths: dict[Node, str],
+) -> None:
     """Replace every consumer whose create-only property reads a replaced resource, across stacks, until stable."""
     replaced = {node for node, c in changes.items() if c.action == "REPLACE"}
     grew = True
@@ -815,16 +876,28 @@ def _propagate(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]],
                     blocked = [e for e in _strong_exports(value) if e in base_imports]
                     shown = paths.get(producer) or f"{producer[0]}/{producer[1]}"
                     reads = f"`{display_path(path)}` reads `{shown}`, which is replaced"
-                    risk = (f"strong reference: CloudFormation refuses to change export {blocked[0]} while it is "
+                    risk = (
+                        (
+                            f"strong reference: CloudFormation refuses to change export {blocked[0]} while it is "
                             f"imported (by {', '.join(sorted(base_imports[blocked[0]]))}): the deploy of "
-                            f"{producer[0]} fails before anything is replaced") if blocked else None
+                            f"{producer[0]} fails before anything is replaced"
+                        )
+                        if blocked
+                        else None
+                    )
                     if risk and risk not in change.risks:
                         change.risks.append(risk)
                     if verdict is not None and verdict.kind == "REPLACE":
                         weak = producer[0] != stack and not blocked
-                        change.reasons.append(f"{reads}: {verdict.text}" + (
-                            "; read through a weak reference (Fn::GetStackOutput): nothing in CloudFormation stops "
-                            "this deploy" if weak else ""))
+                        change.reasons.append(
+                            f"{reads}: {verdict.text}"
+                            + (
+                                "; read through a weak reference (Fn::GetStackOutput): nothing in CloudFormation stops "
+                                "this deploy"
+                                if weak
+                                else ""
+                            )
+                        )
                         change.caused_by = producer
                         _mark_replaced(change, old, resource, facts)
                         replaced.add(node)
@@ -844,8 +917,9 @@ def resolve_platform(stacks: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     return {s: resolve_cross_stack(t, stacks, exports) for s, t in stacks.items()}
 
 
-def diff_platform(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], facts: ReplacementFacts
-                  ) -> tuple[list[StackDiff], dict[Node, str]]:
+def diff_platform(
+    base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], facts: ReplacementFacts
+) -> tuple[list[StackDiff], dict[Node, str]]:
     base_r, head_r = resolve_platform(base), resolve_platform(head)
     base_imports: dict[str, set[str]] = {}
     for stack, template in base_r.items():
@@ -854,14 +928,23 @@ def diff_platform(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any
     paths: dict[Node, str] = {}
     changes: dict[Node, ResourceChange] = {}
     for stack in sorted(set(base_r) | set(head_r)):
-        old_resources = {k: v for k, v in ((base_r.get(stack) or {}).get("Resources") or {}).items()
-                         if v.get("Type") not in IGNORED_TYPES}
-        new_resources = {k: v for k, v in ((head_r.get(stack) or {}).get("Resources") or {}).items()
-                         if v.get("Type") not in IGNORED_TYPES}
+        old_resources = {
+            k: v
+            for k, v in ((base_r.get(stack) or {}).get("Resources") or {}).items()
+            if v.get("Type") not in IGNORED_TYPES
+        }
+        new_resources = {
+            k: v
+            for k, v in ((head_r.get(stack) or {}).get("Resources") or {}).items()
+            if v.get("Type") not in IGNORED_TYPES
+        }
         for logical_id in sorted(set(old_resources) | set(new_resources)):
             old, new = old_resources.get(logical_id), new_resources.get(logical_id)
-            paths[(stack, logical_id)] = _display_name(stack, logical_id, new or old)
+            resource = new if new is not None else old
+            assert resource is not None  # logical_id comes from one of the two sides
+            paths[(stack, logical_id)] = _display_name(stack, logical_id, resource)
             if old is None:
+                assert new is not None
                 changes[(stack, logical_id)] = ResourceChange(stack, logical_id, str(new.get("Type")), "ADD")
             elif new is None:
                 change = ResourceChange(stack, logical_id, str(old.get("Type")), "REMOVE")
@@ -887,14 +970,17 @@ def diff_platform(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any
                     f"if {', '.join(f'`{t}`' for t in twins)} is this resource under a new logical id, CloudFormation "
                     "creates the new one and deletes this one (a replacement)"
                 )
-        base_outputs, head_outputs = (base.get(stack) or {}).get("Outputs") or {}, (head.get(stack) or {}).get("Outputs") or {}
+        base_outputs, head_outputs = (
+            (base.get(stack) or {}).get("Outputs") or {},
+            (head.get(stack) or {}).get("Outputs") or {},
+        )
         outputs = {
             "added": sorted(set(head_outputs) - set(base_outputs)),
             "removed": sorted(set(base_outputs) - set(head_outputs)),
             "changed": sorted(k for k in set(base_outputs) & set(head_outputs) if base_outputs[k] != head_outputs[k]),
         }
         if own or any(outputs.values()):
-            status = "added" if stack not in base else "removed" if stack not in head else "changed"
+            status: StackStatus = "added" if stack not in base else "removed" if stack not in head else "changed"
             stacks.append(StackDiff(stack, status, sorted(own, key=lambda c: (order[c.action], c.logical_id)), outputs))
     return stacks, paths
 
@@ -917,18 +1003,30 @@ def diff_manifests(base: dict[str, dict[str, Any]], head: dict[str, dict[str, An
 
 
 def _hyperpod_clusters(stacks: dict[str, dict[str, Any]]) -> dict[Node, dict[str, Any]]:
-    return {(s, lid): r for s, t in stacks.items() for lid, r in (t.get("Resources") or {}).items()
-            if r.get("Type") == HYPERPOD_CLUSTER_TYPE}
+    return {
+        (s, lid): r
+        for s, t in stacks.items()
+        for lid, r in (t.get("Resources") or {}).items()
+        if r.get("Type") == HYPERPOD_CLUSTER_TYPE
+    }
 
 
 def _groups(cluster: dict[str, Any]) -> dict[str, dict[str, Any]]:
     groups = (cluster.get("Properties") or {}).get("InstanceGroups")
-    return {g["InstanceGroupName"]: g for g in groups if isinstance(g, dict) and isinstance(g.get("InstanceGroupName"), str)
-            } if isinstance(groups, list) else {}
+    return (
+        {
+            g["InstanceGroupName"]: g
+            for g in groups
+            if isinstance(g, dict) and isinstance(g.get("InstanceGroupName"), str)
+        }
+        if isinstance(groups, list)
+        else {}
+    )
 
 
-def hyperpod_disruptions(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], replaced: set[Node]
-                         ) -> list[Disruption]:
+def hyperpod_disruptions(
+    base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], replaced: set[Node]
+) -> list[Disruption]:
     """Instance-group changes that UpdateCluster applies by replacing or re-provisioning the group's nodes."""
     found = []
     base_clusters = _hyperpod_clusters(base)
@@ -944,8 +1042,13 @@ def hyperpod_disruptions(base: dict[str, dict[str, Any]], head: dict[str, dict[s
                 if _strip_strength(old.get(field_name)) != _strip_strength(group.get(field_name)):
                     nodes = old.get("InstanceCount", "?")
                     change = f"{display_value(old.get(field_name, _MISSING))} → {display_value(group.get(field_name, _MISSING))}"
-                    found.append(Disruption(f"HyperPod group `{name}` ({nodes} node(s)), `{node[0]}/{node[1]}`",
-                                            f"{field_name} {change}: {effect}", source))
+                    found.append(
+                        Disruption(
+                            f"HyperPod group `{name}` ({nodes} node(s)), `{node[0]}/{node[1]}`",
+                            f"{field_name} {change}: {effect}",
+                            source,
+                        )
+                    )
     return found
 
 
@@ -971,11 +1074,11 @@ def _pod_gpus(pod_spec: dict[str, Any]) -> int:
     total = 0
     for container in pod_spec.get("containers") or []:
         resources = container.get("resources") or {}
-        value = (resources.get("limits") or {}).get(GPU_RESOURCE, (resources.get("requests") or {}).get(GPU_RESOURCE, 0))
-        try:
+        value = (resources.get("limits") or {}).get(
+            GPU_RESOURCE, (resources.get("requests") or {}).get(GPU_RESOURCE, 0)
+        )
+        with contextlib.suppress(TypeError, ValueError):
             total += int(value)
-        except (TypeError, ValueError):
-            pass
     return total
 
 
@@ -997,7 +1100,8 @@ def ray_cluster_gpus(spec: dict[str, Any]) -> dict[str, int]:
 def _cluster_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     spec = obj.get("spec") or {}
     return {"RayService": spec.get("rayClusterConfig"), "RayCluster": spec, "RayJob": spec.get("rayClusterSpec")}.get(
-        obj.get("kind"))
+        str(obj.get("kind"))
+    )
 
 
 def gpu_capacity(stacks: dict[str, dict[str, Any]] | None, fallback: dict[str, int]) -> dict[str, int]:
@@ -1014,27 +1118,38 @@ def gpu_capacity(stacks: dict[str, dict[str, Any]] | None, fallback: dict[str, i
     return capacity or fallback
 
 
-def rayservice_disruptions(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], capacity: dict[str, int]
-                           ) -> list[Disruption]:
+def rayservice_disruptions(
+    base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], capacity: dict[str, int]
+) -> list[Disruption]:
     found = []
     for key, new in head.items():
         old = base.get(key)
         if new.get("kind") != "RayService" or old is None:
             continue
         old_spec, new_spec = (old.get("spec") or {}), (new.get("spec") or {})
-        old_cluster, new_cluster = _strip_fields(old_spec.get("rayClusterConfig") or {}), _strip_fields(
-            new_spec.get("rayClusterConfig") or {})
+        old_cluster, new_cluster = (
+            _strip_fields(old_spec.get("rayClusterConfig") or {}),
+            _strip_fields(new_spec.get("rayClusterConfig") or {}),
+        )
         if old_cluster == new_cluster:
             continue
         old_groups, new_groups = old_cluster.get("workerGroupSpecs") or [], new_cluster.get("workerGroupSpecs") or []
-        appended = len(new_groups) > len(old_groups) and {**new_cluster, "workerGroupSpecs": new_groups[: len(old_groups)]
-                                                          } == old_cluster
+        appended = (
+            len(new_groups) > len(old_groups)
+            and {**new_cluster, "workerGroupSpecs": new_groups[: len(old_groups)]} == old_cluster
+        )
         strategy = (new_spec.get("upgradeStrategy") or {}).get("type")
         if appended:
             continue
         if strategy is not None and strategy not in NEW_CLUSTER_STRATEGIES:
-            found.append(Disruption(f"`{key}`", f"rayClusterConfig changed under upgradeStrategy {strategy}: "
-                                    "KubeRay does not roll it out; the running cluster keeps the old spec", KUBERAY_SOURCE))
+            found.append(
+                Disruption(
+                    f"`{key}`",
+                    f"rayClusterConfig changed under upgradeStrategy {strategy}: "
+                    "KubeRay does not roll it out; the running cluster keeps the old spec",
+                    KUBERAY_SOURCE,
+                )
+            )
             continue
         old_gpus = ray_cluster_gpus(old_spec.get("rayClusterConfig") or {})
         new_gpus = ray_cluster_gpus(new_spec.get("rayClusterConfig") or {})
@@ -1049,8 +1164,10 @@ def rayservice_disruptions(base: dict[str, dict[str, Any]], head: dict[str, dict
             during = old_gpus.get(instance_type, 0) + new_gpus.get(instance_type, 0)
             have = capacity.get(instance_type)
             other = others.get(instance_type, 0)
-            text = (f"{new_gpus.get(instance_type, 0)} GPU(s) on {instance_type} for the new cluster while the old one "
-                    f"holds {old_gpus.get(instance_type, 0)}: {during} during the upgrade")
+            text = (
+                f"{new_gpus.get(instance_type, 0)} GPU(s) on {instance_type} for the new cluster while the old one "
+                f"holds {old_gpus.get(instance_type, 0)}: {during} during the upgrade"
+            )
             if have is None:
                 text += ", and no HyperPod group of that type is known"
                 fits = False
@@ -1060,19 +1177,29 @@ def rayservice_disruptions(base: dict[str, dict[str, Any]], head: dict[str, dict
                 if other and during <= have < during + other:
                     text += f" (not while the other Ray clusters in the manifests hold their {other} there)"
             parts.append(text)
-        verdict = ("fits" if fits else "does NOT fit: the new cluster's pods stay Pending and the upgrade never "
-                   "completes (the old cluster keeps serving) until GPUs are freed")
-        found.append(Disruption(
-            f"`{key}`",
-            f"rayClusterConfig changed: KubeRay builds a new RayCluster (upgradeStrategy {strategy or 'unset = NewCluster'})"
-            f" and switches traffic when it is ready; needs {'; '.join(parts) or 'no GPUs'}: {verdict}", KUBERAY_SOURCE))
+        verdict = (
+            "fits"
+            if fits
+            else "does NOT fit: the new cluster's pods stay Pending and the upgrade never "
+            "completes (the old cluster keeps serving) until GPUs are freed"
+        )
+        found.append(
+            Disruption(
+                f"`{key}`",
+                f"rayClusterConfig changed: KubeRay builds a new RayCluster (upgradeStrategy {strategy or 'unset = NewCluster'})"
+                f" and switches traffic when it is ready; needs {'; '.join(parts) or 'no GPUs'}: {verdict}",
+                KUBERAY_SOURCE,
+            )
+        )
     return found
 
 
 # --- the review --------------------------------------------------------------------------------------------------
 
 
-def review(base_dir: Path, head_dir: Path, facts: ReplacementFacts, gpu_fallback: dict[str, int] | None = None) -> Review:
+def review(
+    base_dir: Path, head_dir: Path, facts: ReplacementFacts, gpu_fallback: dict[str, int] | None = None
+) -> Review:
     base, head = load_synth_output(base_dir), load_synth_output(head_dir)
     notes: list[str] = list(facts.notes)
     stacks: list[StackDiff] = []
@@ -1087,8 +1214,9 @@ def review(base_dir: Path, head_dir: Path, facts: ReplacementFacts, gpu_fallback
     manifests: list[ManifestChange] = []
     if base.manifests is not None and head.manifests is not None:
         manifests = diff_manifests(base.manifests, head.manifests)
-        disruptions += rayservice_disruptions(base.manifests, head.manifests,
-                                              gpu_capacity(head.stacks, gpu_fallback or {}))
+        disruptions += rayservice_disruptions(
+            base.manifests, head.manifests, gpu_capacity(head.stacks, gpu_fallback or {})
+        )
     elif (base.manifests is None) != (head.manifests is None):
         notes.append("only one side has dist/ manifests: Kubernetes manifests were not compared")
     cost = (base.cost, head.cost) if base.cost is not None and head.cost is not None else None
@@ -1139,8 +1267,12 @@ def _cost_lines(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
         lines += ["", *changed]
     unconfirmed = sorted(set(head.get("unconfirmed") or []) | set(base.get("unconfirmed") or []))
     region = head.get("region", "?")
-    lines += ["", f"Prices for {region} as of {head.get('prices_as_of', '?')} ({head.get('price_file', '?')})"
-              + (f"; unconfirmed: {', '.join(unconfirmed)}" if unconfirmed else "") + "."]
+    lines += [
+        "",
+        f"Prices for {region} as of {head.get('prices_as_of', '?')} ({head.get('price_file', '?')})"
+        + (f"; unconfirmed: {', '.join(unconfirmed)}" if unconfirmed else "")
+        + ".",
+    ]
     return lines
 
 
@@ -1162,8 +1294,11 @@ def render_markdown(result: Review) -> str:
     lines += [f"> {n}" for n in result.notes]
     stateful = result.stateful_replacements
     if stateful:
-        lines += ["", f"**❌ {len(stateful)} stateful resource(s) replaced or removed**: "
-                  + ", ".join(f"`{c.cdk_path or c.stack + '/' + c.logical_id}`" for c in stateful)]
+        lines += [
+            "",
+            f"**❌ {len(stateful)} stateful resource(s) replaced or removed**: "
+            + ", ".join(f"`{c.cdk_path or c.stack + '/' + c.logical_id}`" for c in stateful),
+        ]
     risky = [c for c in changes if c.risks or c.action == "REPLACE" or c.possible]
     if risky:
         lines += ["", "### ⚠️ Replacements and data-loss risks", ""]

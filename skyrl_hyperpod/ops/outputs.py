@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig
+from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
 
 from .preflight import deployed_project_stacks
@@ -20,10 +21,8 @@ from .preflight import deployed_project_stacks
 DEFAULT_OUTPUTS_FILE = Path("outputs.json")
 
 
-class OutputsError(Exception):
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
+class OutputsError(ProblemsError):
+    """Stack outputs that cannot be fetched or written; `problems` holds one line each."""
 
 
 def fetch_stack_outputs(cloudformation: Any, config: ProjectConfig) -> tuple[dict[str, dict[str, str]], list[str]]:
@@ -45,7 +44,9 @@ def write_outputs_file(content: dict[str, dict[str, str]], file: Path, config: P
     """Validate, then atomically write. Refuses (OutputsError) when a required output is missing."""
     if not content:
         raise OutputsError(
-            [f"outputs error: no CloudFormation stacks named {config.name_prefix}-* found (deploy first: cdk deploy --all)"]
+            [
+                f"outputs error: no CloudFormation stacks named {config.name_prefix}-* found (deploy first: cdk deploy --all)"
+            ]
         )
     file.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
@@ -57,8 +58,12 @@ def write_outputs_file(content: dict[str, dict[str, str]], file: Path, config: P
             outputs = load_stack_outputs(temporary, config)
         except ConfigError as error:
             raise OutputsError(
-                [p.replace(temporary, "CloudFormation").replace("outputs error: ", "outputs error: refusing to write "
-                                                                + str(file) + ": ") for p in error.problems]
+                [
+                    p.replace(temporary, "CloudFormation").replace(
+                        "outputs error: ", "outputs error: refusing to write " + str(file) + ": "
+                    )
+                    for p in error.problems
+                ]
             ) from None
         os.replace(temporary, file)
         return outputs

@@ -1,0 +1,208 @@
+"""Subcommands that need no AWS account: the training image's commands, manifest validation, the
+offline copies of upstream files (fetch), the HyperPod chart check and the configuration reference.
+
+Argument parsing and printing only; the work is done by the modules each command names.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from skyrl_hyperpod import image as image_module
+from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.config.platform import VersionsConfig
+from skyrl_hyperpod.config.reference import render as render_reference
+from skyrl_hyperpod.ops.validate import validate_manifests
+from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.validation import crds as crds_module
+from skyrl_hyperpod.validation import hyperpod_chart as chart_module
+
+from .common import EXIT_BAD_INPUT, EXIT_FINDINGS, config_option, load_project_config
+
+
+def print_findings(problems: list[str], skipped: list[str]) -> None:
+    """SKIPPED lines on stderr, one problem a line on stdout; exit 1 when there is any problem."""
+    for line in skipped:
+        click.echo(line, err=True)
+    for line in problems:
+        click.echo(line)
+    if problems:
+        sys.exit(EXIT_FINDINGS)
+
+
+# --- image ---------------------------------------------------------------------------------------------------
+
+
+@click.group()
+def image() -> None:
+    """The training image's tag and build commands, computed from the configuration."""
+
+
+@image.command()
+@config_option
+def tag(config_path: Path | None) -> None:
+    """Print the training image tag (what the charts run and the build pushes)."""
+    click.echo(load_project_config(config_path).training_image.tag)
+
+
+@image.command("build-args")
+@config_option
+def build_args(config_path: Path | None) -> None:
+    """Print the --build-arg flags, one per line (and, on stderr, how to set the base image digest)."""
+    image_config = load_project_config(config_path).training_image
+    flags = image_module.build_arg_flags(image_config)
+    steps = image_module.base_digest_steps(image_config)
+    click.echo("\n# ".join([f"# set ${image_module.DIGEST_VARIABLE} first:", *steps]), err=True)
+    click.echo("\n".join(image_module.shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
+
+
+@image.command("buildx-command")
+@config_option
+@click.option("--repository-uri", default=None, help="ECR repository URI (account.dkr.ecr.region.amazonaws.com/name).")
+@click.option("--outputs-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File written by `cdk deploy --outputs-file`.")  # fmt: skip
+def buildx_command(config_path: Path | None, repository_uri: str | None, outputs_file: Path | None) -> None:
+    """Print the docker buildx build + push commands."""
+    if repository_uri and outputs_file:
+        fail(["image error: pass --repository-uri or --outputs-file, not both"], EXIT_BAD_INPUT)
+    config = load_project_config(config_path)
+    if repository_uri:
+        uri, placeholder = repository_uri, False
+    else:
+        try:
+            uri, placeholder = image_module.repository_uri_from(config, outputs_file)
+        except ConfigError as error:
+            fail(error.problems, EXIT_BAD_INPUT)
+    if placeholder:
+        click.echo(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", err=True)
+    click.echo(image_module.buildx_command(config.training_image, uri))
+
+
+@image.command("start-build-command")
+@config_option
+def start_build_command(config_path: Path | None) -> None:
+    """Print the commands that run the in-cloud build (CodeBuild) and follow its log."""
+    click.echo(image_module.start_build_command(load_project_config(config_path)))
+
+
+# --- validate ------------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("directory", type=click.Path(path_type=Path), default=Path("dist"))
+@config_option
+@click.option("--crds-dir", type=click.Path(path_type=Path), default=None,
+              help=f"KubeRay {crds_module.KUBERAY_VERSION} CRDs (default: ${crds_module.CRDS_DIR_ENV_VAR}).")  # fmt: skip
+@click.option("--deployable", is_flag=True, help="Also fail on placeholder stack outputs.")
+def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, deployable: bool) -> None:
+    """Validate the synthesized manifests in DIRECTORY (default dist/): one line per problem, exit 1 if any.
+
+    Skipped checks are printed as SKIPPED lines on stderr."""
+    config = load_project_config(config_path)
+    try:
+        result = validate_manifests(directory, config=config, crds_dir=crds_dir, deployable=deployable)
+    except ConfigError as error:
+        fail(error.problems, EXIT_BAD_INPUT)
+    print_findings(result.problems, result.skipped)
+    click.echo(
+        f"{result.documents} manifests in {directory} are valid{' and deployable' if deployable else ''}", err=True
+    )
+
+
+# --- fetch ---------------------------------------------------------------------------------------------------
+
+
+@click.group()
+def fetch() -> None:
+    """Download and verify the upstream files the offline checks read (never committed to the repository)."""
+
+
+@fetch.command("crds")
+@click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"Directory to write the CRDs to (default: ${crds_module.CRDS_DIR_ENV_VAR}, else "
+                   f"{crds_module.DEFAULT_CRDS_DIR.name} in the default location).")  # fmt: skip
+@click.option("--if-missing", is_flag=True, help="Do nothing when DEST already holds every CRD file.")
+def fetch_crds_command(dest: Path | None, if_missing: bool) -> None:
+    """Download the pinned KubeRay CRDs and verify their sha256 sums; a mismatch is refused."""
+    from skyrl_hyperpod.validation import fetch_crds
+
+    target = dest or Path(os.environ.get(crds_module.CRDS_DIR_ENV_VAR) or crds_module.DEFAULT_CRDS_DIR)
+    if if_missing and all((target / kind.file_name).is_file() for kind in crds_module.KUBERAY_KINDS.values()):
+        return
+    try:
+        written = fetch_crds.fetch_crds(target)
+    except ValueError as exc:
+        fail(str(exc).splitlines(), EXIT_FINDINGS)
+    except OSError as exc:
+        fail([f"fetch_crds: cannot write to {target}: {exc}"], EXIT_FINDINGS)
+    for path in written:
+        click.echo(f"verified {path}")
+    click.echo(f"export {crds_module.CRDS_DIR_ENV_VAR}={target.resolve()}")
+
+
+@fetch.command("hyperpod-chart")
+@click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"Directory of chart copies, one folder per commit (default: ${chart_module.CHARTS_DIR_ENV_VAR}, "
+                   "else the default location).")  # fmt: skip
+@click.option("--commit", default=VersionsConfig().hyperpod_cli_commit, show_default="versions.hyperpod_cli_commit",
+              help="aws/sagemaker-hyperpod-cli commit.")  # fmt: skip
+@click.option("--if-missing", is_flag=True, help="Only verify when DEST already holds a copy of the commit.")
+def fetch_hyperpod_chart_command(dest: Path | None, commit: str, if_missing: bool) -> None:
+    """Download the HyperPod dependencies chart at a commit and verify every file's sha256."""
+    from skyrl_hyperpod.validation.fetch_hyperpod_chart import ensure_chart
+
+    target = dest or Path(os.environ.get(chart_module.CHARTS_DIR_ENV_VAR) or chart_module.DEFAULT_CHARTS_DIR)
+    try:
+        outcome, directory = ensure_chart(commit, target, if_missing=if_missing)
+    except ConfigError as exc:
+        fail(exc.problems, EXIT_FINDINGS)
+    except ValueError as exc:
+        fail(str(exc).splitlines(), EXIT_FINDINGS)
+    except OSError as exc:
+        fail([f"fetch_hyperpod_chart: cannot write to {target}: {exc}"], EXIT_FINDINGS)
+    if outcome == "fetched":
+        click.echo(f"verified {directory / chart_module.HYPERPOD_CHART_PATH}")
+        click.echo(f"export {chart_module.CHARTS_DIR_ENV_VAR}={target.resolve()}")
+
+
+# --- chart-check ---------------------------------------------------------------------------------------------
+
+
+@click.command("chart-check")
+@config_option
+@click.option("--charts-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"Chart copies by commit (default: ${chart_module.CHARTS_DIR_ENV_VAR}).")  # fmt: skip
+def chart_check(config_path: Path | None, charts_dir: Path | None) -> None:
+    """Check the values this project gives the HyperPod charts against the chart at the pinned commit."""
+    config = load_project_config(config_path)
+    try:
+        report = chart_module.check_charts(config, charts_dir=charts_dir)
+    except ConfigError as exc:
+        fail(exc.problems, EXIT_BAD_INPUT)
+    print_findings(report.problems, report.skipped)
+    click.echo(
+        f"chart values for commit {config.versions.hyperpod_cli_commit} are valid "
+        f"(GPU types: {', '.join(chart_module.gpu_instance_types(config))})",
+        err=True,
+    )
+
+
+# --- config --------------------------------------------------------------------------------------------------
+
+
+@click.group("config")
+def config_group() -> None:
+    """The configuration's own documentation."""
+
+
+@config_group.command("reference")
+def config_reference() -> None:
+    """Print the configuration reference (docs/configuration.md) generated from the typed configuration."""
+    click.echo(render_reference(), nl=False)
+
+
+COMMANDS = [image, validate, fetch, chart_check, config_group]

@@ -1,0 +1,50 @@
+"""Values derived from the validated configuration, computed once: the layer stacks, charts, cost and
+preflight read instead of recomputing them from the raw sections."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .platform import vpc_subnet_plan
+from .serving import training_head_size
+from .training import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
+
+if TYPE_CHECKING:
+    from .project import DerivedNames, ProjectConfig
+
+
+@dataclass(frozen=True)
+class PodSize:
+    cpus: int
+    memory_gib: int
+
+
+@dataclass(frozen=True)
+class DerivedValues:
+    names: DerivedNames
+    worker_layout: WorkerLayout  # GPU worker pods per node and their GPUs
+    runs: tuple[ResolvedRun, ...]  # one per experiment: job name, SkyRL knobs, paths
+    training_head: PodSize  # explicit, or what the head node leaves after the serving head
+    subnet_plan: tuple[ipaddress.IPv4Network, ...]  # the VPC's public and private subnets, in CDK's order
+    gpus_by_instance_type: dict[str, int]  # GPUs the HyperPod groups bring, per instance type
+
+    def run(self, experiment: str) -> ResolvedRun:
+        return next(run for run in self.runs if run.experiment.name == experiment)
+
+
+def derive(config: ProjectConfig) -> DerivedValues:
+    """Raises ValueError (one line) when the training runs do not fit the cluster."""
+    cpus, memory = training_head_size(config.training, config.serving, config.hyperpod)
+    gpus: dict[str, int] = {}
+    for group in (config.hyperpod.head_group, config.hyperpod.worker_group):
+        gpus[group.instance_type] = gpus.get(group.instance_type, 0) + group.spec.gpus * group.instance_count
+    return DerivedValues(
+        names=config.names,
+        worker_layout=worker_layout(config.training, config.hyperpod),
+        runs=tuple(resolve_runs(config.training, config.hyperpod, config.workloads)),
+        training_head=PodSize(cpus=cpus, memory_gib=memory),
+        subnet_plan=tuple(vpc_subnet_plan(config.network)),
+        gpus_by_instance_type=gpus,
+    )

@@ -1,0 +1,27 @@
+"""Where the offline copies of upstream files (KubeRay CRDs, the HyperPod chart) live by default.
+
+In a checkout of this repository: `../shared/<name>` beside it (the copies the tests read). In an
+installed package (no checkout around it): the user's cache directory, where `skyrl-hp fetch ...` writes
+them. Each caller also honours its own environment variable override.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_CHECKOUT_ROOT = _PACKAGE_DIR.parent
+
+
+def in_checkout() -> bool:
+    """True when the package runs from a source checkout (editable install or the repository itself)."""
+    return (_CHECKOUT_ROOT / "pyproject.toml").is_file() and (_CHECKOUT_ROOT / "cdk.json").is_file()
+
+
+def default_upstream_dir(name: str) -> Path:
+    """`../shared/<name>` beside a checkout, else `$XDG_CACHE_HOME/skyrl-hyperpod/<name>` (~/.cache/...)."""
+    if in_checkout():
+        return _CHECKOUT_ROOT.parent / "shared" / name
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "skyrl-hyperpod" / name
