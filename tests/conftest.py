@@ -1,5 +1,5 @@
-"""Shared fixtures: the default platform is synthesized once per test session, in the one xdist worker that runs
-the CDK test modules (see `pytest_xdist_make_scheduler`)."""
+"""Shared fixtures and helpers. The CDK stacks' tests live in tests/cdk/; the default platform they share is
+synthesized at most once per test process."""
 
 from __future__ import annotations
 
@@ -85,11 +85,17 @@ def fake_aws_env(monkeypatch, tmp_path):
 
 @functools.cache
 def _shared_aws_client(service: str, region: str):
-    # Creating a botocore client builds a class with one method per API operation (~20-50 ms); the
-    # clients carry no state of their own, so the whole session shares them.
+    # Creating a botocore client parses its service model and builds a class with one method per API
+    # operation; the clients carry no state of their own, so the whole test session shares them, made
+    # from one boto3 session (whose loader keeps each parsed model).
+    return _stub_session().client(service, region_name=region)
+
+
+@functools.cache
+def _stub_session():
     from skyrl_hyperpod.cli.common import new_session
 
-    return new_session(None, region).client(service)
+    return new_session(None, None)
 
 
 @pytest.fixture
@@ -193,46 +199,3 @@ def assembly_for():
         return cache[key]
 
     return build
-
-
-def pytest_collection_finish(session):
-    # The modules, schemas and jsii proxies loaded by collection live for the whole session: move them
-    # out of the cyclic collector's reach so its full passes (and pytest's gc.collect() calls at the end
-    # of the session) only walk the objects the tests create.
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session):
-    # After the session, pytest's unraisable-exception check runs a full gc.collect() over the ~1 GB the
-    # tests leave behind (CDK apps, parsed schemas, jsii proxies): ~0.9-2 s spent on objects the process
-    # exit frees anyway. The price: a __del__ of garbage left at the very end no longer runs, so an
-    # unraisable exception from one would go unreported (each test's own are still collected).
-    import gc
-
-    gc.freeze()
-
-
-# pytest-xdist: test modules that share the expensive CDK set-up (the platform synth, cfn-lint's rules,
-# cdk-nag) run as one unit in one worker, so two workers never both pay for it. Every other module is its
-# own unit. (xdist's `loadgroup` mode does not work with pytest 9's node ids, hence a scheduler.)
-CDK_MODULES = frozenset({
-    "tests/test_templates.py", "tests/test_cli_review.py", "tests/test_eks.py", "tests/test_hyperpod.py",
-    "tests/test_network.py", "tests/test_storage.py", "tests/test_registry.py", "tests/test_observability.py",
-    "tests/test_image_build_stack.py",
-})  # fmt: skip
-
-
-def pytest_xdist_make_scheduler(config, log):
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SharedSetupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "cdk" if module in CDK_MODULES else module
-
-    return SharedSetupScheduling(config, log) if config.getvalue("dist") == "loadscope" else None

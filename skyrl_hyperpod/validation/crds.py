@@ -16,7 +16,7 @@ from pathlib import Path
 from jsonschema import Draft4Validator, validators
 
 from ..config import ConfigError
-from . import _cache, cel_rules, kuberay_operator, structural
+from . import cel_rules, kuberay_operator, structural
 
 KUBERAY_VERSION = "v1.7.0"
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
@@ -90,16 +90,11 @@ def crd_schema(directory: Path, kind: str) -> dict:
                 f"expected {spec.sha256}); download it again with `{FETCH_COMMAND}`"
             ]
         )
-    cached = _cache.load("crd-schemas", actual)
-    if cached is not None:
-        return cached
     document = _v1_only_document(data) or _load_yaml(data)
     versions = [v for v in document["spec"]["versions"] if v.get("name") == "v1"]
     if document.get("spec", {}).get("names", {}).get("kind") != kind or not versions:
         raise ConfigError([f"validation error: {path} does not define {KUBERAY_API_VERSION} {kind}"])
-    schema = versions[0]["schema"]["openAPIV3Schema"]
-    _cache.store("crd-schemas", actual, schema)
-    return schema
+    return versions[0]["schema"]["openAPIV3Schema"]
 
 
 def _load_yaml(data: bytes | str) -> dict:
@@ -118,7 +113,7 @@ def _v1_only_document(data: bytes) -> dict | None:
     """The CRD with spec.versions reduced to the v1 entry, parsing only that entry's YAML.
 
     Every KubeRay CRD serves v1 and the deprecated v1alpha1, each with its own full schema: parsing only
-    v1 halves the ~0.7 s the YAML takes. The split relies on the layout of the checksum-pinned files
+    v1 halves the time the YAML takes (bench/run.py's cold `cdk8s synth`; README, "Performance"). The split relies on the layout of the checksum-pinned files
     (tests/test_validation.py checks it against a full parse); None when the layout is not the expected
     one, and the caller parses everything."""
     head, found, versions = data.partition(_VERSIONS_KEY)
