@@ -1,5 +1,5 @@
-"""Shared fixtures: the default platform is synthesized once per test session, in the one xdist worker that runs
-the CDK test modules (see `pytest_xdist_make_scheduler`)."""
+"""Shared fixtures and helpers. The CDK stacks' tests live in tests/cdk/; the default platform they share is
+synthesized at most once per test process."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import sys
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,11 +86,17 @@ def fake_aws_env(monkeypatch, tmp_path):
 
 @functools.cache
 def _shared_aws_client(service: str, region: str):
-    # Creating a botocore client builds a class with one method per API operation (~20-50 ms); the
-    # clients carry no state of their own, so the whole session shares them.
+    # Creating a botocore client parses its service model and builds a class with one method per API
+    # operation; the clients carry no state of their own, so the whole test session shares them, made
+    # from one boto3 session (whose loader keeps each parsed model).
+    return _stub_session().client(service, region_name=region)
+
+
+@functools.cache
+def _stub_session():
     from skyrl_hyperpod.cli.common import new_session
 
-    return new_session(None, region).client(service)
+    return new_session(None, None)
 
 
 @pytest.fixture
@@ -124,10 +131,10 @@ def add_modeled_error(client, stubber, method: str, code: str, http_status_code:
 def stub_cloudformation(stub_aws, stacks: dict[str, dict[str, str]], region: str = TEST_REGION):
     """A CloudFormation client whose one describe_stacks call lists `stacks` ({stack name: {output key:
     value}}, all CREATE_COMPLETE)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     client, stubber = stub_aws("cloudformation", region)
-    created = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    created = datetime(2026, 1, 1, tzinfo=UTC)
     described = [
         {"StackName": name, "StackStatus": "CREATE_COMPLETE", "CreationTime": created,
          "Outputs": [{"OutputKey": key, "OutputValue": value} for key, value in outputs.items()]}
@@ -196,42 +203,11 @@ def assembly_for():
 
 
 def pytest_collection_finish(session):
-    # The modules, schemas and jsii proxies loaded by collection live for the whole session: move them
-    # out of the cyclic collector's reach so its full passes (and pytest's gc.collect() calls at the end
-    # of the session) only walk the objects the tests create.
+    # The modules, schemas and jsii proxies that collection loads live for the whole session. Freezing them
+    # moves them out of the cyclic collector's reach, so its passes during the tests walk only what the tests
+    # create (README, "Performance", measures it). Nothing is hidden: garbage the tests make is still collected
+    # and its unraisable exceptions still reported; only cycles among these session-long objects are kept.
     import gc
 
     gc.collect()
     gc.freeze()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session):
-    # After the session, pytest's unraisable-exception check runs a full gc.collect() over the ~1 GB the
-    # tests leave behind (CDK apps, parsed schemas, jsii proxies): ~0.9-2 s spent on objects the process
-    # exit frees anyway. The price: a __del__ of garbage left at the very end no longer runs, so an
-    # unraisable exception from one would go unreported (each test's own are still collected).
-    import gc
-
-    gc.freeze()
-
-
-# pytest-xdist: test modules that share the expensive CDK set-up (the platform synth, cfn-lint's rules,
-# cdk-nag) run as one unit in one worker, so two workers never both pay for it. Every other module is its
-# own unit. (xdist's `loadgroup` mode does not work with pytest 9's node ids, hence a scheduler.)
-CDK_MODULES = frozenset({
-    "tests/test_templates.py", "tests/test_cli_review.py", "tests/test_eks.py", "tests/test_hyperpod.py",
-    "tests/test_network.py", "tests/test_storage.py", "tests/test_registry.py", "tests/test_observability.py",
-    "tests/test_image_build_stack.py",
-})  # fmt: skip
-
-
-def pytest_xdist_make_scheduler(config, log):
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SharedSetupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "cdk" if module in CDK_MODULES else module
-
-    return SharedSetupScheduling(config, log) if config.getvalue("dist") == "loadscope" else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -99,22 +98,11 @@ class AwsClients:
         return self._cache[key]
 
 
-@functools.lru_cache(maxsize=1)
-def _service_model_loader() -> Any:
-    """One botocore data loader per process: parsing the service models is most of a client's start-up time."""
-    from botocore.loaders import create_loader
-
-    return create_loader()  # boto3.Session adds its own data path to it
-
-
 def new_session(profile: str | None, region: str | None) -> Any:
-    """A fresh boto3 session (fresh credential resolution) that shares the parsed service models."""
+    """A fresh boto3 session (fresh credential resolution)."""
     import boto3
-    import botocore.session
 
-    core = botocore.session.Session(profile=profile)
-    core.register_component("data_loader", _service_model_loader())
-    return boto3.Session(botocore_session=core, region_name=region)
+    return boto3.Session(profile_name=profile, region_name=region)
 
 
 def clients_from_context(ctx: click.Context, profile: str | None, region: str | None) -> AwsClients:

@@ -10,7 +10,8 @@
   warning), never as passed.
 - `deployability_problems`: placeholder stack outputs, for the `validate` step.
 
-Schemas are loaded once per process (and the slow parts cached on disk, see `_cache`).
+Schemas are loaded once per process; a serveConfigV2 that passed Ray's check is remembered on disk
+(see `_cache`), so a synth of an unchanged RayService does not import Ray again.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""A small on-disk cache shared by the validators, so repeated synths skip the slow, pure steps.
+"""A small on-disk cache for the validators' slow, pure verdicts, stored under a sha256 of their inputs.
 
-Parsing the 3.3 MB of KubeRay CRD YAML takes ~0.7 s and importing Ray Serve ~0.8 s; both results
-depend only on their inputs, so they are stored under a sha256 of those inputs. Set
-SKYRL_HP_VALIDATION_CACHE to a directory to move the cache, or to "off" to disable it.
+It remembers which RayService serveConfigV2 texts passed Ray's own schema classes (`serve_config`), so
+a synth of an unchanged RayService skips importing Ray Serve, and it is where the HyperPod chart check
+extracts its helm binary. Set SKYRL_HP_VALIDATION_CACHE to a directory to move the cache, or to "off"
+to disable it.
 """
 
 from __future__ import annotations

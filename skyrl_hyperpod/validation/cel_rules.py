@@ -128,8 +128,8 @@ def _first_error(text: str) -> str:
 def kind_rules(directory: Path, kind: str) -> CompiledRules:
     """The compiled rules of one kind's v1 schema, once per process.
 
-    Not cached on disk: reading the rules from the (cached) schema and compiling them is cheap next to
-    creating the CEL environment, which happens once per process."""
+    Not cached on disk: compiling the rules costs little next to parsing the CRD they come from (README,
+    "Performance")."""
     from .crds import crd_schema
 
     return compile_rules(schema_rules(kind, crd_schema(directory, kind)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from jsonschema import Draft4Validator, validators
@@ -18,7 +18,7 @@ from jsonschema import Draft4Validator, validators
 from ..config import ConfigError
 from ..kuberay import KUBERAY_API_VERSION, KUBERAY_TAG
 from ..locations import default_upstream_dir
-from . import _cache, cel_rules, kuberay_operator, structural
+from . import cel_rules, kuberay_operator, structural
 
 KUBERAY_VERSION = KUBERAY_TAG
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
@@ -76,7 +76,7 @@ def resolve_crds_dir(crds_dir: Path | str | None = None) -> Path:
     return directory.resolve()
 
 
-@lru_cache(maxsize=None)
+@cache
 def crd_schema(directory: Path, kind: str) -> dict:
     """spec.versions[name=v1].schema.openAPIV3Schema of the kind's CRD, after a checksum check."""
     spec = KUBERAY_KINDS[kind]
@@ -90,23 +90,18 @@ def crd_schema(directory: Path, kind: str) -> dict:
                 f"expected {spec.sha256}); download it again with `{FETCH_COMMAND}`"
             ]
         )
-    cached = _cache.load("crd-schemas", actual)
-    if cached is not None:
-        return cached
     document = _v1_only_document(data) or _load_yaml(data)
     versions = [v for v in document["spec"]["versions"] if v.get("name") == "v1"]
     if document.get("spec", {}).get("names", {}).get("kind") != kind or not versions:
         raise ConfigError([f"validation error: {path} does not define {KUBERAY_API_VERSION} {kind}"])
-    schema = versions[0]["schema"]["openAPIV3Schema"]
-    _cache.store("crd-schemas", actual, schema)
-    return schema
+    return versions[0]["schema"]["openAPIV3Schema"]
 
 
 def _load_yaml(data: bytes | str) -> dict:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(data, Loader=loader)  # noqa: S506 - a safe loader, C or Python
+    return yaml.load(data, Loader=loader)
 
 
 # In the CRD files (controller-gen's block style) each entry of spec.versions starts at this indentation.
@@ -118,7 +113,7 @@ def _v1_only_document(data: bytes) -> dict | None:
     """The CRD with spec.versions reduced to the v1 entry, parsing only that entry's YAML.
 
     Every KubeRay CRD serves v1 and the deprecated v1alpha1, each with its own full schema: parsing only
-    v1 halves the ~0.7 s the YAML takes. The split relies on the layout of the checksum-pinned files
+    v1 halves the time the YAML takes (bench/run.py's cold `cdk8s synth`; README, "Performance"). The split relies on the layout of the checksum-pinned files
     (tests/test_validation.py checks it against a full parse); None when the layout is not the expected
     one, and the caller parses everything."""
     head, found, versions = data.partition(_VERSIONS_KEY)
@@ -133,7 +128,7 @@ def _v1_only_document(data: bytes) -> dict | None:
     return document if ok else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def crd_validator(directory: Path, kind: str, kubernetes_version: str) -> Draft4Validator:
     """A strict validator for one kind; ObjectMeta positions use Kubernetes' own ObjectMeta schema."""
     from .kubernetes import object_meta_validator

@@ -6,7 +6,7 @@ subclasses without changes; the public module also imports vLLM, which this chec
 Ray is imported lazily, only when a RayService is validated. Ray's deploy schema ignores unknown
 keys for forward compatibility, so, like KubeRay's pruning, unknown keys are reported from the
 fields Ray's own models declare. A config that passed is remembered on disk (keyed by its text
-and the Ray, pydantic and checker versions), so repeated synths skip the ~0.8 s Ray import.
+and the Ray, pydantic and checker versions), so repeated synths skip the Ray import.
 """
 
 from __future__ import annotations
@@ -48,27 +48,9 @@ def unavailable_reason(ray_version: str) -> str | None:
 
 def _ray_models():
     import logging
-    import sys
 
     # Ray LLM logs "Could not import torch/transformers" at import; the schema classes need neither.
     logging.getLogger("ray.llm._internal.common.utils.import_utils").setLevel(logging.ERROR)
-    # Ray Serve imports pandas only if it can, to register a DataFrame response encoder
-    # (ray.serve._private.utils); the schema classes never use it. Keeping pandas out of the import
-    # saves ~0.35 s of every cold `cdk8s synth` (pandas is installed here for SkyRL's config module).
-    # Should a Ray version need pandas after all, the import is simply retried with it.
-    if "pandas" not in sys.modules:
-        sys.modules["pandas"] = None  # `import pandas` raises ImportError
-        try:
-            return _import_ray_models()
-        except ImportError:
-            pass
-        finally:
-            if sys.modules.get("pandas", ...) is None:
-                del sys.modules["pandas"]
-    return _import_ray_models()
-
-
-def _import_ray_models():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own pydantic-v1-style Field usage
         from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
@@ -163,10 +145,8 @@ def _unknown_keys(model, data: Any, path: list) -> list[str]:
         return []
     extra = model.model_config.get("extra")
     fields = model.model_fields
-    names = {name: field for name, field in fields.items()}
-    for name, field in fields.items():
-        if field.alias:
-            names[field.alias] = field
+    names = dict(fields)
+    names.update({field.alias: field for field in fields.values() if field.alias})
     problems = []
     for key, value in data.items():
         field = names.get(key)

@@ -157,14 +157,14 @@ def test_artifacts_use_a_rotating_kms_key(template, template_json):
     assert "Fn::GetAtt" in project_properties(template_json)["EncryptionKey"]
 
 
-def test_outputs_name_the_project_the_log_group_and_the_image(template_json, default_config):
+def test_outputs_name_the_project_the_log_group_and_the_image(template, template_json, default_config):
     outputs = template_json["Outputs"]
-    assert outputs[OutputKey.IMAGE_BUILD_PROJECT_NAME.value]["Value"] == {
-        "Ref": _logical_id(template_json, "AWS::CodeBuild::Project")
-    }
-    assert outputs[OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value]["Value"] == {
-        "Ref": _logical_id(template_json, "AWS::Logs::LogGroup")
-    }
+    for output, resource_type in (
+        (OutputKey.IMAGE_BUILD_PROJECT_NAME.value, "AWS::CodeBuild::Project"),
+        (OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value, "AWS::Logs::LogGroup"),
+    ):
+        [logical_id] = template.find_resources(resource_type)
+        template.has_output(output, {"Value": {"Ref": logical_id}})
     assert json.dumps(outputs[OutputKey.TRAINING_IMAGE_URI.value]["Value"]).endswith(
         f':{default_config.training_image.tag}"]]}}'
     )
@@ -177,11 +177,6 @@ def test_cfn_lint_reports_no_errors(template_json):
 def _actions(statement: dict) -> list[str]:
     actions = statement["Action"]
     return [actions] if isinstance(actions, str) else list(actions)
-
-
-def _logical_id(template_json: dict, resource_type: str) -> str:
-    [logical_id] = [k for k, r in template_json["Resources"].items() if r["Type"] == resource_type]
-    return logical_id
 
 
 def test_build_context_is_published_as_a_zip(assembly):
