@@ -16,14 +16,14 @@ import pytest
 from skyrl_hyperpod.runtime import prefer_venv_node
 
 # With PYTHONDONTWRITEBYTECODE set (as on some CI images) pytest cannot cache its assertion-rewritten test
-# modules and re-parses and rewrites them all on every run (~0.9 s). Bytecode writing is turned back on for
+# modules and re-parses and rewrites them all on every run. Bytecode writing is turned back on for
 # the test processes only; the caches go to __pycache__ (gitignored), for the project's own modules too.
 sys.dont_write_bytecode = False
 
 prefer_venv_node()
 # aws-cdk-lib's built-in synth-time CloudFormation validation is off in the tests: every template they
 # synthesize is checked with cfn-lint instead (`cfn_lint_errors`), which covers the same resource
-# schemas, and the built-in check would add ~1.5 s to each synth. Set before aws_cdk is imported, so
+# schemas, and the built-in check would repeat that work in every synth (README, "Performance"). Set before aws_cdk is imported, so
 # the jsii runtime and every subprocess app (`app.py` runs in test_config) inherit it.
 # `cdk synth` / `cdk deploy` keep it on (see README, "Performance").
 os.environ["CDK_VALIDATION"] = "false"
@@ -46,7 +46,7 @@ def cdk_json_context() -> dict:
 @functools.cache
 def _cfn_lint_runner():
     """cfn-lint's rules and config, built once per process: `cfnlint.api.lint()` rebuilds its ~300 rules
-    and reloads the resource schemas on every call (~0.5 s per template)."""
+    and reloads the resource schemas on every call."""
     from cfnlint.api import ManualArgs
     from cfnlint.config import ConfigMixIn
     from cfnlint.runner import Runner

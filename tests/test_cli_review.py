@@ -27,7 +27,7 @@ STACK = "skyrl-hp-test"
 
 
 def create_only(resource_type: str) -> list[str]:
-    # Imported here: cfn-lint's schema package takes ~0.4 s to import, which every xdist worker would pay
+    # Imported here: importing cfn-lint's schema package is slow, and every xdist worker would pay for it
     # at collection (only the one running this module needs it).
     from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
