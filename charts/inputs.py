@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.training import WorkerLayout, shared_path
+from skyrl_hyperpod.config.training_runs import WorkerLayout, shared_path
 from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.ray_pods import SharedVolume

@@ -13,7 +13,7 @@ import cdk8s
 import yaml
 from constructs import Construct
 
-from skyrl_hyperpod.config.training import ResolvedRun, model_path
+from skyrl_hyperpod.config.training_runs import ResolvedRun, model_path
 
 from .constructs.kuberay import RayJob, RayJobProps
 from .inputs import JOB_SCRIPT_NAME, ChartInputs

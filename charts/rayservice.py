@@ -12,7 +12,7 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
-from skyrl_hyperpod.config.training import model_path
+from skyrl_hyperpod.config.training_runs import model_path
 from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.kuberay import RayClusterSpecProps, RayService

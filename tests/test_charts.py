@@ -20,7 +20,7 @@ from charts import ChartInputs, build_charts, serve_config
 from charts.rayjob import entrypoint
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, validate_config
 from skyrl_hyperpod.config.serving import training_head_size
-from skyrl_hyperpod.config.training import resolve_runs
+from skyrl_hyperpod.config.training_runs import resolve_runs
 from skyrl_hyperpod.outputs import OutputKey, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

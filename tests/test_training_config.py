@@ -6,11 +6,8 @@ import pytest
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank, training_head_size
-from skyrl_hyperpod.config.training import (
-    DERIVED_KEYS,
-    OVERRIDABLE_KEYS,
-    resolve_runs,
-)
+from skyrl_hyperpod.config.training import DERIVED_KEYS, OVERRIDABLE_KEYS
+from skyrl_hyperpod.config.training_runs import resolve_runs
 
 
 def problems_for(data: dict) -> list[str]:
@@ -112,7 +109,8 @@ def test_derived_sizes_for_each_layout_pass_skyrls_own_classes(group, data_paral
 
 def test_recipe_sizes_are_kept_wherever_skyrl_accepts_them():
     # Whenever SkyRL accepts 32 / 16 on a layout, the derivation keeps them (and the recipe's 160 steps).
-    from skyrl_hyperpod.config.training import BatchSizes, SkyRLKnobs, derive_batches
+    from skyrl_hyperpod.config.training import SkyRLKnobs
+    from skyrl_hyperpod.config.training_runs import BatchSizes, derive_batches
 
     for data_parallel in range(1, 129):
         derived = derive_batches(SkyRLKnobs(), data_parallel, None)
@@ -141,7 +139,7 @@ def _skyrl_accepts(sizes) -> bool:
 
 def test_our_batch_rule_agrees_with_skyrls_validate_batch_sizes_everywhere():
     # Our one-line check must refuse exactly what SkyRL's own function refuses.
-    from skyrl_hyperpod.config.training import BatchSizes
+    from skyrl_hyperpod.config.training_runs import BatchSizes
 
     cases = [
         BatchSizes(train, mini, micro, n, dp)

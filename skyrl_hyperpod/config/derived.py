@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .platform import vpc_subnet_plan
 from .serving import training_head_size
-from .training import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
+from .training_runs import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
 
 if TYPE_CHECKING:
     from .project import DerivedNames, ProjectConfig

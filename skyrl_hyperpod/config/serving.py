@@ -13,7 +13,8 @@ from pydantic import Field, field_validator, model_validator
 from ..kuberay import RAYJOB_NAME_MAX
 from .platform import HyperPodConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
-from .training import TrainingConfig, gpu_name, resolve_runs
+from .training import TrainingConfig
+from .training_runs import gpu_name, resolve_runs
 from .vllm_memory import engine_memory, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
 

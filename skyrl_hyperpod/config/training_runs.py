@@ -1,0 +1,357 @@
+"""Runs derived from the validated training configuration: the worker layout SkyRL sees, each experiment's
+SkyRL knobs with the derived batch sizes and placement filled in, SkyRL's own batch rule, and the paths a
+run writes. `resolve_runs` is called by configuration validation (so a run that does not fit is refused
+before anything is synthesized) and by `ProjectConfig.derived`, which the charts read.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from dataclasses import dataclass
+
+from .catalog import InstanceSpec
+from .platform import HyperPodConfig, InstanceGroupConfig
+from .training import (
+    RECIPE_MICRO_BATCH_SIZE,
+    RECIPE_MINI_BATCH_SIZE,
+    RECIPE_TRAIN_BATCH_SIZE,
+    Experiment,
+    Scalar,
+    SkyRLKnobs,
+    TrainingConfig,
+    rayjob_name,
+)
+from .vllm_memory import engine_memory, lora_target_modules_problem, max_model_len_problem
+from .workloads import WorkloadsConfig
+
+
+@dataclass(frozen=True)
+class WorkerLayout:
+    """What the RayCluster's GPU worker group offers SkyRL."""
+
+    group: InstanceGroupConfig
+    replicas: int
+    gpus_per_pod: int
+
+    @property
+    def instance_type(self) -> str:
+        return self.group.instance_type
+
+    @property
+    def spec(self) -> InstanceSpec:
+        return self.group.spec
+
+    @property
+    def total_gpus(self) -> int:
+        return self.replicas * self.gpus_per_pod
+
+
+def worker_layout(training: TrainingConfig, hyperpod: HyperPodConfig) -> WorkerLayout:
+    group = hyperpod.worker_group
+    return WorkerLayout(
+        group=group,
+        replicas=training.cluster.worker_replicas or group.instance_count,
+        gpus_per_pod=training.cluster.worker_gpus or group.spec.gpus,
+    )
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One experiment with every derived value filled in: what its RayJob runs."""
+
+    experiment: Experiment
+    job_name: str
+    run_id: str
+    knobs: SkyRLKnobs
+    run_dir: str
+    ckpt_path: str
+    export_path: str
+    lora_sync_path: str
+    total_steps: int
+
+    def overrides(self) -> dict[str, str]:
+        """SkyRL `key=value` pairs in a stable order: every knob, then the run's paths. The model
+        path and the data files are added by train_job.py, which prepares them."""
+        values: dict[str, str] = {}
+        for name, field in SkyRLKnobs.model_fields.items():
+            value = getattr(self.knobs, name)
+            if value is not None:
+                values[field.alias or name] = (
+                    "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
+                )
+        values.update(
+            {
+                "trainer.policy.model.lora.lora_sync_path": self.lora_sync_path,
+                "trainer.ckpt_path": self.ckpt_path,
+                "trainer.export_path": self.export_path,
+                "trainer.run_name": self.run_id,
+            }
+        )
+        return values
+
+
+def _skyrl_value(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def shared_path(workloads: WorkloadsConfig, *parts: str) -> str:
+    return posixpath.join(workloads.shared_mount_path, *parts)
+
+
+def model_path(training: TrainingConfig, workloads: WorkloadsConfig) -> str:
+    """Where train_job.py puts the SFT weights (the contents of <model_subfolder>, not the folder)."""
+    return shared_path(workloads, training.data.model_dir)
+
+
+@dataclass(frozen=True)
+class BatchSizes:
+    """SkyRL's batch knobs for one data-parallel layout (SkyRL's `validate_batch_sizes` inputs)."""
+
+    train: int
+    mini: int
+    micro_train: int
+    n_samples_per_prompt: int
+    policy_data_parallel: int
+    ref_data_parallel: int | None = None
+
+    def problem(self) -> str | None:
+        """The first rule of SkyRL's `validate_batch_sizes` (skyrl/train/utils/utils.py, FSDP, no
+        sequence parallelism) that these sizes break, as one line; None when SkyRL accepts them.
+
+        SkyRL divides with FLOOR division (per-GPU batch = batch x n_samples // dp) and the trainer
+        pads each batch to a multiple of dp, so 32 / 16 run on 6 GPUs; the micro batch only sets
+        gradient accumulation."""
+        n, dp = self.n_samples_per_prompt, self.policy_data_parallel
+        if self.train < self.mini:
+            return f"trainer.train_batch_size = {self.train}: smaller than trainer.policy_mini_batch_size ({self.mini})"
+        if self.train % self.mini:
+            return (
+                f"trainer.train_batch_size = {self.train}: must be a multiple of trainer.policy_mini_batch_size "
+                f"({self.mini})"
+            )
+        mini_per_gpu = self.mini * n // dp
+        if mini_per_gpu == 0:
+            return (
+                f"trainer.policy_mini_batch_size = {self.mini}: {self.mini} x n_samples_per_prompt {n} // {dp} "
+                "data-parallel GPUs = 0 per GPU"
+            )
+        if mini_per_gpu % self.micro_train:
+            return (
+                f"trainer.micro_train_batch_size_per_gpu = {self.micro_train}: must divide the per-GPU mini batch "
+                f"trainer.policy_mini_batch_size {self.mini} x n_samples_per_prompt {n} // {dp} data-parallel GPUs "
+                f"= {mini_per_gpu} (accepted: {', '.join(map(str, _divisors(mini_per_gpu)))})"
+            )
+        train_per_gpu = self.train * n // dp
+        if train_per_gpu % mini_per_gpu:
+            return (
+                f"trainer.train_batch_size = {self.train}: {self.train} x n_samples_per_prompt {n} // {dp} "
+                f"data-parallel GPUs = {train_per_gpu} per GPU is not a multiple of the per-GPU mini batch "
+                f"{mini_per_gpu}"
+            )
+        lcm = math.lcm(dp, self.ref_data_parallel) if self.ref_data_parallel else dp
+        if self.train * n < lcm:
+            return (
+                f"trainer.train_batch_size = {self.train}: {self.train} x n_samples_per_prompt {n} samples are fewer "
+                f"than the {lcm} data-parallel GPUs of the policy and reference models"
+            )
+        return None
+
+
+def _divisors(value: int) -> list[int]:
+    return [d for d in range(1, value + 1) if value % d == 0]
+
+
+def largest_micro_batch(mini: int, n_samples_per_prompt: int, data_parallel: int) -> int:
+    """The largest micro batch SkyRL accepts that is no larger than the recipe's (memory per micro batch)."""
+    mini_per_gpu = mini * n_samples_per_prompt // data_parallel
+    return max([d for d in _divisors(mini_per_gpu) if d <= RECIPE_MICRO_BATCH_SIZE] or [1])
+
+
+def derive_batches(knobs: SkyRLKnobs, policy_dp: int, ref_dp: int | None) -> BatchSizes:
+    """The recipe's 32 / 16 when SkyRL accepts them on `policy_dp` GPUs, else the smallest train /
+    mini pair at least that with the recipe's 2 mini batches per step; an explicit value is kept.
+    The micro batch, when unset, is the largest SkyRL accepts up to the recipe's 4."""
+    n = knobs.n_samples_per_prompt
+
+    def sizes(train: int, mini: int) -> BatchSizes:
+        micro = knobs.micro_train_batch_size_per_gpu or largest_micro_batch(mini, n, policy_dp)
+        return BatchSizes(train, mini, micro, n, policy_dp, ref_dp)
+
+    train, mini = knobs.train_batch_size, knobs.policy_mini_batch_size
+    if train is not None and mini is not None:
+        return sizes(train, mini)
+    limit = RECIPE_TRAIN_BATCH_SIZE + 4 * policy_dp * (ref_dp or 1)
+    if mini is not None:
+        candidates = [(mini * k, mini) for k in range(max(1, -(-RECIPE_TRAIN_BATCH_SIZE // mini)), limit)]
+    elif train is not None:
+        halves = [train // 2] if train % 2 == 0 else []
+        candidates = [(train, m) for m in [*halves, *reversed(_divisors(train))]]
+    else:
+        candidates = [(2 * m, m) for m in range(RECIPE_MINI_BATCH_SIZE, limit)]
+    for candidate in candidates:
+        if (found := sizes(*candidate)).problem() is None:
+            return found
+    # Nothing fits (an explicit micro batch or n_samples that no size satisfies): keep the recipe's
+    # sizes so the check reports SkyRL's rule against them.
+    return sizes(train or RECIPE_TRAIN_BATCH_SIZE, mini or RECIPE_MINI_BATCH_SIZE)
+
+
+def batch_sizes(knobs: SkyRLKnobs) -> BatchSizes:
+    """The batch sizes of resolved knobs (placement filled in)."""
+    policy_dp = knobs.policy_num_nodes * knobs.policy_num_gpus_per_node
+    ref_dp = knobs.ref_num_nodes * knobs.ref_num_gpus_per_node if knobs.use_kl_loss else None
+    return BatchSizes(
+        train=knobs.train_batch_size,
+        mini=knobs.policy_mini_batch_size,
+        micro_train=knobs.micro_train_batch_size_per_gpu,
+        n_samples_per_prompt=knobs.n_samples_per_prompt,
+        policy_data_parallel=policy_dp,
+        ref_data_parallel=ref_dp,
+    )
+
+
+def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> SkyRLKnobs:
+    nodes = knobs.policy_num_nodes or layout.replicas
+    gpus_per_node = knobs.policy_num_gpus_per_node or layout.gpus_per_pod
+    policy_gpus = nodes * gpus_per_node
+    engines = knobs.num_engines or max(1, policy_gpus // knobs.tensor_parallel_size)
+    ref_gpus = (knobs.ref_num_nodes or nodes) * (knobs.ref_num_gpus_per_node or gpus_per_node)
+    batches = derive_batches(knobs, policy_gpus, ref_gpus if knobs.use_kl_loss else None)
+    train = batches.train
+    epochs = knobs.epochs
+    if epochs is None:
+        steps_per_epoch = max(1, training.data.train_rows // train)
+        epochs = math.ceil(training.data.target_steps / steps_per_epoch)
+    return knobs.model_copy(
+        update={
+            "policy_num_nodes": nodes,
+            "policy_num_gpus_per_node": gpus_per_node,
+            "ref_num_nodes": knobs.ref_num_nodes or nodes,
+            "ref_num_gpus_per_node": knobs.ref_num_gpus_per_node or gpus_per_node,
+            "num_engines": engines,
+            "train_batch_size": batches.train,
+            "policy_mini_batch_size": batches.mini,
+            "micro_train_batch_size_per_gpu": batches.micro_train,
+            "epochs": epochs,
+        }
+    )
+
+
+def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> None:
+    """SkyRL's placement rules, its batch rule (`BatchSizes.problem`) and vLLM's memory and LoRA limits,
+    each as one line with the field, the value and the rule."""
+    policy_gpus = knobs.policy_num_nodes * knobs.policy_num_gpus_per_node
+    engine_gpus = knobs.num_engines * knobs.tensor_parallel_size
+    if knobs.policy_num_gpus_per_node > layout.gpus_per_pod:
+        raise ValueError(
+            f"trainer.placement.policy_num_gpus_per_node = {knobs.policy_num_gpus_per_node}: a worker pod has "
+            f"{layout.gpus_per_pod} GPUs"
+        )
+    if knobs.colocate_all:
+        if policy_gpus != engine_gpus:
+            raise ValueError(
+                f"generator.inference_engine.num_engines = {knobs.num_engines}: with colocate_all, policy GPUs "
+                f"({knobs.policy_num_nodes} nodes x {knobs.policy_num_gpus_per_node}) = {policy_gpus} must equal "
+                f"num_engines x tensor_parallel_size = {knobs.num_engines} x {knobs.tensor_parallel_size} "
+                f"= {engine_gpus}"
+            )
+        needed = policy_gpus
+    else:
+        needed = policy_gpus + engine_gpus
+    if needed > layout.total_gpus:
+        raise ValueError(
+            f"placement needs {needed} GPUs but the RayCluster has {layout.replicas} worker pods x "
+            f"{layout.gpus_per_pod} GPUs = {layout.total_gpus}"
+        )
+    if knobs.tensor_parallel_size > layout.gpus_per_pod:
+        raise ValueError(
+            f"generator.inference_engine.tensor_parallel_size = {knobs.tensor_parallel_size}: an engine must fit one "
+            f"worker pod ({layout.gpus_per_pod} GPUs)"
+        )
+    problem = batch_sizes(knobs).problem()
+    if problem:
+        raise ValueError(f"{problem} (SkyRL's validate_batch_sizes)")
+    if knobs.lora_rank and (problem := lora_target_modules_problem(knobs.lora_target_modules)):
+        raise ValueError(f"trainer.policy.model.lora.target_modules = {knobs.lora_target_modules!r}: {problem}")
+    # SkyRL's engines load the one adapter being trained (SkyRL's lora.max_loras default, 1).
+    memory = engine_memory(
+        gpu_memory_gb=layout.spec.gpu_memory_gib,
+        gpu_memory_utilization=knobs.gpu_memory_utilization,
+        tensor_parallel=knobs.tensor_parallel_size,
+        max_loras=1 if knobs.lora_rank else 0,
+        max_lora_rank=knobs.lora_rank,
+    )
+    problem = max_model_len_problem(
+        knobs.max_model_len, memory, utilization=knobs.gpu_memory_utilization, gpu=gpu_name(layout.group)
+    )
+    if problem:
+        key = "generator.inference_engine.engine_init_kwargs.max_model_len"
+        raise ValueError(f"{key} = {knobs.max_model_len}: {problem}")
+    if knobs.max_input_length < knobs.max_prompt_length:
+        raise ValueError(
+            f"generator.max_input_length = {knobs.max_input_length}: multi-turn needs at least "
+            f"trainer.max_prompt_length ({knobs.max_prompt_length})"
+        )
+    if knobs.vision_language_generator is not True or knobs.remove_microbatch_padding is not False:
+        raise ValueError(
+            "generator.vision_language_generator must be true and trainer.remove_microbatch_padding false: "
+            "Qwen3-VL is a vision-language model"
+        )
+    if training.data.train_rows < knobs.train_batch_size:
+        raise ValueError(
+            f"data.train_rows = {training.data.train_rows}: fewer than one trainer.train_batch_size ({knobs.train_batch_size})"
+        )
+
+
+def gpu_name(group: InstanceGroupConfig) -> str:
+    return f"{group.spec.gpu_memory_gib} GB GPU of {group.instance_type}"
+
+
+def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: WorkloadsConfig) -> list[ResolvedRun]:
+    """Every experiment with overrides applied and derived values filled; raises ValueError naming
+    the experiment, the key, the value and the rule that fails."""
+    layout = worker_layout(training, hyperpod)
+    if layout.gpus_per_pod > layout.spec.gpus:
+        raise ValueError(
+            f"cluster.worker_gpus = {layout.gpus_per_pod}: {layout.instance_type} has {layout.spec.gpus} GPUs per instance"
+        )
+    if layout.replicas > hyperpod.worker_group.instance_count:
+        raise ValueError(
+            f"cluster.worker_replicas = {layout.replicas}: hyperpod.worker_group has {hyperpod.worker_group.instance_count} "
+            f"instances (one worker pod per node)"
+        )
+    worker_memory = layout.group.allocatable_memory_gib
+    if training.cluster.worker_shm_gib * 2 > worker_memory:
+        raise ValueError(
+            f"cluster.worker_shm_gib = {training.cluster.worker_shm_gib}: /dev/shm counts against the pod's memory; keep it at most "
+            f"half of the {worker_memory} GiB a pod may use"
+        )
+    runs: list[ResolvedRun] = []
+    for experiment in training.experiments:
+        knobs = SkyRLKnobs.model_validate({**training.knobs.model_dump(by_alias=True), **experiment.overrides})
+        knobs = _resolve_knobs(knobs, layout, training)
+        try:
+            _check_run(knobs, layout, training)
+        except ValueError as exc:
+            raise ValueError(f"experiment {experiment.name!r}: {exc}") from None
+        run_id = experiment.effective_run_id
+        run_dir = shared_path(workloads, training.data.runs_dir, run_id)
+        steps_per_epoch = max(1, training.data.train_rows // knobs.train_batch_size)
+        runs.append(
+            ResolvedRun(
+                experiment=experiment,
+                job_name=rayjob_name(training, experiment),
+                run_id=run_id,
+                knobs=knobs,
+                run_dir=run_dir,
+                # SkyRL writes global_step_<N>/ under both: keep checkpoints apart from the HF exports.
+                ckpt_path=posixpath.join(run_dir, "ckpt"),
+                export_path=run_dir,
+                lora_sync_path=posixpath.join(run_dir, "lora_sync"),
+                total_steps=steps_per_epoch * knobs.epochs,
+            )
+        )
+    return runs
