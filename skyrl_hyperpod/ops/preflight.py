@@ -309,23 +309,26 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
         else:
             raise
 
+    def described(describe: Callable[[], object], not_found_code: str) -> bool:
+        """Whether the describe call finds the resource; other errors propagate."""
+        try:
+            describe()
+        except ClientError as error:
+            if _error_code(error) != not_found_code:
+                raise
+            return False
+        return True
+
     repository = config.names.ecr_repository
-    try:
-        clients("ecr", region).describe_repositories(repositoryNames=[repository])
-        results.append(_collision("ECR repository", repository, True, config, deployed))
-    except ClientError as error:
-        if _error_code(error) != "RepositoryNotFoundException":
-            raise
-        results.append(_collision("ECR repository", repository, False, config, deployed))
+    exists = described(
+        lambda: clients("ecr", region).describe_repositories(repositoryNames=[repository]),
+        "RepositoryNotFoundException",
+    )
+    results.append(_collision("ECR repository", repository, exists, config, deployed))
 
     eks_name = config.names.eks_cluster
-    try:
-        clients("eks", region).describe_cluster(name=eks_name)
-        results.append(_collision("EKS cluster", eks_name, True, config, deployed))
-    except ClientError as error:
-        if _error_code(error) != "ResourceNotFoundException":
-            raise
-        results.append(_collision("EKS cluster", eks_name, False, config, deployed))
+    exists = described(lambda: clients("eks", region).describe_cluster(name=eks_name), "ResourceNotFoundException")
+    results.append(_collision("EKS cluster", eks_name, exists, config, deployed))
 
     hyperpod_name = config.names.hyperpod_cluster
     summaries = clients("sagemaker", region).list_clusters(NameContains=hyperpod_name).get("ClusterSummaries", [])
