@@ -149,6 +149,18 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ({"serving": {"client_namespaces": ["Apps"]}}, "serving.client_namespaces", "not a Kubernetes namespace name"),
         ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", f"at most {NAME_PREFIX_MAX} characters"),
         ({"name_prefix": "Bad_Prefix"}, "name_prefix = 'Bad_Prefix'", "should match pattern"),
+        # KubeRay's own rules for its names and upgrade strategies, refused before anything is synthesized.
+        ({"serving": {"rayservice_name": "2-serve"}}, "serving.rayservice_name = '2-serve'", "should match pattern"),
+        (
+            {"training": {"cluster": {"raycluster_name": "9-visgym"}}},
+            "training.cluster.raycluster_name = '9-visgym'",
+            "should match pattern",
+        ),
+        (
+            {"serving": {"upgrade_strategy": "NewClusterWithIncrementalUpgrade"}},
+            "serving.upgrade_strategy = 'NewClusterWithIncrementalUpgrade'",
+            "'NewCluster' or 'None'",
+        ),
         (
             {"hyperpod": {"lifecycle_bucket_name": "my-lifecycle-bucket"}},
             "hyperpod.lifecycle_bucket_name = 'my-lifecycle-bucket'",

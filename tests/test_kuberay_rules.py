@@ -464,18 +464,21 @@ def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_n
 # --- through the configuration and the constructs -----------------------------------------------------
 
 
-def test_incremental_upgrade_from_the_configuration_is_refused_like_the_operator_would():
-    config, docs = chart_manifests({"serving": {"upgrade_strategy": "NewClusterWithIncrementalUpgrade"}})
-    (service,) = [doc for doc in docs if doc["kind"] == "RayService"]
-    assert validate_manifests(docs, config=config) == [
+def test_incremental_upgrade_is_refused_like_the_operator_would(charts):
+    # The configuration offers only NewCluster and None; a hand-edited manifest is still caught.
+    config, service = chart_object(charts, "default", "RayService")
+    service["spec"]["upgradeStrategy"]["type"] = "NewClusterWithIncrementalUpgrade"
+    assert problems_of(service, config) == [
         f"{label(service)}: spec.rayClusterConfig.enableInTreeAutoscaling: NewClusterWithIncrementalUpgrade needs the "
         "Ray autoscaler (enableInTreeAutoscaling: true) (KubeRay v1.7.0 ValidateClusterUpgradeOptions)"
     ]
 
 
-def test_a_service_name_the_configuration_accepts_but_kuberay_refuses():
-    config, docs = chart_manifests({"serving": {"rayservice_name": "2-serve"}})
-    assert validate_manifests(docs, config=config) == [
+def test_a_service_name_kuberay_refuses(charts):
+    # The configuration refuses it too (KUBERAY_NAME_PATTERN); a hand-edited manifest is still caught.
+    config, service = chart_object(charts, "default", "RayService")
+    service["metadata"]["name"] = "2-serve"
+    assert problems_of(service, config) == [
         "RayService/2-serve: metadata.name: '2-serve' is not a DNS-1035 label (lowercase letters, digits, '-'; "
         "starts with a letter) (KubeRay v1.7.0 ValidateRayServiceMetadata)"
     ]

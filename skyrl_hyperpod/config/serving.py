@@ -7,6 +7,7 @@ file system, adapters loaded on demand from s3://<artifacts bucket>/<adapters pr
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -16,7 +17,7 @@ from .shared_memory import MIN_SHM_GIB
 from .training import TrainingConfig
 from .training_runs import gpu_name, resolve_runs
 from .vllm_memory import engine_memory, max_model_len_problem
-from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
+from .workloads import K8S_NAME_PATTERN, KUBERAY_NAME_PATTERN, WorkloadsConfig
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
@@ -44,7 +45,7 @@ class PublishAdapterConfig(StrictModel):
 class ServingConfig(StrictModel):
     """Ray Serve LLM RayService serving the SFT base model plus LoRA adapters from S3."""
 
-    rayservice_name: str = Field(default="visgym-serve", max_length=RAYJOB_NAME_MAX, pattern=K8S_NAME_PATTERN)
+    rayservice_name: str = Field(default="visgym-serve", max_length=RAYJOB_NAME_MAX, pattern=KUBERAY_NAME_PATTERN)
     application_name: str = Field(default="visgym-llm", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$")
     model_id: str = Field(default="visgym-qwen3vl", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
     max_lora_rank: int | None = Field(
@@ -63,7 +64,11 @@ class ServingConfig(StrictModel):
     head_cpus: int = Field(default=8, gt=0, description="The serve head runs the proxy and controller, no model.")
     head_memory_gib: int = Field(default=32, gt=0)
     head_shm_gib: int = Field(default=4, ge=MIN_SHM_GIB, description="/dev/shm per head pod (Ray's object store).")
-    upgrade_strategy: str = Field(default="NewCluster", pattern=r"^(NewCluster|NewClusterWithIncrementalUpgrade|None)$")
+    upgrade_strategy: Literal["NewCluster", "None"] = Field(
+        default="NewCluster",
+        description="RayService upgradeStrategy.type. KubeRay's NewClusterWithIncrementalUpgrade needs the Ray "
+        "autoscaler and a Gateway API class (ValidateClusterUpgradeOptions), which this project does not deploy.",
+    )
     lora_path_override: str | None = Field(
         default=None,
         description="dynamic_lora_loading_path. Default: s3://<artifacts bucket>/<workloads.adapters_prefix>.",

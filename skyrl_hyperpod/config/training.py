@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from ..kuberay import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .platform import Cidr, StrictModel
 from .shared_memory import MIN_SHM_GIB
-from .workloads import K8S_NAME_PATTERN, relative_path
+from .workloads import K8S_NAME_PATTERN, KUBERAY_NAME_PATTERN, relative_path
 
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
 SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"
@@ -190,7 +190,10 @@ class TrainingClusterConfig(StrictModel):
     group's allocatable figures (one pod per node)."""
 
     raycluster_name: str = Field(
-        default="skyrl-visgym", max_length=RAYCLUSTER_NAME_MAX, pattern=K8S_NAME_PATTERN, description="RayCluster name."
+        default="skyrl-visgym",
+        max_length=RAYCLUSTER_NAME_MAX,
+        pattern=KUBERAY_NAME_PATTERN,
+        description="RayCluster name.",
     )
     job_script_mount: str = Field(default="/opt/skyrl-job", description="Where the head mounts the training script.")
     run_as_user: int = Field(default=1000, ge=1, description="UID of the training image's ray user.")

@@ -10,6 +10,9 @@ from pydantic import Field, field_validator
 from .platform import StrictModel
 
 K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# RayCluster, RayJob and RayService names must be DNS-1035 labels (a letter first): KubeRay v1.7.0's
+# Validate<Kind>Metadata, ray-operator/controllers/ray/utils/validation.go, since they name Services.
+KUBERAY_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 OUTPUTS_FILE_ENV_VAR = "SKYRL_HP_OUTPUTS"
 
