@@ -11,13 +11,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..kuberay import RAYJOB_NAME_MAX
+from ..kuberay import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
 from .platform import HyperPodConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
 from .training import TrainingConfig
 from .training_runs import gpu_name, resolve_runs
 from .vllm_memory import engine_memory, max_model_len_problem
-from .workloads import K8S_NAME_PATTERN, KUBERAY_NAME_PATTERN, WorkloadsConfig
+from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..kuberay import RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from ..kuberay import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .platform import Cidr, StrictModel
 from .shared_memory import MIN_SHM_GIB
-from .workloads import K8S_NAME_PATTERN, KUBERAY_NAME_PATTERN, relative_path
+from .workloads import K8S_NAME_PATTERN, relative_path
 
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
 SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"

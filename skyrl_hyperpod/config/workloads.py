@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from ..k8s_names import DNS1123_LABEL_PATTERN
 from .platform import StrictModel
 
-K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-# RayCluster, RayJob and RayService names must be DNS-1035 labels (a letter first): KubeRay v1.7.0's
-# Validate<Kind>Metadata, ray-operator/controllers/ray/utils/validation.go, since they name Services.
-KUBERAY_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+K8S_NAME_PATTERN = DNS1123_LABEL_PATTERN
 
 OUTPUTS_FILE_ENV_VAR = "SKYRL_HP_OUTPUTS"
 

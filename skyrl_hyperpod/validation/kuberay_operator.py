@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from ..kuberay import KUBERAY_TAG, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from ..k8s_names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+from ..kuberay import KUBERAY_NAME_PATTERN, KUBERAY_TAG, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from ._report import json_path
 
 VALIDATION_SOURCE = "ray-operator/controllers/ray/utils/validation.go"
@@ -59,11 +60,11 @@ MIN_K8S_TOKEN_AUTH_RAY = (2, 55, 0)
 MIN_PRIORITY_RAY = (2, 56, 0)
 DELETION_ORDER = ("DeleteWorkers", "DeleteCluster", "DeleteSelf")
 
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(KUBERAY_NAME_PATTERN)
+_DNS1123_LABEL = re.compile(DNS1123_LABEL_PATTERN)
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
 # k8s.io/apimachinery/pkg/util/version ParseGeneric: "v"-prefix optional, two or more numeric parts.
 _GENERIC_VERSION = re.compile(r"^\s*v?([0-9]+(?:\.[0-9]+)+)(.*)$")
 

@@ -15,10 +15,11 @@ from jsonschema import Draft202012Validator
 from packaging.version import Version
 
 from ..config import ConfigError
+from ..k8s_names import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
 
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
+_DNS1123_LABEL = re.compile(DNS1123_LABEL_PATTERN)
+_DNS1035_LABEL = re.compile(DNS1035_LABEL_PATTERN)
 # Kinds whose names the API server checks as DNS labels rather than subdomains.
 _LABEL_NAMED_KINDS = {"Namespace": _DNS1123_LABEL, "Service": _DNS1035_LABEL}
 OBJECT_META_REF = "https://kubernetes.io/api/_definitions.json#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
