@@ -1,13 +1,11 @@
-"""Values derived from the validated configuration, computed once: the layer stacks, charts, cost and
-preflight read instead of recomputing them from the raw sections."""
+"""Values derived from the validated configuration, computed once: the layer the charts and the review
+read instead of recomputing them from the raw sections."""
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .platform import vpc_subnet_plan
 from .serving import training_head_size
 from .training_runs import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
 
@@ -27,8 +25,7 @@ class DerivedValues:
     worker_layout: WorkerLayout  # GPU worker pods per node and their GPUs
     runs: tuple[ResolvedRun, ...]  # one per experiment: job name, SkyRL knobs, paths
     training_head: PodSize  # explicit, or what the head node leaves after the serving head
-    subnet_plan: tuple[ipaddress.IPv4Network, ...]  # the VPC's public and private subnets, in CDK's order
-    gpus_by_instance_type: dict[str, int]  # GPUs the HyperPod groups bring, per instance type
+    gpus_by_instance_type: dict[str, int]  # GPUs the HyperPod groups bring, per instance type (review)
 
     def run(self, experiment: str) -> ResolvedRun:
         return next(run for run in self.runs if run.experiment.name == experiment)
@@ -45,6 +42,5 @@ def derive(config: ProjectConfig) -> DerivedValues:
         worker_layout=worker_layout(config.training, config.hyperpod),
         runs=tuple(resolve_runs(config.training, config.hyperpod, config.workloads)),
         training_head=PodSize(cpus=cpus, memory_gib=memory),
-        subnet_plan=tuple(vpc_subnet_plan(config.network)),
         gpus_by_instance_type=gpus,
     )
