@@ -34,7 +34,7 @@ def serve_config(config: ProjectConfig, outputs: StackOutputs) -> dict:
         "model_loading_config": {"model_id": serving.model_id, "model_source": model_path(training, workloads)},
         "engine_kwargs": {
             "enable_lora": True,
-            "max_lora_rank": effective_max_lora_rank(serving, training),
+            "max_lora_rank": effective_max_lora_rank(serving, config.derived.runs),
             # vLLM's max_loras and Serve's per-replica adapter cap must agree.
             "max_loras": serving.max_num_adapters_per_replica,
             "max_model_len": max_model_len,

@@ -291,7 +291,7 @@ def test_max_lora_rank_follows_the_largest_experiment_rank():
             }
         }
     )
-    rank = effective_max_lora_rank(config.serving, config.training)
+    rank = effective_max_lora_rank(config.serving, config.derived.runs)
     assert rank == 64 and rank in VLLM_LORA_RANKS
 
 
@@ -379,7 +379,7 @@ def test_one_max_model_len_sequence_fits_each_engines_gpu_by_default(default_con
     serving_memory = engine_memory(
         gpu_memory_gb=gpu_gb, gpu_memory_utilization=serving.gpu_memory_utilization, tensor_parallel=1,
         max_loras=serving.max_num_adapters_per_replica,
-        max_lora_rank=effective_max_lora_rank(serving, default_config.training),
+        max_lora_rank=effective_max_lora_rank(serving, default_config.derived.runs),
     )  # fmt: skip
     # 96 GB x 0.45 = 40.2 GiB - 16.3 GiB weights - 0.2 GiB adapter - 6 GiB reserve = 17.7 GiB: ~129k tokens.
     assert training.max_tokens >= knobs.max_model_len == 60000

@@ -117,11 +117,11 @@ class ProjectConfig(StrictModel):
             )
 
     def _check_serving(self) -> None:
-        check_serving(self.serving, training=self.training, hyperpod=self.hyperpod, workloads=self.workloads)
+        check_serving(self.serving, training=self.training, hyperpod=self.hyperpod, derived=self.derived)
 
     @cached_property
     def derived(self) -> DerivedValues:
-        """Names, runs, pod sizes, subnet plan and worker layout, computed once from this configuration."""
+        """Names, runs, pod sizes, worker layout and GPUs per instance type, computed once from this configuration."""
         return derive(self)
 
     @cached_property

@@ -7,7 +7,8 @@ file system, adapters loaded on demand from s3://<artifacts bucket>/<adapters pr
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -15,9 +16,12 @@ from ..kuberay import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
 from .platform import HyperPodConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
 from .training import TrainingConfig
-from .training_runs import gpu_name, resolve_runs
+from .training_runs import ResolvedRun, gpu_name
 from .vllm_memory import engine_memory, max_model_len_problem
-from .workloads import K8S_NAME_PATTERN, WorkloadsConfig
+from .workloads import K8S_NAME_PATTERN
+
+if TYPE_CHECKING:
+    from .derived import DerivedValues
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
@@ -113,10 +117,12 @@ def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpo
     return cpus, memory
 
 
-def _check_head_node(serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig) -> None:
+def _check_head_node(
+    serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, derived: DerivedValues
+) -> None:
     """Both heads on one head node: their requests together must fit what a pod there may request."""
     head = hyperpod.head_group
-    training_cpus, training_memory = training_head_size(training, serving, hyperpod)
+    training_cpus, training_memory = derived.training_head.cpus, derived.training_head.memory_gib
     for key, unit, allocatable, training_value, serving_value in (
         ("head_cpus", "vCPUs", head.allocatable_vcpus, training_cpus, serving.head_cpus),
         ("head_memory_gib", "GiB", head.allocatable_memory_gib, training_memory, serving.head_memory_gib),
@@ -139,30 +145,25 @@ def effective_max_model_len(serving: ServingConfig, training: TrainingConfig) ->
     return serving.max_model_len or training.knobs.max_model_len
 
 
-def effective_max_lora_rank(serving: ServingConfig, training: TrainingConfig) -> int:
+def effective_max_lora_rank(serving: ServingConfig, runs: Sequence[ResolvedRun]) -> int:
+    """vLLM's max_lora_rank: explicit, else the smallest rank vLLM offers that holds every run's adapter."""
     if serving.max_lora_rank is not None:
         return serving.max_lora_rank
-    largest = max(_lora_rank(training, index) for index in range(len(training.experiments)))
+    largest = max(run.knobs.lora_rank for run in runs)
     return next((rank for rank in VLLM_LORA_RANKS if rank >= largest), VLLM_LORA_RANKS[-1])
 
 
-def _lora_rank(training: TrainingConfig, index: int) -> int:
-    overrides = training.experiments[index].overrides
-    return int(overrides.get("trainer.policy.model.lora.rank", training.knobs.lora_rank))
-
-
 def check_serving(
-    serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, workloads: WorkloadsConfig
+    serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, derived: DerivedValues
 ) -> None:
     """Cross-checks against the training runs, the GPU group and the head node the two heads share;
     ValueError naming field, value, rule."""
-    rank = effective_max_lora_rank(serving, training)
-    for index, experiment in enumerate(training.experiments):
-        lora_rank = _lora_rank(training, index)
-        if lora_rank > rank:
+    rank = effective_max_lora_rank(serving, derived.runs)
+    for run in derived.runs:
+        if run.knobs.lora_rank > rank:
             raise ValueError(
-                f"max_lora_rank = {rank}: experiment {experiment.name!r} trains LoRA rank {lora_rank}; vLLM cannot "
-                f"load an adapter above max_lora_rank"
+                f"max_lora_rank = {rank}: experiment {run.experiment.name!r} trains LoRA rank {run.knobs.lora_rank}; "
+                f"vLLM cannot load an adapter above max_lora_rank"
             )
     if rank > VLLM_LORA_RANKS[-1]:
         raise ValueError(f"max_lora_rank = {rank}: vLLM's largest LoRA rank is {VLLM_LORA_RANKS[-1]}")
@@ -200,15 +201,14 @@ def check_serving(
             f"worker_shm_gib = {serving.worker_shm_gib}: keep /dev/shm at most half of the "
             f"{group.allocatable_memory_gib} GiB a pod may use"
         )
-    _check_head_node(serving, training=training, hyperpod=hyperpod)
+    _check_head_node(serving, training=training, hyperpod=hyperpod, derived=derived)
     publish = serving.publish
     names = [experiment.name for experiment in training.experiments]
     if publish.experiment is not None and publish.experiment not in names:
         raise ValueError(
             f"publish.experiment = {publish.experiment!r}: not one of the experiments ({', '.join(names)})"
         )
-    runs = {run.experiment.name: run for run in resolve_runs(training, hyperpod, workloads)}
-    run = runs[publish.experiment or names[0]]
+    run = derived.run(publish.experiment or names[0])
     if run.knobs.lora_rank == 0:
         raise ValueError(f"publish.experiment = {run.experiment.name!r}: a full fine-tune (LoRA rank 0) has no adapter")
     if publish.step % run.knobs.hf_save_interval or publish.step > run.total_steps:
