@@ -16,6 +16,7 @@ from skyrl_hyperpod import image as image_module
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.platform import VersionsConfig
 from skyrl_hyperpod.config.reference import render as render_reference
+from skyrl_hyperpod.kuberay import KUBERAY_TAG
 from skyrl_hyperpod.ops.validate import validate_manifests
 from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.validation import crds as crds_module
@@ -96,7 +97,7 @@ def start_build_command(config_path: Path | None) -> None:
 @click.argument("directory", type=click.Path(path_type=Path), default=Path("dist"))
 @config_option
 @click.option("--crds-dir", type=click.Path(path_type=Path), default=None,
-              help=f"KubeRay {crds_module.KUBERAY_VERSION} CRDs (default: ${crds_module.CRDS_DIR_ENV_VAR}).")  # fmt: skip
+              help=f"KubeRay {KUBERAY_TAG} CRDs (default: ${crds_module.CRDS_DIR_ENV_VAR}).")  # fmt: skip
 @click.option("--deployable", is_flag=True, help="Also fail on placeholder stack outputs.")
 def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, deployable: bool) -> None:
     """Validate the synthesized manifests in DIRECTORY (default dist/): one line per problem, exit 1 if any.

@@ -20,9 +20,8 @@ from ..kuberay import KUBERAY_API_VERSION, KUBERAY_TAG
 from ..locations import default_upstream_dir
 from . import cel_rules, kuberay_operator, structural
 
-KUBERAY_VERSION = KUBERAY_TAG
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
-DEFAULT_CRDS_DIR = default_upstream_dir(f"kuberay-crds/{KUBERAY_VERSION}")
+DEFAULT_CRDS_DIR = default_upstream_dir(f"kuberay-crds/{KUBERAY_TAG}")
 FETCH_COMMAND = "skyrl-hp fetch crds --dest DIR"
 
 
@@ -86,7 +85,7 @@ def crd_schema(directory: Path, kind: str) -> dict:
     if actual != spec.sha256:
         raise ConfigError(
             [
-                f"validation error: {path} is not the KubeRay {KUBERAY_VERSION} CRD (sha256 {actual}, "
+                f"validation error: {path} is not the KubeRay {KUBERAY_TAG} CRD (sha256 {actual}, "
                 f"expected {spec.sha256}); download it again with `{FETCH_COMMAND}`"
             ]
         )
@@ -152,7 +151,7 @@ def kuberay_problems(doc: dict, *, kubernetes_version: str, crds_dir: Path | str
     if api_version != KUBERAY_API_VERSION:
         return [f"apiVersion: {api_version!r} is not served for validation; use {KUBERAY_API_VERSION!r}"]
     if kind not in KUBERAY_KINDS:
-        return [f"kind: {kind!r} is not a KubeRay {KUBERAY_VERSION} kind ({', '.join(KUBERAY_KINDS)})"]
+        return [f"kind: {kind!r} is not a KubeRay {KUBERAY_TAG} kind ({', '.join(KUBERAY_KINDS)})"]
     directory = resolve_crds_dir(crds_dir)
     import copy
 

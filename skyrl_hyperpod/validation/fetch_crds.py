@@ -14,7 +14,8 @@ import os
 import urllib.request
 from pathlib import Path
 
-from .crds import KUBERAY_KINDS, KUBERAY_VERSION
+from ..kuberay import KUBERAY_TAG
+from .crds import KUBERAY_KINDS
 
 RAW_URL = "https://raw.githubusercontent.com/ray-project/kuberay/{tag}/ray-operator/config/crd/bases/{file}"
 TIMEOUT_S = 60
@@ -28,7 +29,7 @@ def fetch_crds(dest: Path) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     written, problems = [], []
     for spec in KUBERAY_KINDS.values():
-        url = RAW_URL.format(tag=KUBERAY_VERSION, file=spec.file_name)
+        url = RAW_URL.format(tag=KUBERAY_TAG, file=spec.file_name)
         target = dest / spec.file_name
         try:
             with opener.open(url, timeout=TIMEOUT_S) as response:
@@ -40,7 +41,7 @@ def fetch_crds(dest: Path) -> list[Path]:
         if actual != spec.sha256:
             target.unlink(missing_ok=True)
             problems.append(
-                f"fetch_crds: {url} has sha256 {actual}, expected {spec.sha256} (KubeRay {KUBERAY_VERSION}); "
+                f"fetch_crds: {url} has sha256 {actual}, expected {spec.sha256} (KubeRay {KUBERAY_TAG}); "
                 f"refused, {target.name} not written"
             )
             continue
