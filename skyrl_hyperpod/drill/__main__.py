@@ -2,10 +2,11 @@
 
 The drill runs inside its own network, PID and mount namespaces (`unshare --net --pid --mount-proc`, as root):
 the only network is a loopback interface, so nothing it starts can reach or be reached from another address;
-every process it starts ends with it, whatever happens; and its /tmp is a directory of its own (a bind mount of
-the run directory), so nothing it or SkyRL writes to /tmp lands on the machine's. PID 1 of the namespace is this
-module's small init, which reaps the Ray daemons and exits with the drill's status. The run directory is kept
-when a check fails (its path is printed) and removed otherwise.
+every process it starts ends with it, whatever happens. Its files go to one run directory, /tmp/hpd-*
+(short: Ray's Unix socket paths live under it), kept when a check fails (its path is printed) and removed
+otherwise; the cluster's TMPDIR is inside it, and SkyRL's fixed log directory /tmp/skyrl-logs is a bind mount of
+one of its directories inside the namespace. PID 1 of the namespace is this module's small init, which reaps the
+Ray daemons and exits with the drill's status.
 
 One line per check (`drill: ...`); exit 1 if any fails, 2 when the drill cannot run. See README, "What runs on
 the real engines".
@@ -14,12 +15,12 @@ the real engines".
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,10 @@ from .scenarios import SCENARIOS
 from .serve import ServingCluster
 
 IN_NAMESPACE = "HP_DRILL_NAMESPACE"
-HOST_RUN_DIR = "HP_DRILL_HOST_RUN_DIR"
+RUN_DIR_ENV = "HP_DRILL_RUN_DIR"
 CLUSTER_TIMEOUT_SECONDS = 300
-# Inside the namespace /tmp is the run directory: short paths for Ray's Unix sockets.
-RUN_DIR = Path("/tmp/run")
+# trainer.log_path's default in SkyRL 0.4.0 (skyrl/train/config/config.py), which initialize_ray writes into.
+SKYRL_LOG_DIR = Path("/tmp/skyrl-logs")
 
 
 @dataclass
@@ -57,7 +58,11 @@ class Drill:
         return self._training
 
     def start_training(self) -> str:
-        (spec,) = {id(self.manifests.cluster_of(job)): self.manifests.cluster_of(job) for job in self.rayjobs}.values()
+        # Jobs on the shared RayCluster, or each with its own (identical) rayClusterSpec: one cluster runs them all.
+        specs = {json.dumps(self.manifests.cluster_of(job), sort_keys=True) for job in self.rayjobs}
+        if len(specs) != 1:
+            raise ValueError(f"the RayJobs run on {len(specs)} different cluster specs; the drill starts one cluster")
+        spec = json.loads(specs.pop())
         cluster = TrainingCluster(self.run_dir, self.manifests, self.config, self.env, spec)
         cluster.start(CLUSTER_TIMEOUT_SECONDS)
         self._training = cluster
@@ -104,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"drill: {problem}", file=sys.stderr)
         return 2
     manifests = Manifests.load(Path(args.manifests))
-    RUN_DIR.mkdir(parents=True, exist_ok=True)
-    logs = os.environ.get(HOST_RUN_DIR, str(RUN_DIR))
-    drill = Drill(config=config, manifests=manifests, env=env, run_dir=RUN_DIR)
+    run_dir = Path(os.environ[RUN_DIR_ENV])
+    logs = str(run_dir)
+    drill = Drill(config=config, manifests=manifests, env=env, run_dir=run_dir)
     selected = [SCENARIOS[name] for name in args.scenario] if args.scenario else list(SCENARIOS.values())
     outcomes: list[Outcome] = []
     try:
@@ -139,10 +144,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def init(argv: list[str]) -> int:
-    """PID 1 of the drill's namespaces: loopback up, /tmp onto the run directory, the drill as a child, and every
-    orphaned Ray daemon reaped until the drill exits (the kernel then ends whatever is left)."""
+    """PID 1 of the drill's namespaces: loopback up, SkyRL's log directory onto the run directory, the drill as a
+    child, and every orphaned Ray daemon reaped until the drill exits (the kernel then ends whatever is left)."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    subprocess.run(["mount", "--bind", os.environ[HOST_RUN_DIR], "/tmp"], check=True)
+    logs = Path(os.environ[RUN_DIR_ENV]) / "skyrl-logs"
+    logs.mkdir()
+    subprocess.run(["mount", "--bind", str(logs), str(SKYRL_LOG_DIR)], check=True)
     child = subprocess.Popen(
         [sys.executable, "-m", "skyrl_hyperpod.drill", *argv], env={**os.environ, IN_NAMESPACE: "1"}
     )
@@ -152,11 +159,10 @@ def init(argv: list[str]) -> int:
             return os.waitstatus_to_exitcode(status)
 
 
-def host_run_dir() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    runs = cache / "skyrl-hp" / "drill-runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=runs))
+def new_run_dir() -> Path:
+    """A new /tmp/hpd-*: Ray's Unix socket paths (<temp dir>/session_<time>_<pid>/sockets/<name>) must stay under 108
+    bytes."""
+    return Path(tempfile.mkdtemp(prefix="hpd-", dir="/tmp"))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -175,13 +181,20 @@ def main() -> int:
     if os.getpid() == 1:
         return init(sys.argv[1:])
     unshare = shutil.which("unshare")
-    if unshare is None:
-        print("drill: `unshare` (util-linux) is needed to run the drill in its own namespaces", file=sys.stderr)
+    if unshare is None or os.geteuid() != 0:
+        print("drill: runs as root with `unshare` (util-linux), in namespaces of its own", file=sys.stderr)
         return 2
-    run_dir = host_run_dir()
+    run_dir = new_run_dir()
+    # The mount point of SkyRL's log directory, created empty on the machine if missing and removed after.
+    created = not SKYRL_LOG_DIR.exists()
+    SKYRL_LOG_DIR.mkdir(exist_ok=True)
     command = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-m",
                "skyrl_hyperpod.drill", *sys.argv[1:]]  # fmt: skip
-    code = subprocess.run(command, env={**os.environ, HOST_RUN_DIR: str(run_dir)}, check=False).returncode
+    try:
+        code = subprocess.run(command, env={**os.environ, RUN_DIR_ENV: str(run_dir)}, check=False).returncode
+    finally:
+        if created:
+            SKYRL_LOG_DIR.rmdir()
     if code == 0 and not args.keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     return code

@@ -138,6 +138,29 @@ def job_env(rayjob: dict[str, Any]) -> dict[str, str]:
 
 
 @dataclass
+class Submission:
+    """A RayJob whose submitter is running: KubeRay's command follows the job's logs until the job ends."""
+
+    cluster: TrainingCluster
+    rayjob: str
+    job_id: str
+    expected_env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    def wait(self, timeout: float) -> JobRun:
+        """The job's end (stopped after `timeout`): its status, its logs and the trainer's report."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.cluster.stop_job(self.job_id)
+            self.process.wait()
+        status, message = self.cluster.job_status(self.job_id)
+        logs = self.log_path.read_text(encoding="utf-8", errors="replace")
+        return JobRun(self.rayjob, self.job_id, status, message, logs, self.expected_env, parse_stop(logs))
+
+
+@dataclass
 class TrainingCluster:
     """The RayCluster the RayJobs run on, started on 127.0.0.1 with its volumes and image paths mapped."""
 
@@ -168,6 +191,7 @@ class TrainingCluster:
         base_env = {
             "PATH": f"{self.env.train_bin}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.run_dir / "home"),
+            "TMPDIR": str(self.run_dir / "tmp"),
             "LANG": "C.UTF-8",
             **{name: self.paths.text(value) for name, value in image_env(DOCKERFILE, image.build_args).items()},
             "HP_DRILL_BOUNDARY": "1",
@@ -175,8 +199,9 @@ class TrainingCluster:
         }
         base_env["PYTHONPATH"] = f"{SITE_DIR}:{base_env.get('PYTHONPATH', '')}".rstrip(":")
         (self.run_dir / "home").mkdir(exist_ok=True)
+        (self.run_dir / "tmp").mkdir(exist_ok=True)
         nodes = plan_cluster(
-            self.cluster_spec, paths=self.paths, base_env=base_env, temp_root=self.run_dir / "ray", token=self.token
+            self.cluster_spec, paths=self.paths, base_env=base_env, temp_root=self.run_dir / "r", token=self.token
         )
         self.cluster = start_cluster(
             nodes,
@@ -206,6 +231,11 @@ class TrainingCluster:
     def submit(self, rayjob: dict[str, Any], *, timeout: float, stop_at: str = GPU_BOUNDARY) -> JobRun:
         """Run one RayJob as KubeRay's K8sJobMode submitter does, to its end (or `timeout`); the trainer stops at
         `stop_at` (the GPU boundary, or its start)."""
+        return self.launch(rayjob, stop_at=stop_at).wait(timeout)
+
+    def launch(self, rayjob: dict[str, Any], *, stop_at: str = GPU_BOUNDARY) -> Submission:
+        """Start KubeRay's submitter for one RayJob and return at once (a scenario may act on the running job, e.g.
+        stop its driver, before `Submission.wait`). Each launch is a new submission id, as each KubeRay attempt is."""
         name = rayjob["metadata"]["name"]
         entrypoint = self.paths.text(rayjob["spec"]["entrypoint"])
         prepare_job_state(Entrypoint.parse(entrypoint), self.train_job, self.skyrl_dir)
@@ -218,20 +248,8 @@ class TrainingCluster:
         log_path = self.run_dir / f"{job_id}.log"
         env = kuberay.submitter_env(self.cluster.client_env, address=address, job_id=job_id)
         with log_path.open("w", encoding="utf-8") as out:
-            try:
-                subprocess.run(
-                    kuberay.submitter_argv(command),
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    timeout=timeout,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                self.stop_job(job_id)
-        status, message = self.job_status(job_id)
-        logs = log_path.read_text(encoding="utf-8", errors="replace")
-        return JobRun(name, job_id, status, message, logs, expected, parse_stop(logs))
+            process = subprocess.Popen(kuberay.submitter_argv(command), env=env, stdout=out, stderr=subprocess.STDOUT)
+        return Submission(self, name, job_id, expected, log_path, process)
 
     def job_status(self, job_id: str) -> tuple[str, str]:
         code, body = kuberay.request("GET", f"{self.cluster.dashboard_url}/api/jobs/{job_id}", token=self.token)

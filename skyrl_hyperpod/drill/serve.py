@@ -48,12 +48,12 @@ class ServingCluster:
         base_env = {
             "PATH": f"{self.python.parent}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.run_dir / "home-serving"),
+            "TMPDIR": str(self.run_dir / "tmp"),
             "LANG": "C.UTF-8",
         }
         (self.run_dir / "home-serving").mkdir(exist_ok=True)
-        nodes = plan_cluster(
-            spec, paths=self.paths, base_env=base_env, temp_root=self.run_dir / "ray-serving", token=self.token
-        )
+        (self.run_dir / "tmp").mkdir(exist_ok=True)
+        nodes = plan_cluster(spec, paths=self.paths, base_env=base_env, temp_root=self.run_dir / "s", token=self.token)
         log = self.run_dir / "serving-cluster.log"
         self.cluster = start_cluster(
             nodes, ray=self.python.parent / "ray", python=self.python, token=self.token, log=log, timeout=timeout

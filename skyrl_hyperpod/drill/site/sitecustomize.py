@@ -10,7 +10,8 @@ that method, in the drill only, with a report of what ran, printed as one marker
 
 A scenario that only needs to see the trainer process start (which variables reached it) can stop there
 instead: the run directory's `stop-at` file then says `trainer-start`, and `BasePPOExp.__init__` reports
-before it loads anything.
+before it loads anything. A scenario that needs another stop point adds it here the same way: a name for the
+`stop-at` file, a patch in `_patch`, and a report printed after MARKER.
 """
 
 from __future__ import annotations
