@@ -398,7 +398,7 @@ def harness(tmp_path, monkeypatch) -> Harness:
 # --- the normal path --------------------------------------------------------------------------------
 
 
-def test_create_assembles_the_chart_as_helm_loads_it_and_installs_without_waiting(harness):
+def test_create_assembles_the_chart_as_helm_loads_it_and_installs_without_waiting(harness, capsys):
     response = harness.invoke()
     assert response["Status"] == "SUCCESS", response["Reason"]
     stack, logical, request = response["PhysicalResourceId"].rsplit("/", 2)
@@ -411,7 +411,13 @@ def test_create_assembles_the_chart_as_helm_loads_it_and_installs_without_waitin
     assert upgrade[:3] == ["upgrade", "--install", "hyperpod-dependencies"]
     assert not {"--wait", "--atomic", "--wait-for-jobs", "--rollback-on-failure"} & set(upgrade)
     assert upgrade[upgrade.index("--labels") + 1] == f"skyrl-hp-owner={harness.owner(response['PhysicalResourceId'])}"
-    # The real Helm rendered what was installed: the file:// folder's templates, not its stale archive's.
+    # The stale archive is gone (Helm would load it next to the folder and render either, at random), so the real
+    # Helm rendered the file:// folder's templates.
+    log = capsys.readouterr().out
+    assert "hyperpod-helm-chart: 3 file:// sub-charts kept as folders" in log
+    assert "hyperpod-inference-operator: 0 file:// sub-charts kept as folders; remote archives: keda-2.17.1.tgz" in log
+    assert "stale archives removed: mlflow-0.1.0.tgz" in log
+    assert "disabled remote dependencies not downloaded: cert-manager-v1.18.2" in log
     rendered = harness.manifest
     assert "name: mlflow-from-the-folder" in rendered and "mlflow-from-the-stale-archive" not in rendered
     for name in ("nvidia-device-plugin", "inference-operator", "keda"):
@@ -502,6 +508,16 @@ def test_renaming_the_release_replaces_the_resource_and_uninstalls_only_the_old_
     assert new_state["history"][-1]["labels"] == {
         "skyrl-hp-owner": harness.owner(harness.responses[1]["PhysicalResourceId"])
     }
+
+
+def test_objects_another_release_owns_fail_with_the_way_out(harness):
+    ownership = ('Error: Unable to continue with install: ServiceAccount "mlflow" in namespace "kube-system" exists and '
+                 'cannot be imported into the current release: invalid ownership metadata; annotation validation error: '
+                 'key "meta.helm.sh/release-name" must equal "hyperpod-dependencies": current value is "dependencies"')  # fmt: skip
+    harness.scenario({"upgrade": "error", "error": ownership})
+    response = harness.invoke()
+    assert response["Status"] == "FAILED" and 'current value is "dependencies"' in response["Reason"]
+    assert "hand them to hyperpod-dependencies first (README" in response["Reason"]
 
 
 def test_a_failed_update_answers_with_the_id_it_had(harness):

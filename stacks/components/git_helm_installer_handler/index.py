@@ -1088,7 +1088,16 @@ class Installer:
             timeout_s = helm_timeout(self.remaining())
             return self.run(upgrade_args(self.release, chart_dir, self.namespace, values_file, self.owner, timeout_s))
 
-        _retry("helm upgrade", attempt, self.remaining)
+        try:
+            _retry("helm upgrade", attempt, self.remaining)
+        except InstallError as error:
+            if "cannot be imported into the current release" not in str(error):
+                raise
+            # Typically a renamed release whose objects the old release still owns.
+            raise InstallError(
+                f"{error} -- objects of another release: hand them to {self.release} first (README, 'The git Helm "
+                "installer', renaming a release)"
+            ) from error
 
     def apply(self) -> None:
         self.connect()
