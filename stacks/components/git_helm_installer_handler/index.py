@@ -91,8 +91,8 @@ DOWNLOAD_CHUNK = 1 << 20
 ATTEMPTS = 4
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 30.0
-# CloudFormation's limit on a custom resource response body
-# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html).
+# CloudFormation's limit on a custom resource's response body
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref.html).
 MAX_RESPONSE_BYTES = 4096
 # Output of a Helm/kubectl/AWS CLI run that failed for a reason worth retrying.
 TRANSIENT_OUTPUT = re.compile(
