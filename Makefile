@@ -49,9 +49,11 @@ crds: setup
 hyperpod-chart: setup
 	@$(SKYRL_HP) fetch hyperpod-chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
 
-# The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart.
+# The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart, and the
+# chart assembled by the installer's code and rendered by its Helm binary into $(CHART_RENDER_DIR).
+CHART_RENDER_DIR := .build/hyperpod-chart-render
 chart-check: hyperpod-chart
-	$(SKYRL_HP) chart-check
+	$(SKYRL_HP) chart-check --render $(CHART_RENDER_DIR)
 
 # Lint (rules, format, import order) and types over the package, stacks, charts, apps and tests (pyproject.toml).
 lint: setup
@@ -59,7 +61,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: setup crds hyperpod-chart lint
+test: setup crds hyperpod-chart lint chart-check
 	$(PYTHON) -m pytest
 
 clean:

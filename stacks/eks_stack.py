@@ -18,7 +18,13 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from skyrl_hyperpod.constants import KUBERAY_NAMESPACE
-from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
+from skyrl_hyperpod.helm_values import (
+    HYPERPOD_DEPENDENCIES_NAMESPACE,
+    HYPERPOD_DEPENDENCIES_RELEASE,
+    archive_pins,
+    hyperpod_dependencies_values,
+    ray_endpoint_operator_values,
+)
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -26,13 +32,13 @@ from .components.eks_cluster import EksCluster
 from .components.helm_from_git import HelmChartFromGit
 from .components.workload_identity import WorkloadIdentities
 
-# Release name and namespace AWS's HyperPod documentation and console templates use, so a later
-# manual `helm upgrade dependencies ...` targets this release instead of creating a second one.
-HYPERPOD_DEPENDENCIES_RELEASE = "dependencies"
-HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
 RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
 KUBERAY_CHART = "kuberay-operator"
 KUBERAY_RELEASE = "kuberay-operator"
+# Helm's --timeout for the KubeRay release, inside the kubectl handler's 15-minute Lambda limit (CDK's
+# HelmChart accepts at most 15 minutes): Helm stops by itself and records the release as failed, instead of
+# being killed with it left pending-install/pending-upgrade.
+KUBERAY_HELM_TIMEOUT = cdk.Duration.minutes(10)
 
 
 class EksStack(cdk.Stack):
@@ -90,8 +96,17 @@ class EksStack(cdk.Stack):
             release=KUBERAY_RELEASE,
             namespace=KUBERAY_NAMESPACE,
             create_namespace=True,
-            # The operator pod cannot schedule before HyperPod nodes join.
+            # The operator pod cannot schedule before HyperPod nodes join. So no atomic install either: Helm 4's
+            # --atomic (= --rollback-on-failure) waits for the operator to be ready (helm/helm v4.1.4
+            # pkg/action/install.go), which it cannot be until then; it would roll back every first deploy.
             wait=False,
+            timeout=KUBERAY_HELM_TIMEOUT,
+            # The operator watches (and caches Secrets, Pods, Services of) the workload namespace only, not every
+            # namespace: kuberay-operator chart v1.7.0 values.yaml `watchNamespace` -> --watch-namespace
+            # (ray-operator/main.go restricts the manager's cache to it). `singleNamespaceInstall` would also turn
+            # its ClusterRole into a Role, but that Role lives in the workload namespace, which the cdk8s charts
+            # create after this stack.
+            values={"watchNamespace": [config.workloads.namespace]},
         )
 
         # One installer set-up for both git charts; each chart has its own commit pin.
@@ -100,7 +115,7 @@ class EksStack(cdk.Stack):
             kubectl_layer=self.eks.kubectl_layer,
             awscli_layer=self.eks.awscli_layer,
             repository=versions.hyperpod_cli_repository,
-            archive_sha256=config.helm_installer.archive_sha256,
+            archive_sha256=archive_pins(config),
             require_pinned_digests=config.helm_installer.require_pinned_digests,
             archive_mirror=config.helm_installer.archive_mirror,
         )

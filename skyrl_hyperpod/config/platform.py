@@ -514,17 +514,16 @@ class HelmInstallerConfig(StrictModel):
 
     archive_sha256: Annotated[dict[str, str], AfterValidator(_archive_digests)] = Field(
         default_factory=dict,
-        description="Pins: archive file name -> sha256. Unpinned archives are trusted on first use, then enforced.",
+        description="Pins: archive file name -> sha256, added to (and overriding) the pins this project ships "
+        "for the pinned commit's remote sub-charts.",
     )
-    require_pinned_digests: bool = Field(default=False, description="Refuse any archive without a pin.")
+    require_pinned_digests: bool = Field(
+        default=True,
+        description="Refuse any remote sub-chart archive without a pin. false: unpinned archives are trusted on "
+        "first use, then enforced.",
+    )
     archive_mirror: str | None = Field(
         default=None,
         pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?|https://\S+)$",
         description="s3://bucket/prefix or https://host/path holding every archive under its upstream file name.",
     )
-
-    @model_validator(mode="after")
-    def _pins_for_required(self) -> HelmInstallerConfig:
-        if self.require_pinned_digests and not self.archive_sha256:
-            raise ValueError("require_pinned_digests is true but archive_sha256 is empty: pin every archive first")
-        return self

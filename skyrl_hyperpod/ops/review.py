@@ -93,6 +93,15 @@ GPU_RESOURCE = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
+# The git Helm installer (stacks/components/git_helm_installer_handler/index.py). A change of a release's identity
+# makes it answer with a new physical id: it installs the new release and CloudFormation's clean-up deletes the
+# old resource, which uninstalls the old release (objects deleted, CRDs in templates with their custom resources).
+# A new ServiceToken or logical id creates a second resource that takes the release over; the old one's Delete
+# then leaves it installed (owner label), but the release is upgraded by a new resource.
+HELM_RELEASE_TYPE = "Custom::HelmChartFromGit"
+HELM_RELEASE_IDENTITY = ("ClusterName", "Namespace", "Release")
+HELM_INSTALLER_SOURCE = "README.md#the-git-helm-installer"
+
 VerdictKind = Literal["REPLACE", "REPLACE_OR_FAIL", "MAY_REPLACE"]
 ResourceAction = Literal["ADD", "REMOVE", "MODIFY", "REPLACE"]
 ManifestAction = Literal["ADD", "REMOVE", "MODIFY"]
@@ -829,6 +838,8 @@ def _diff_resource(
         elif verdict.text not in change.possible:
             change.possible.append(verdict.text)
             replace_or_fail = replace_or_fail or verdict.kind == "REPLACE_OR_FAIL"
+    if resource_type == HELM_RELEASE_TYPE:
+        replace = _helm_release_replaced(change, old_props, new_props) or replace
     if not found and not resource_type.startswith("Custom::"):
         change.reasons.append("no resource schema known for this type: replacement cannot be ruled out")
     if replace:
@@ -843,6 +854,25 @@ def _diff_resource(
             )
             change.stateful_loss = True
     return change
+
+
+def _helm_release_replaced(change: ResourceChange, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the git Helm installer replaces this release (see HELM_RELEASE_IDENTITY)."""
+    moved = [key for key in HELM_RELEASE_IDENTITY if old.get(key) != new.get(key)]
+    if moved:
+        before = f"{old.get('Namespace')}/{old.get('Release')}"
+        after = f"{new.get('Namespace')}/{new.get('Release')}"
+        change.reasons.append(f"Helm release identity ({', '.join(moved)}) changed: {before} → {after}")
+        change.risks.append(
+            f"release {before} is uninstalled after {after} is installed (its objects are deleted); Helm refuses to "
+            f"install objects {before} still owns: migrate first ({HELM_INSTALLER_SOURCE})"
+        )
+        change.stateful_loss = True
+        return True
+    if old.get("ServiceToken") != new.get("ServiceToken"):
+        change.reasons.append("new ServiceToken: CloudFormation creates a new custom resource and deletes this one")
+        return True
+    return False
 
 
 def _propagate(
@@ -1022,6 +1052,29 @@ def _groups(cluster: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if isinstance(groups, list)
         else {}
     )
+
+
+def helm_release_disruptions(stacks: list[StackDiff]) -> list[Disruption]:
+    """Every replaced or removed git Helm installer release: Helm upgrades or uninstalls a live release."""
+    found = []
+    for stack in stacks:
+        added = {c.logical_id for c in stack.resources if c.action == "ADD" and c.resource_type == HELM_RELEASE_TYPE}
+        for change in stack.resources:
+            if change.resource_type != HELM_RELEASE_TYPE or change.action not in ("REPLACE", "REMOVE"):
+                continue
+            if change.action == "REPLACE":
+                text = "replaced: " + "; ".join(change.reasons[-1:])
+            elif added:
+                text = (
+                    f"removed while {', '.join(f'`{a}`' for a in sorted(added))} is added: a new resource takes the "
+                    "release over and this one's delete leaves it installed only if the release names match"
+                )
+            else:
+                text = "removed: the installer uninstalls the release it owns"
+            found.append(
+                Disruption(f"Helm release `{change.cdk_path or change.logical_id}`", text, HELM_INSTALLER_SOURCE)
+            )
+    return found
 
 
 def hyperpod_disruptions(
@@ -1208,6 +1261,7 @@ def review(
     if base.stacks is not None and head.stacks is not None:
         stacks, paths = diff_platform(base.stacks, head.stacks, facts)
         replaced = {c.node for s in stacks for c in s.resources if c.action == "REPLACE"}
+        disruptions += helm_release_disruptions(stacks)
         disruptions += hyperpod_disruptions(resolve_platform(base.stacks), resolve_platform(head.stacks), replaced)
     elif (base.stacks is None) != (head.stacks is None):
         notes.append("only one side has a cloud assembly: CloudFormation templates were not compared")

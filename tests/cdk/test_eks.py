@@ -28,13 +28,19 @@ from skyrl_hyperpod.config.platform import (
     RAY_ENDPOINT_OPERATOR_CHART_PATH,
     SUPPORTED_KUBERNETES_VERSIONS,
 )
+from skyrl_hyperpod.helm_values import (
+    HYPERPOD_DEPENDENCIES_NAMESPACE,
+    HYPERPOD_DEPENDENCIES_RELEASE,
+    UPSTREAM_ARCHIVE_SHA256,
+)
 from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.validation.hyperpod_chart import installer_module, sums_for
 from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
 from stacks.eks_stack import (
-    HYPERPOD_DEPENDENCIES_NAMESPACE,
     KUBERAY_CHART,
+    KUBERAY_HELM_TIMEOUT,
     KUBERAY_NAMESPACE,
     EksStack,
 )
@@ -62,8 +68,12 @@ VARIANT = {
     },
     "helm_installer": {
         "archive_mirror": "s3://example-helm-mirror/hyperpod",
-        "archive_sha256": {"cert-manager-v1.18.2.tgz": "0" * 64},
-        "require_pinned_digests": True,
+        # The operator's commit has no sha256 list in this project: its tarball is pinned instead.
+        "archive_sha256": {
+            "cert-manager-v1.18.2.tgz": "0" * 64,
+            "sagemaker-hyperpod-cli-0123456789abcdef0123456789abcdef01234567.tar.gz": "1" * 64,
+        },
+        "require_pinned_digests": False,
     },
 }
 COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -442,6 +452,12 @@ def test_kuberay_operator_chart_is_pinned_and_does_not_wait(default):
     assert props["Namespace"] == KUBERAY_NAMESPACE and KUBERAY_NAMESPACE not in ("default", "kube-system")
     assert props["CreateNamespace"] is True
     assert props.get("Wait", False) is False
+    # Helm stops itself inside the kubectl handler's 15 minutes; no --atomic (it would wait for a pod that
+    # cannot schedule before HyperPod nodes exist).
+    assert props["Timeout"] == f"{KUBERAY_HELM_TIMEOUT.to_seconds()}s" and KUBERAY_HELM_TIMEOUT.to_minutes() < 15
+    assert props.get("Atomic", False) is False
+    # The operator watches the workload namespace only (its Secrets, not every namespace's).
+    assert json.loads(props["Values"]) == {"watchNamespace": [default.config.workloads.namespace]}
 
 
 # --- HyperPod dependencies and the Ray endpoint operator ----------------------------------------
@@ -454,7 +470,33 @@ def test_hyperpod_dependencies_come_from_the_pinned_commit(default):
     assert COMMIT_ID.fullmatch(props["Commit"]) and props["Commit"] == versions.hyperpod_cli_commit
     assert props["Repository"] == versions.hyperpod_cli_repository
     assert props["ChartPath"] == HYPERPOD_CHART_PATH
-    assert props["Namespace"] == HYPERPOD_DEPENDENCIES_NAMESPACE == "kube-system"
+    # AWS's install guide's release name and namespace.
+    assert (props["Release"], props["Namespace"]) == (HYPERPOD_DEPENDENCIES_RELEASE, HYPERPOD_DEPENDENCIES_NAMESPACE)
+    assert (HYPERPOD_DEPENDENCIES_RELEASE, HYPERPOD_DEPENDENCIES_NAMESPACE) == ("hyperpod-dependencies", "kube-system")
+
+
+def test_every_chart_file_is_verified_against_the_projects_list(default):
+    [chart] = git_charts(default.template).values()
+    props = chart["Properties"]
+    listed = sums_for(props["Commit"])
+    assert listed is not None and all(name.startswith(HYPERPOD_CHART_PATH + "/") for name in listed)
+    expected = {name.removeprefix(HYPERPOD_CHART_PATH + "/"): digest for name, digest in listed.items()}
+    assert json.loads(props["ChartFileDigests"]) == expected and len(expected) == 147
+    # ... and the remote sub-charts against the shipped pins, required.
+    assert json.loads(props["ArchiveDigests"]) == UPSTREAM_ARCHIVE_SHA256
+    assert props["RequirePinnedDigests"] == "true"
+
+
+def test_a_commit_without_a_file_list_or_a_tarball_pin_is_refused_at_synth(default):
+    app = cdk.App()
+    stack = cdk.Stack(app, "s")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    with pytest.raises(ConfigError, match=f"no pin for sagemaker-hyperpod-cli-{commit}.tar.gz"):
+        HelmChartFromGit(
+            stack, "Chart", cluster=None, kubectl_layer=None, awscli_layer=None,
+            repository=default.config.versions.hyperpod_cli_repository, commit=commit,
+            chart_path=RAY_ENDPOINT_OPERATOR_CHART_PATH, release="r", namespace="n",
+        )  # fmt: skip
 
 
 def test_the_synthesized_dependencies_release_passes_the_chart_check(default):
@@ -516,6 +558,8 @@ def test_git_helm_installer_cannot_keep_cloudformation_waiting(default, variant)
             service_timeout = chart["Properties"]["ServiceTimeout"]
             assert int(service_timeout) == SERVICE_TIMEOUT.to_seconds()
             assert function["Timeout"] < int(service_timeout) < 3600
+            # The handler's recovery of pending releases counts on this limit.
+            assert function["Timeout"] == installer_module().FUNCTION_TIMEOUT_S
             # The log group exists (and is declared) before the function first runs.
             log_group_id = function["LoggingConfig"]["LogGroup"]["Ref"]
             assert synth.template["Resources"][log_group_id]["Type"] == "AWS::Logs::LogGroup"
@@ -527,14 +571,16 @@ def test_git_helm_installer_cannot_keep_cloudformation_waiting(default, variant)
 
 def test_archive_pins_and_mirror_reach_the_installer(default, variant):
     for chart in git_charts(default.template).values():
-        props = chart["Properties"]
-        assert (props["ArchiveDigests"], props["RequirePinnedDigests"], props["ArchiveMirror"]) == ("{}", "false", "")
+        assert chart["Properties"]["ArchiveMirror"] == ""
     installer = variant.config.helm_installer
     for chart in git_charts(variant.template).values():
         props = chart["Properties"]
-        assert json.loads(props["ArchiveDigests"]) == installer.archive_sha256
-        assert props["RequirePinnedDigests"] == "true"
+        # The configuration's pins join (and would override) the shipped ones.
+        assert json.loads(props["ArchiveDigests"]) == {**UPSTREAM_ARCHIVE_SHA256, **installer.archive_sha256}
+        assert props["RequirePinnedDigests"] == "false"
         assert props["ArchiveMirror"] == installer.archive_mirror
+    operator = git_charts(variant.template)[RAY_ENDPOINT_OPERATOR_CHART_PATH]["Properties"]
+    assert operator["ChartFileDigests"] == "{}"  # no list for its commit: the tarball pin verifies it
     [chart, *_] = git_charts(variant.template).values()
     role_id = variant.template["Resources"][chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]["Role"]
     statements = role_statements(variant.template, role_id["Fn::GetAtt"][0])
@@ -568,7 +614,7 @@ def test_a_branch_name_is_refused_at_synth(default):
         HelmChartFromGit(
             stack, "Chart", cluster=None, kubectl_layer=None, awscli_layer=None,
             repository=default.config.versions.hyperpod_cli_repository, commit="main",
-            chart_path=HYPERPOD_CHART_PATH, release="dependencies", namespace="kube-system",
+            chart_path=HYPERPOD_CHART_PATH, release="hyperpod-dependencies", namespace="kube-system",
         )  # fmt: skip
 
 
