@@ -12,7 +12,14 @@ from constructs import Construct
 
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
-from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
+from .constructs.ray_pods import (
+    HEAD_PORTS,
+    SCHEDULABLE_NODE,
+    RayPodProps,
+    ScriptVolume,
+    allocatable_pod,
+    prepare_shared_dirs_container,
+)
 from .inputs import ChartInputs
 from .ray_access import TRAINING_COMPONENT
 
@@ -69,6 +76,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         shared=inputs.shared_volume(),
         run_as=owner,
         labels=ray_workload_labels(TRAINING_COMPONENT),
+        required_node_labels=SCHEDULABLE_NODE,
     )
     return RayClusterSpecProps(
         ray_version=config.training_image.ray_version,

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from skyrl_hyperpod.constants import KUBERAY_NAMESPACE
+from skyrl_hyperpod.constants import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_CHART, KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
 from skyrl_hyperpod.outputs import OutputKey
 
@@ -31,8 +31,8 @@ from .components.workload_identity import WorkloadIdentities
 HYPERPOD_DEPENDENCIES_RELEASE = "dependencies"
 HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
 RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
-KUBERAY_CHART = "kuberay-operator"
-KUBERAY_RELEASE = "kuberay-operator"
+KUBERAY_CHART = KUBERAY_OPERATOR_CHART
+KUBERAY_RELEASE = KUBERAY_OPERATOR_RELEASE
 
 
 class EksStack(cdk.Stack):
