@@ -51,7 +51,10 @@ INSTANCE_METADATA_CIDR = "169.254.169.254/32"
 # `except` since v1.0.4 (aws/aws-network-policy-agent#92; HyperPod's minimum vpc-cni, v1.18.3, ships a later
 # agent) and mis-merges overlapping ipBlock rules with different ports (aws/aws-network-policy-agent#180).
 # Ray's usage-stats cloud probe asks the metadata address with a one-second timeout and carries on.
-NO_INSTANCE_METADATA_PEERS = (cidr_peer("0.0.0.0/0", except_=(INSTANCE_METADATA_CIDR,)), {"namespaceSelector": {}})
+NO_INSTANCE_METADATA_PEERS: tuple[dict, ...] = (
+    cidr_peer("0.0.0.0/0", except_=(INSTANCE_METADATA_CIDR,)),
+    {"namespaceSelector": {}},
+)
 
 _HEAD_PORT = dict(HEAD_PORTS)
 DASHBOARD_PORT = _HEAD_PORT["dashboard"]
