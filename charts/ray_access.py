@@ -15,6 +15,7 @@ node's IAM role (its credentials are served there); everything else stays open (
 
 from __future__ import annotations
 
+from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.constants import HYPERPOD_OBSERVABILITY_NAMESPACE
 
 from .constructs.ray_network import (
@@ -59,6 +60,21 @@ NO_INSTANCE_METADATA_PEERS: tuple[dict, ...] = (
 _HEAD_PORT = dict(HEAD_PORTS)
 DASHBOARD_PORT = _HEAD_PORT["dashboard"]
 CLIENT_PORT = _HEAD_PORT["client"]
+
+
+# With `manager.enableEndpointsByDefault: false` the HyperPod Ray endpoint operator creates an endpoint only
+# for a Ray resource that carries this annotation set to "true" (AWS, "Installing the HyperPod Ray Endpoint
+# Operator": https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ray-endpoint-operator.html).
+ENDPOINT_OPT_IN_ANNOTATION = "access.sagemaker.amazonaws.com/enabled"
+
+
+def endpoint_opt_in_annotations(config: ProjectConfig) -> dict[str, str]:
+    """Annotations that give the training RayCluster (what `sagemaker_ray://<cluster>/<namespace>` addresses)
+    an endpoint when the operator does not create one for every resource; none otherwise."""
+    operator = config.ray_endpoint_operator
+    if operator.enabled and not operator.enable_endpoints_by_default:
+        return {ENDPOINT_OPT_IN_ANNOTATION: "true"}
+    return {}
 
 
 def _endpoint_operator_peers(inputs: ChartInputs) -> tuple[dict, ...]:

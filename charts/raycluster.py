@@ -21,7 +21,7 @@ from .constructs.ray_pods import (
     prepare_shared_dirs_container,
 )
 from .inputs import ChartInputs
-from .ray_access import TRAINING_COMPONENT
+from .ray_access import TRAINING_COMPONENT, endpoint_opt_in_annotations
 
 
 def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
@@ -99,3 +99,5 @@ class TrainingClusterChart(cdk8s.Chart):
             namespace=inputs.namespace,
             spec=training_cluster_spec(inputs),
         )
+        for key, value in endpoint_opt_in_annotations(inputs.config).items():
+            self.cluster.api_object.metadata.add_annotation(key, value)

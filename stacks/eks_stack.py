@@ -16,9 +16,9 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH
 from skyrl_hyperpod.constants import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_CHART, KUBERAY_OPERATOR_RELEASE
-from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
+from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -30,7 +30,6 @@ from .components.workload_identity import WorkloadIdentities
 # manual `helm upgrade dependencies ...` targets this release instead of creating a second one.
 HYPERPOD_DEPENDENCIES_RELEASE = "dependencies"
 HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
-RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
 KUBERAY_CHART = KUBERAY_OPERATOR_CHART
 KUBERAY_RELEASE = KUBERAY_OPERATOR_RELEASE
 
@@ -59,18 +58,7 @@ class EksStack(cdk.Stack):
         self.eks = EksCluster(self, "Eks", config=config, vpc=vpc, control_plane_security_group=hyperpod_security_group)
         self.cluster: eks.Cluster = self.eks.cluster
 
-        self.addons = EksAddons(
-            self,
-            "Addons",
-            cluster=self.cluster,
-            versions=versions,
-            # The Ray endpoint operator needs the Spaces add-on, with web browser access turned on.
-            sagemaker_spaces_configuration=(
-                config.ray_endpoint_operator.spaces_addon_configuration
-                if config.ray_endpoint_operator.enabled
-                else None
-            ),
-        )
+        self.addons = EksAddons(self, "Addons", cluster=self.cluster, versions=versions)
 
         self.workload_identities = WorkloadIdentities(
             self,
@@ -115,23 +103,7 @@ class EksStack(cdk.Stack):
             values=hyperpod_dependencies_values(config, region),
         )
 
-        self.ray_endpoint_operator: HelmChartFromGit | None = None
-        operator = config.ray_endpoint_operator
-        if operator.enabled and operator.commit:  # enabled requires a commit (RayEndpointOperatorConfig)
-            # Its own pin: the chart is not in the dependencies chart's commit (see RayEndpointOperatorConfig).
-            self.ray_endpoint_operator = HelmChartFromGit(
-                self,
-                "RayEndpointOperator",
-                **git_chart_options,
-                commit=operator.commit,
-                chart_path=RAY_ENDPOINT_OPERATOR_CHART_PATH,
-                release=RAY_ENDPOINT_OPERATOR_RELEASE,
-                namespace=operator.namespace,
-                values=ray_endpoint_operator_values(config, region),
-            )
-            self.ray_endpoint_operator.node.add_dependency(self.addons.sagemaker_spaces)
-            # One Helm run at a time against the cluster; the operator comes after the base chart.
-            self.ray_endpoint_operator.node.add_dependency(self.hyperpod_dependencies)
+        # The Ray endpoint operator and its Spaces add-on need nodes: stacks/ray_endpoint_stack.py, after HyperPod.
 
         identities = self.workload_identities
         for key, value, description in (

@@ -436,3 +436,23 @@ def test_only_the_kuberay_operator_pods_of_its_namespace_reach_the_job_api(varia
             )
         }
         assert admitted_sources == {"the operator"}, description
+
+
+@pytest.mark.parametrize(
+    ("operator", "annotations"),
+    [
+        ({}, {}),
+        (ENDPOINT["ray_endpoint_operator"], {"access.sagemaker.amazonaws.com/enabled": "true"}),
+        ({**ENDPOINT["ray_endpoint_operator"], "enable_endpoints_by_default": True}, {}),
+    ],
+    ids=["operator-off", "opt-in", "endpoints-by-default"],
+)
+def test_the_training_cluster_opts_in_to_an_endpoint_only_when_the_operator_needs_it(operator, annotations):
+    # AWS: with enableEndpointsByDefault false the operator serves only resources annotated
+    # access.sagemaker.amazonaws.com/enabled: "true" (sagemaker-hyperpod-ray-endpoint-operator.html).
+    charts = synth(validate_config({"ray_endpoint_operator": operator}))
+    [cluster] = objects(charts, "RayCluster")
+    assert cluster["metadata"].get("annotations", {}) == annotations
+    # The serving cluster gets no endpoint of its own unless every resource does.
+    [service] = objects(charts, "RayService")
+    assert "annotations" not in service["metadata"]

@@ -25,7 +25,6 @@ from conftest import cdk_json_context, cfn_lint_errors
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.platform import (
     HYPERPOD_CHART_PATH,
-    RAY_ENDPOINT_OPERATOR_CHART_PATH,
     SUPPORTED_KUBERNETES_VERSIONS,
 )
 from skyrl_hyperpod.outputs import OutputKey
@@ -202,9 +201,10 @@ def test_cluster_version_and_its_layer_follow_the_config(fixture, request):
 
 
 def test_one_kubectl_layer_and_one_installer_serve_every_release(variant):
-    # Two git charts (dependencies + Ray endpoint operator) and the KubeRay chart, yet: one kubectl
-    # layer, one AWS CLI layer, three functions (kubectl handler, its framework, the git installer).
-    assert len(git_charts(variant.template)) == 2
+    # The dependencies git chart and the KubeRay chart (the Ray endpoint operator's git chart lives in its
+    # own stack and reuses this installer: tests/cdk/test_ray_endpoint.py), yet: one kubectl layer, one AWS
+    # CLI layer, three functions (kubectl handler, its framework, the git installer).
+    assert len(git_charts(variant.template)) == 1
     assert len(resources(variant.template, "AWS::Lambda::LayerVersion")) == 2
     assert len(resources(variant.template, "AWS::Lambda::Function")) == 3
     tokens = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(variant.template).values()}
@@ -572,35 +572,12 @@ def test_a_branch_name_is_refused_at_synth(default):
         )  # fmt: skip
 
 
-def test_ray_endpoint_operator_is_absent_by_default(default):
-    assert default.config.ray_endpoint_operator.enabled is False
-    assert set(git_charts(default.template)) == {HYPERPOD_CHART_PATH}
-    assert "amazon-sagemaker-spaces" not in addons(default.template)
-
-
-def test_ray_endpoint_operator_installs_with_spaces_when_enabled(variant):
-    operator = variant.config.ray_endpoint_operator
-    charts = git_charts(variant.template)
-    chart = charts[RAY_ENDPOINT_OPERATOR_CHART_PATH]
-    props = chart["Properties"]
-    assert props["Namespace"] == operator.namespace == "hyperpod-ray"
-    # Its own pin, not the dependencies chart's (whose commit has no operator chart).
-    assert props["Commit"] == operator.commit != variant.config.versions.hyperpod_cli_commit
-    assert rendered_json(props["Values"]) == {
-        "region": REGION_PLACEHOLDER,
-        "domain": operator.domain,
-        "namespace": operator.namespace,
-        "kmsKeyArn": operator.kms_key_arn,
-        "adminGroup": operator.admin_group,
-        "manager": {"enableEndpointsByDefault": operator.enable_endpoints_by_default},
-    }
-    [(spaces_id, spaces)] = [(k, v) for k, v in resources(variant.template, "AWS::EKS::Addon").items()
-                             if v["Properties"]["AddonName"] == "amazon-sagemaker-spaces"]  # fmt: skip
-    # The web browser access settings the user gave, as the add-on's configuration values.
-    assert json.loads(spaces["Properties"]["ConfigurationValues"]) == operator.spaces_addon_configuration
-    dependencies_id = next(k for k, v in resources(variant.template, RESOURCE_TYPE).items()
-                           if v["Properties"]["ChartPath"] == HYPERPOD_CHART_PATH)  # fmt: skip
-    assert {spaces_id, dependencies_id} <= set(chart["DependsOn"])
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_the_ray_endpoint_operator_and_its_spaces_addon_are_never_in_this_stack(fixture, request):
+    # They need HyperPod nodes, which do not exist when this stack deploys: stacks/ray_endpoint_stack.py.
+    synth = request.getfixturevalue(fixture)
+    assert set(git_charts(synth.template)) == {HYPERPOD_CHART_PATH}
+    assert "amazon-sagemaker-spaces" not in addons(synth.template)
 
 
 # --- checks ------------------------------------------------------------------------------------
