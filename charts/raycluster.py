@@ -12,9 +12,16 @@ from constructs import Construct
 
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
-from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
+from .constructs.ray_pods import (
+    HEAD_PORTS,
+    SCHEDULABLE_NODE,
+    RayPodProps,
+    ScriptVolume,
+    allocatable_pod,
+    prepare_shared_dirs_container,
+)
 from .inputs import ChartInputs
-from .ray_access import TRAINING_COMPONENT
+from .ray_access import TRAINING_COMPONENT, endpoint_opt_in_annotations
 
 
 def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
@@ -69,6 +76,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         shared=inputs.shared_volume(),
         run_as=owner,
         labels=ray_workload_labels(TRAINING_COMPONENT),
+        required_node_labels=SCHEDULABLE_NODE,
     )
     return RayClusterSpecProps(
         ray_version=config.training_image.ray_version,
@@ -91,3 +99,5 @@ class TrainingClusterChart(cdk8s.Chart):
             namespace=inputs.namespace,
             spec=training_cluster_spec(inputs),
         )
+        for key, value in endpoint_opt_in_annotations(inputs.config).items():
+            self.cluster.api_object.metadata.add_annotation(key, value)

@@ -17,7 +17,7 @@ from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.kuberay import RayClusterSpecProps, RayService
 from .constructs.ray_network import ray_workload_labels
-from .constructs.ray_pods import HEAD_PORTS, SERVE_PORT, RayPodProps, allocatable_pod
+from .constructs.ray_pods import HEAD_PORTS, SCHEDULABLE_NODE, SERVE_PORT, RayPodProps, allocatable_pod
 from .inputs import ChartInputs, lora_loading_path
 from .ray_access import SERVING_COMPONENT
 
@@ -100,6 +100,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         # Read-only: serving never writes to the training outputs.
         shared=inputs.shared_volume(read_only=True),
         labels=ray_workload_labels(SERVING_COMPONENT),
+        required_node_labels=SCHEDULABLE_NODE,
     )
     return RayClusterSpecProps(
         ray_version=config.serving_image.ray_version,

@@ -11,6 +11,12 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # `ray_endpoint_operator.namespace`); the HyperPod observability add-on's
 # collector scrapes Ray's metrics port.
 KUBERAY_NAMESPACE = "kuberay-system"
+# The kuberay-operator Helm chart and the release stacks/eks_stack.py installs it as. The chart labels the
+# operator's pods with both (helm-chart/kuberay-operator/templates/deployment.yaml, v1.7.0:
+# app.kubernetes.io/name = the chart name, app.kubernetes.io/instance = the release), which is how the
+# NetworkPolicies tell the operator from any other pod in its namespace.
+KUBERAY_OPERATOR_CHART = "kuberay-operator"
+KUBERAY_OPERATOR_RELEASE = "kuberay-operator"
 HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 
 # Ray's default head ports (https://docs.ray.io/en/latest/ray-core/configure.html#ports-configurations):

@@ -69,7 +69,7 @@ def default_charts(default_config):
 def test_one_chart_per_deployable_unit_in_apply_order(default_charts):
     assert list(default_charts) == ["01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice"]
     assert [d["kind"] for d in default_charts["01-platform"]] == [
-        "Namespace", *["NetworkPolicy"] * 5,  # default deny + (pods, head) x (training, serving): test_ray_access.py
+        "Namespace", *["NetworkPolicy"] * 6,  # default deny, egress, (pods, head) x (training, serving): test_ray_access.py
         "ServiceAccount", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap",
     ]  # fmt: skip
 

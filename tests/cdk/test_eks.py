@@ -39,9 +39,9 @@ from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
 from stacks.eks_stack import (
-    KUBERAY_CHART,
     KUBERAY_HELM_TIMEOUT,
     KUBERAY_NAMESPACE,
+    KUBERAY_OPERATOR_CHART,
     EksStack,
 )
 
@@ -212,9 +212,10 @@ def test_cluster_version_and_its_layer_follow_the_config(fixture, request):
 
 
 def test_one_kubectl_layer_and_one_installer_serve_every_release(variant):
-    # Two git charts (dependencies + Ray endpoint operator) and the KubeRay chart, yet: one kubectl
-    # layer, one AWS CLI layer, three functions (kubectl handler, its framework, the git installer).
-    assert len(git_charts(variant.template)) == 2
+    # The dependencies git chart and the KubeRay chart (the Ray endpoint operator's git chart lives in its
+    # own stack and reuses this installer: tests/cdk/test_ray_endpoint.py), yet: one kubectl layer, one AWS
+    # CLI layer, three functions (kubectl handler, its framework, the git installer).
+    assert len(git_charts(variant.template)) == 1
     assert len(resources(variant.template, "AWS::Lambda::LayerVersion")) == 2
     assert len(resources(variant.template, "AWS::Lambda::Function")) == 3
     tokens = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(variant.template).values()}
@@ -446,7 +447,7 @@ def test_kuberay_operator_chart_is_pinned_and_does_not_wait(default):
     _, chart = one(default.template, "Custom::AWSCDK-EKS-HelmChart")
     props = chart["Properties"]
     versions = default.config.versions
-    assert props["Chart"] == KUBERAY_CHART == "kuberay-operator"
+    assert props["Chart"] == KUBERAY_OPERATOR_CHART == "kuberay-operator"
     assert props["Version"] == versions.kuberay_operator_chart
     assert props["Repository"] == versions.kuberay_helm_repository
     assert props["Namespace"] == KUBERAY_NAMESPACE and KUBERAY_NAMESPACE not in ("default", "kube-system")
@@ -579,8 +580,6 @@ def test_archive_pins_and_mirror_reach_the_installer(default, variant):
         assert json.loads(props["ArchiveDigests"]) == {**UPSTREAM_ARCHIVE_SHA256, **installer.archive_sha256}
         assert props["RequirePinnedDigests"] == "false"
         assert props["ArchiveMirror"] == installer.archive_mirror
-    operator = git_charts(variant.template)[RAY_ENDPOINT_OPERATOR_CHART_PATH]["Properties"]
-    assert operator["ChartFileDigests"] == "{}"  # no list for its commit: the tarball pin verifies it
     [chart, *_] = git_charts(variant.template).values()
     role_id = variant.template["Resources"][chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]["Role"]
     statements = role_statements(variant.template, role_id["Fn::GetAtt"][0])
@@ -618,35 +617,12 @@ def test_a_branch_name_is_refused_at_synth(default):
         )  # fmt: skip
 
 
-def test_ray_endpoint_operator_is_absent_by_default(default):
-    assert default.config.ray_endpoint_operator.enabled is False
-    assert set(git_charts(default.template)) == {HYPERPOD_CHART_PATH}
-    assert "amazon-sagemaker-spaces" not in addons(default.template)
-
-
-def test_ray_endpoint_operator_installs_with_spaces_when_enabled(variant):
-    operator = variant.config.ray_endpoint_operator
-    charts = git_charts(variant.template)
-    chart = charts[RAY_ENDPOINT_OPERATOR_CHART_PATH]
-    props = chart["Properties"]
-    assert props["Namespace"] == operator.namespace == "hyperpod-ray"
-    # Its own pin, not the dependencies chart's (whose commit has no operator chart).
-    assert props["Commit"] == operator.commit != variant.config.versions.hyperpod_cli_commit
-    assert rendered_json(props["Values"]) == {
-        "region": REGION_PLACEHOLDER,
-        "domain": operator.domain,
-        "namespace": operator.namespace,
-        "kmsKeyArn": operator.kms_key_arn,
-        "adminGroup": operator.admin_group,
-        "manager": {"enableEndpointsByDefault": operator.enable_endpoints_by_default},
-    }
-    [(spaces_id, spaces)] = [(k, v) for k, v in resources(variant.template, "AWS::EKS::Addon").items()
-                             if v["Properties"]["AddonName"] == "amazon-sagemaker-spaces"]  # fmt: skip
-    # The web browser access settings the user gave, as the add-on's configuration values.
-    assert json.loads(spaces["Properties"]["ConfigurationValues"]) == operator.spaces_addon_configuration
-    dependencies_id = next(k for k, v in resources(variant.template, RESOURCE_TYPE).items()
-                           if v["Properties"]["ChartPath"] == HYPERPOD_CHART_PATH)  # fmt: skip
-    assert {spaces_id, dependencies_id} <= set(chart["DependsOn"])
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_the_ray_endpoint_operator_and_its_spaces_addon_are_never_in_this_stack(fixture, request):
+    # They need HyperPod nodes, which do not exist when this stack deploys: stacks/ray_endpoint_stack.py.
+    synth = request.getfixturevalue(fixture)
+    assert set(git_charts(synth.template)) == {HYPERPOD_CHART_PATH}
+    assert "amazon-sagemaker-spaces" not in addons(synth.template)
 
 
 # --- checks ------------------------------------------------------------------------------------
