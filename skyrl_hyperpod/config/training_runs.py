@@ -79,6 +79,12 @@ class ResolvedRun:
         return self.total_steps // self.knobs.epochs
 
     @property
+    def export_steps(self) -> tuple[int, ...]:
+        """Steps SkyRL exports an adapter (global_step_<N>/policy under export_path) at: multiples of
+        hf_save_interval, epoch ends and the last step (skyrl/train/trainer.py, `hf_model_save`)."""
+        return checkpoint_steps(self.knobs.hf_save_interval, self.steps_per_epoch, self.total_steps)
+
+    @property
     def failure_cost(self) -> FailureCost:
         return FailureCost(
             interval=self.knobs.ckpt_interval,
@@ -231,6 +237,12 @@ def batch_sizes(knobs: SkyRLKnobs) -> BatchSizes:
     )
 
 
+def checkpoint_steps(interval: int, steps_per_epoch: int, total_steps: int) -> tuple[int, ...]:
+    """The steps after which SkyRL saves, for an interval: its multiples, every epoch end, and the last step."""
+    steps = {s for s in range(1, total_steps + 1) if s % interval == 0 or s % steps_per_epoch == 0}
+    return tuple(sorted(steps | {total_steps}))
+
+
 @dataclass(frozen=True)
 class FailureCost:
     """The steps one failure makes a run redo, and their GPU time.
@@ -248,8 +260,7 @@ class FailureCost:
 
     @property
     def checkpoint_steps(self) -> tuple[int, ...]:
-        steps = {s for s in range(1, self.total_steps + 1) if s % self.interval == 0 or s % self.steps_per_epoch == 0}
-        return tuple(sorted(steps | {self.total_steps}))
+        return checkpoint_steps(self.interval, self.steps_per_epoch, self.total_steps)
 
     @property
     def gaps(self) -> tuple[int, ...]:
