@@ -47,7 +47,7 @@ def rules_file(config: ProjectConfig, tmp_path_factory: pytest.TempPathFactory) 
     return path
 
 
-def test_promtool_accepts_the_rule_file(rules_file: Path, record_property: pytest.RecordProperty) -> None:
+def test_promtool_accepts_the_rule_file(rules_file: Path, record_property) -> None:
     version = tool_version("promtool")
     record_property("promtool", version)
     print(f"checked with {version}")
@@ -236,13 +236,14 @@ def test_promtool_unit_tests_fire_each_alert_when_it_should(
     config: ProjectConfig, behaviour_rules_file: Path, tmp_path: Path
 ) -> None:
     print(f"run with {tool_version('promtool')}")
-    tests = {"rule_files": [str(behaviour_rules_file)], "evaluation_interval": "1m", "tests": unit_tests(config)}
+    cases = unit_tests(config)
+    tests = {"rule_files": [str(behaviour_rules_file)], "evaluation_interval": "1m", "tests": cases}
     path = tmp_path / "alerts.test.yml"
     path.write_text(yaml.safe_dump(tests, sort_keys=False), encoding="utf-8")
     result = subprocess.run([tool("promtool"), "test", "rules", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     # Every alert the rule file defines is exercised.
-    tested = {check["alertname"] for test in tests["tests"] for check in test["alert_rule_test"]}
+    tested = {check["alertname"] for test in cases for check in test["alert_rule_test"]}
     assert tested == {rule["alert"] for rule in alerting.alert_rules(config)}
 
 
@@ -271,8 +272,9 @@ def test_rules_watch_every_experiment_and_the_configured_namespace() -> None:
         {"workloads": {"namespace": "team-a"}, "training": {"experiments": [{"name": "one"}, {"name": "two"}]}}
     )
     failed = next(rule for rule in alerting.alert_rules(config) if rule["alert"] == "RayJobFailed")
-    names = re.search(r'name=~"([^"]+)"', failed["expr"]).group(1)
-    assert set(names.split("|")) == {run.job_name for run in config.derived.runs}
+    match = re.search(r'name=~"([^"]+)"', failed["expr"])
+    assert match is not None
+    assert set(match.group(1).split("|")) == {run.job_name for run in config.derived.runs}
     assert 'namespace="team-a"' in failed["expr"]
 
 

@@ -261,7 +261,9 @@ def test_by_default_each_rayjob_owns_a_cluster_is_retried_and_keeps_a_failed_hea
 
 
 def test_the_deletion_ttls_come_from_the_config():
-    config = validate_config({"training": {"jobs": {"job_ttl_seconds_after_finished": 600, "failed_head_ttl_seconds": 7200}}})
+    config = validate_config(
+        {"training": {"jobs": {"job_ttl_seconds_after_finished": 600, "failed_head_ttl_seconds": 7200}}}
+    )
     rules = one(synth(config), "RayJob")["spec"]["deletionStrategy"]["deletionRules"]
     assert [rule["condition"]["ttlSeconds"] for rule in rules] == [600, 600, 7200]
 
@@ -446,8 +448,7 @@ def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
     ]  # fmt: skip
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == [
-        f"{chart}.k8s.yaml"
-        for chart in ("01-platform", "03-rayjobs", "04-publish-adapter", "05-rayservice")
+        f"{chart}.k8s.yaml" for chart in ("01-platform", "03-rayjobs", "04-publish-adapter", "05-rayservice")
     ]
     platform = list(yaml.safe_load_all((tmp_path / "out" / "01-platform.k8s.yaml").read_text()))
     config_map = next(doc for doc in platform if doc["kind"] == "ConfigMap")

@@ -25,7 +25,9 @@ def summary(group, node_id: str, status: str = "Running", message: str | None = 
 
 
 def invoke(client, *args: str, input: str | None = None):
-    return CliRunner().invoke(cli, ["nodes", "--region", REGION, *args], obj=AwsClients(overrides={"sagemaker": client}), input=input)
+    return CliRunner().invoke(
+        cli, ["nodes", "--region", REGION, *args], obj=AwsClients(overrides={"sagemaker": client}), input=input
+    )
 
 
 def test_nodes_lists_every_node_with_its_health_across_pages(stub_aws, default_config):
@@ -35,7 +37,9 @@ def test_nodes_lists_every_node_with_its_health_across_pages(stub_aws, default_c
     first = [summary(head, "i-00000000000000001"), summary(workers, WORKER)]
     second = [summary(workers, "i-0000000000000000b", "Failure", "Deep health check failed:\n GPU 1 XID 79")]
     stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": first, "NextToken": "t"}, {"ClusterName": name})
-    stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": second}, {"ClusterName": name, "NextToken": "t"})
+    stubber.add_response(
+        "list_cluster_nodes", {"ClusterNodeSummaries": second}, {"ClusterName": name, "NextToken": "t"}
+    )
     stubber.activate()
     result = invoke(client)
     stubber.assert_no_pending_responses()
@@ -54,7 +58,9 @@ def expect_describe(stubber, name: str, group, node_id: str = WORKER, status: st
     stubber.add_response("describe_cluster_node", {"NodeDetails": details}, {"ClusterName": name, "NodeId": node_id})
 
 
-@pytest.mark.parametrize(("action", "operation"), [("reboot", "batch_reboot_cluster_nodes"), ("replace", "batch_replace_cluster_nodes")])
+@pytest.mark.parametrize(
+    ("action", "operation"), [("reboot", "batch_reboot_cluster_nodes"), ("replace", "batch_replace_cluster_nodes")]
+)
 def test_an_action_runs_after_the_node_id_is_typed(stub_aws, default_config, action, operation):
     client, stubber = stub_aws("sagemaker", REGION)
     name = default_config.names.hyperpod_cluster
@@ -81,11 +87,16 @@ def test_a_wrong_confirmation_does_nothing(stub_aws, default_config, typed):
 def test_an_unknown_node_is_one_line(stub_aws, default_config):
     client, stubber = stub_aws("sagemaker", REGION)
     name = default_config.names.hyperpod_cluster
-    add_modeled_error(client, stubber, "describe_cluster_node", "ResourceNotFound", 404, {"ClusterName": name, "NodeId": "i-nope"})
+    add_modeled_error(
+        client, stubber, "describe_cluster_node", "ResourceNotFound", 404, {"ClusterName": name, "NodeId": "i-nope"}
+    )
     stubber.activate()
     result = invoke(client, "reboot", "i-nope")
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"nodes reboot: NODE = 'i-nope': no such node in cluster {name} (skyrl-hp nodes lists them)"
+    assert (
+        result.stderr.strip()
+        == f"nodes reboot: NODE = 'i-nope': no such node in cluster {name} (skyrl-hp nodes lists them)"
+    )
 
 
 def test_a_refused_action_reports_sagemakers_reason(stub_aws, default_config):

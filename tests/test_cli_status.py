@@ -48,7 +48,9 @@ def run_status(stub_aws, config, *, groups, nodes, cluster_status="InService", p
         request = {"ClusterName": name} | ({"NextToken": f"page-{number}"} if number else {})
         stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": chunk} | token, request)
     stubber.activate()
-    result = CliRunner().invoke(cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client}))
+    result = CliRunner().invoke(
+        cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client})
+    )
     stubber.assert_no_pending_responses()
     return result
 
@@ -117,7 +119,9 @@ def test_a_cluster_that_does_not_exist_is_one_line(stub_aws, default_config):
     add_modeled_error(client, stubber, "describe_cluster", "ResourceNotFound", 400,
                       {"ClusterName": default_config.names.hyperpod_cluster})  # fmt: skip
     stubber.activate()
-    result = CliRunner().invoke(cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client}))
+    result = CliRunner().invoke(
+        cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client})
+    )
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"status: HyperPod cluster {default_config.names.hyperpod_cluster} does not exist in {REGION} "
@@ -131,7 +135,9 @@ def test_an_aws_error_is_one_line(stub_aws, default_config):
     stubber.add_client_error("describe_cluster", "AccessDeniedException", "not allowed", 400,
                              expected_params={"ClusterName": default_config.names.hyperpod_cluster})  # fmt: skip
     stubber.activate()
-    result = CliRunner().invoke(cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client}))
+    result = CliRunner().invoke(
+        cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client})
+    )
     assert result.exit_code == 1
     assert result.stderr.strip() == "status error: SageMaker: AccessDeniedException: not allowed"
 
@@ -204,7 +210,13 @@ class KubeApi:
 
 def rayjob(name: str, status: dict, backoff: int | None = 2) -> dict:
     spec = {"entrypoint": "x"} | ({"backoffLimit": backoff} if backoff is not None else {})
-    return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": name, "namespace": KUBE_NAMESPACE}, "spec": spec, "status": status}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": KUBE_NAMESPACE},
+        "spec": spec,
+        "status": status,
+    }
 
 
 def pod(name: str, created: str) -> dict:
@@ -217,7 +229,10 @@ def kube(default_config):
     server = KubeApi(
         rayjobs=[rayjob(job, {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "failed": 1})],
         pods={job: [pod(f"{job}-old", "2026-01-01T00:00:00Z"), pod(f"{job}-new", "2026-01-01T05:00:00Z")]},
-        logs={f"{job}-new": "\n".join(SKYRL_LOG) + "\n", f"{job}-old": "Successfully saved checkpoint for global_step_99\n"},
+        logs={
+            f"{job}-new": "\n".join(SKYRL_LOG) + "\n",
+            f"{job}-old": "Successfully saved checkpoint for global_step_99\n",
+        },
     )
     yield server
     server.close()
@@ -269,8 +284,18 @@ def test_status_command_prints_the_rayjobs(stub_aws, default_config, kube, monke
     stubber.activate()
     result = CliRunner().invoke(cli, ["status", "--region", REGION], obj=AwsClients(overrides={"sagemaker": client}))
     assert result.exit_code == 0, result.output
-    job_line = next(line for line in result.stdout.splitlines() if line.startswith(default_config.derived.runs[0].job_name))
-    assert job_line.split() == [default_config.derived.runs[0].job_name, "Running", "RUNNING", "1", "of", "2", "global_step_24"]
+    job_line = next(
+        line for line in result.stdout.splitlines() if line.startswith(default_config.derived.runs[0].job_name)
+    )
+    assert job_line.split() == [
+        default_config.derived.runs[0].job_name,
+        "Running",
+        "RUNNING",
+        "1",
+        "of",
+        "2",
+        "global_step_24",
+    ]
 
 
 def test_status_without_kubernetes_access_says_so_in_one_line(stub_aws, default_config, monkeypatch):
@@ -298,4 +323,6 @@ def run_status_with(stub_aws, config, nodes, groups, extra_args):
     stubber.add_response("describe_cluster", described, {"ClusterName": name})
     stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": name})
     stubber.activate()
-    return CliRunner().invoke(cli, ["status", "--region", REGION, *extra_args], obj=AwsClients(overrides={"sagemaker": client}))
+    return CliRunner().invoke(
+        cli, ["status", "--region", REGION, *extra_args], obj=AwsClients(overrides={"sagemaker": client})
+    )

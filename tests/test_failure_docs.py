@@ -35,7 +35,10 @@ def test_the_numbers_follow_the_config_and_prices():
     worst_gpu, worst_all = cost.dollars(fc.worst_case_steps)
     # 8 steps x 540 s = 1.2 h of the 3 GPU nodes' hourly price (and of everything the platform bills).
     assert worst_gpu == 1.2 * cost.gpu_group_hourly and worst_all == 1.2 * cost.platform_hourly
-    assert f"| worst case (just before a save completes) | 8 | 1.20 | 7.20 | ${worst_gpu:,.2f} |" in failure_cost.render_table([cost])
+    assert (
+        f"| worst case (just before a save completes) | 8 | 1.20 | 7.20 | ${worst_gpu:,.2f} |"
+        in failure_cost.render_table([cost])
+    )
 
 
 def test_a_changed_budget_changes_the_numbers():

@@ -43,13 +43,15 @@ def skyrl_source(module: str) -> tuple[Path, str]:
 
 
 def _nodes(source: str, names: set[str]) -> list[ast.stmt]:
-    found = []
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in names:
-            found.append(node)
-        elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) in names for t in node.targets):
-            found.append(node)
-    assert {getattr(n, "name", None) or n.targets[0].id for n in found} == names  # type: ignore[attr-defined]
+    def name(node: ast.stmt) -> str | None:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            return node.name
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id
+        return None
+
+    found = [node for node in ast.parse(source).body if name(node) in names]
+    assert {name(node) for node in found} == names
     return found
 
 
@@ -93,14 +95,18 @@ def skyrl() -> types.SimpleNamespace:
     exec("from enum import Enum", namespace)
     exec(compile(ast.Module(body=_nodes(utils_source, names), type_ignores=[]), str(utils_path), "exec"), namespace)
     trainer_path, trainer_source = skyrl_source("trainer")
-    (trainer_class,) = [n for n in ast.parse(trainer_source).body if isinstance(n, ast.ClassDef) and n.name == "RayPPOTrainer"]
+    (trainer_class,) = [
+        n for n in ast.parse(trainer_source).body if isinstance(n, ast.ClassDef) and n.name == "RayPPOTrainer"
+    ]
     (method,) = [n for n in trainer_class.body if isinstance(n, ast.FunctionDef) and n.name == "load_checkpoints"]
     method.returns = None
     exec(compile(ast.Module(body=[method], type_ignores=[]), str(trainer_path), "exec"), namespace)
     # The step training continues at: load_checkpoints' step + 1 (trainer.py `train`).
     assert "self.global_step, _ = self.load_checkpoints()" in trainer_source
     assert "self.global_step += 1  # start training at global_step 1" in trainer_source
-    return types.SimpleNamespace(load_checkpoints=namespace["load_checkpoints"], ResumeMode=namespace["ResumeMode"], logger=logger)
+    return types.SimpleNamespace(
+        load_checkpoints=namespace["load_checkpoints"], ResumeMode=namespace["ResumeMode"], logger=logger
+    )
 
 
 class Trainer:
@@ -113,8 +119,12 @@ class Trainer:
         self.has_critic = False
         self.loaded: list[tuple[str, str]] = []
         self.dataloader_state = None
-        self.train_dataloader = types.SimpleNamespace(load_state_dict=lambda state: setattr(self, "dataloader_state", state))
-        self.dispatch = types.SimpleNamespace(load_checkpoint=lambda model, path, **_: self.loaded.append((model, path)))
+        self.train_dataloader = types.SimpleNamespace(
+            load_state_dict=lambda state: setattr(self, "dataloader_state", state)
+        )
+        self.dispatch = types.SimpleNamespace(
+            load_checkpoint=lambda model, path, **_: self.loaded.append((model, path))
+        )
 
 
 def resume_step(skyrl: types.SimpleNamespace, ckpt: Path) -> int:

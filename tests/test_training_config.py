@@ -279,7 +279,9 @@ def test_retries_on_the_shared_cluster_are_rejected():
 
 def test_a_failed_head_kept_shorter_than_its_workers_is_refused():
     # KubeRay v1.7.0 validateTTLConsistency: DeleteCluster's TTL must be at least DeleteWorkers'.
-    message = only_problem({"training": {"jobs": {"job_ttl_seconds_after_finished": 7200, "failed_head_ttl_seconds": 600}}})
+    message = only_problem(
+        {"training": {"jobs": {"job_ttl_seconds_after_finished": 7200, "failed_head_ttl_seconds": 600}}}
+    )
     assert message.startswith("config error: training.jobs: failed_head_ttl_seconds = 600: shorter than")
 
 

@@ -46,7 +46,9 @@ def observability_template(config: ProjectConfig, *, nag: bool = False) -> Templ
         env=ENV,
         config=config,
         eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
-        failure_alerts=HyperPodFailureAlerts(deps, "Alerts", cluster_name=config.names.hyperpod_cluster, email_addresses=[]),
+        failure_alerts=HyperPodFailureAlerts(
+            deps, "Alerts", cluster_name=config.names.hyperpod_cluster, email_addresses=[]
+        ),
     )
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
@@ -322,7 +324,10 @@ def test_alert_rules_and_alert_manager_are_in_the_workspace(default_template, de
     definition = workspace["Properties"]["AlertManagerDefinition"]
     # The topic ARN comes from the HyperPod stack (a cross-stack reference); the rest is alerting.alertmanager_definition.
     parts = definition["Fn::Join"][1]
-    assert [next(iter(part)) for part in parts if isinstance(part, dict)] in (["Fn::ImportValue"], ["Fn::GetStackOutput"])
+    assert [next(iter(part)) for part in parts if isinstance(part, dict)] in (
+        ["Fn::ImportValue"],
+        ["Fn::GetStackOutput"],
+    )
     text = "".join(part if isinstance(part, str) else "TOPIC" for part in parts)
     assert text == alerting.alertmanager_definition("TOPIC", ENV.region)
 
