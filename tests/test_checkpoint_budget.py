@@ -36,8 +36,12 @@ def test_the_default_budget_reproduces_the_reference_interval(default_config):
         (jobs(failure_budget_gpu_hours=0.5), 1),  # never below one step
         (jobs(estimated_step_seconds=1080), 10),  # steps twice as long
         (jobs(failure_budget_gpu_hours=1000), 160),  # never beyond the run
-        # Two GPU nodes instead of three: each step holds 4 GPUs, so 30 steps fit 18 GPU-hours.
-        ({"hyperpod": {"worker_group": {"instance_count": 2}}}, 30),
+        # Two GPU nodes instead of three: each step holds 4 GPUs, so 30 steps fit 18 GPU-hours; rounded down
+        # to 20, a divisor of the 160 target steps, so that step 160 is saved and exported.
+        ({"hyperpod": {"worker_group": {"instance_count": 2}}}, 20),
+        (jobs(failure_budget_gpu_hours=12.6), 10),  # 14 steps fit: 10 divides 160
+        # Five nodes: the derived batch gives 7-step epochs and a 161-step run; 12 steps fit, 10 divides 160.
+        ({"hyperpod": {"worker_group": {"instance_count": 5}}}, 10),
     ],
 )
 def test_the_interval_is_the_most_steps_the_budget_allows(data, interval):
@@ -87,9 +91,10 @@ def test_a_long_epoch_makes_the_interval_the_bound():
 
 
 def test_serving_accepts_every_step_skyrl_exports():
-    # With a 30-step interval SkyRL still exports at every epoch end and at step 160.
-    config = validate_config({"hyperpod": {"worker_group": {"instance_count": 2}}})
+    # An explicit 30-step interval: SkyRL still exports at every epoch end and at the last step.
+    knobs = {"trainer.ckpt_interval": 30, "trainer.hf_save_interval": 30}
+    config = validate_config({"training": {"knobs": knobs}})
     (run,) = config.derived.runs
-    assert 160 in run.export_steps and 30 in run.export_steps and 8 in run.export_steps
+    assert {8, 30, 160} <= set(run.export_steps) and 20 not in run.export_steps
     with pytest.raises(ConfigError, match="publish.step = 31"):
-        validate_config({"hyperpod": {"worker_group": {"instance_count": 2}}, "serving": {"publish": {"step": 31}}})
+        validate_config({"training": {"knobs": knobs}, "serving": {"publish": {"step": 31}}})

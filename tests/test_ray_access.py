@@ -214,7 +214,12 @@ def test_cluster_ip_head_has_no_service_override(default_config):
 @pytest.mark.parametrize(("ranges", "expected"), [([], ["10.192.0.0/16"]), (["10.8.0.0/24", "192.168.4.0/22"], None)])
 def test_load_balancer_head_is_internal_with_source_ranges(ranges, expected):
     config = validate_config(
-        {"training": {"cluster": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges}}}
+        {
+            "training": {
+                "cluster": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges},
+                "jobs": {"self_contained_jobs": False},  # the long-lived RayCluster
+            }
+        }
     )
     charts = synth(config)
     (cluster,) = objects(charts, "RayCluster")

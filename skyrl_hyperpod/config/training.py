@@ -302,7 +302,7 @@ class TrainingJobsConfig(StrictModel):
         gt=0,
         description="The most GPU time one failure may cost in redone steps: trainer.ckpt_interval (and "
         "hf_save_interval) default to the most steps that fit, at estimated_step_seconds on every GPU the job "
-        "holds. The default reproduces the reference's interval of 20.",
+        "holds, rounded down to a divisor of data.target_steps. The default reproduces the reference's 20.",
     )
     estimated_step_seconds: float = Field(
         default=REFERENCE_STEP_SECONDS,

@@ -283,12 +283,14 @@ class FailureCost:
         return steps * self.step_seconds / 3600
 
 
-def budget_interval(jobs: TrainingJobsConfig, gpus: int, total_steps: int) -> int:
+def budget_interval(jobs: TrainingJobsConfig, gpus: int, total_steps: int, target_steps: int) -> int:
     """The most steps between checkpoints whose redo fits jobs.failure_budget_gpu_hours on `gpus` GPUs at
-    jobs.estimated_step_seconds (at least 1, at most the run's steps)."""
-    steps = jobs.failure_budget_gpu_hours * 3600 / (gpus * jobs.estimated_step_seconds)
+    jobs.estimated_step_seconds, rounded down to a divisor of data.target_steps so that a checkpoint and an
+    adapter export land on the target step (serving.publish.step); at least 1, at most the run's steps."""
     # The tolerance keeps a budget that is an exact multiple (18 GPU-hours = 20 steps) from rounding down.
-    return max(1, min(total_steps, math.floor(steps + 1e-9)))
+    fits = math.floor(jobs.failure_budget_gpu_hours * 3600 / (gpus * jobs.estimated_step_seconds) + 1e-9)
+    limit = max(1, min(total_steps, fits))
+    return max(d for d in _divisors(target_steps) if d <= limit) if limit < target_steps else limit
 
 
 def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> SkyRLKnobs:
@@ -304,7 +306,9 @@ def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingCo
     if epochs is None:
         epochs = math.ceil(training.data.target_steps / steps_per_epoch)
     # The job's cluster holds every worker GPU while a failed interval is redone.
-    ckpt_interval = knobs.ckpt_interval or budget_interval(training.jobs, layout.total_gpus, steps_per_epoch * epochs)
+    ckpt_interval = knobs.ckpt_interval or budget_interval(
+        training.jobs, layout.total_gpus, steps_per_epoch * epochs, training.data.target_steps
+    )
     return knobs.model_copy(
         update={
             "policy_num_nodes": nodes,
