@@ -71,7 +71,7 @@ promtool:
 	{ apt-get download prometheus prometheus-alertmanager >/dev/null 2>&1 || \
 	  { apt-get update -qq && apt-get download prometheus prometheus-alertmanager >/dev/null; }; } && \
 	for deb in prometheus_*.deb prometheus-alertmanager_*.deb; do dpkg-deb -x $$deb $(CURDIR)/.build/prometheus; done
-	@$(PROMETHEUS_TOOLS)/promtool --version 2>&1 | head -1
+	@$(PROMETHEUS_TOOLS)/promtool --version 2>&1 | head -1; $(PROMETHEUS_TOOLS)/amtool --version 2>&1 | head -1
 
 test: setup crds hyperpod-chart promtool lint
 	$(PYTHON) -m pytest
