@@ -17,7 +17,7 @@ export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yam
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
 export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check lint test bench clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test bench clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -61,7 +61,21 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: setup crds hyperpod-chart lint chart-check
+# promtool and amtool check and unit-test the alert rules (tests/test_alerting.py): Debian's prometheus and
+# prometheus-alertmanager packages, unpacked into .build/prometheus (no service installed or started). Where
+# apt is missing, nothing is installed and those tests fail saying how to get the tools.
+PROMETHEUS_TOOLS := $(CURDIR)/.build/prometheus/usr/bin
+export PATH := $(PROMETHEUS_TOOLS):$(PATH)
+promtool:
+	@if [ -x $(PROMETHEUS_TOOLS)/promtool ] && [ -x $(PROMETHEUS_TOOLS)/amtool ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "warning: no apt-get: install promtool and amtool (Prometheus 2.x) on PATH"; exit 0; fi; \
+	mkdir -p .build/debs && cd .build/debs && \
+	{ apt-get download prometheus prometheus-alertmanager >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get download prometheus prometheus-alertmanager >/dev/null; }; } && \
+	for deb in prometheus_*.deb prometheus-alertmanager_*.deb; do dpkg-deb -x $$deb $(CURDIR)/.build/prometheus; done
+	@$(PROMETHEUS_TOOLS)/promtool --version 2>&1 | head -1; $(PROMETHEUS_TOOLS)/amtool --version 2>&1 | head -1
+
+test: setup crds hyperpod-chart promtool lint chart-check
 	$(PYTHON) -m pytest
 
 clean:

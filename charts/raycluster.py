@@ -10,6 +10,8 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
+from skyrl_hyperpod.constants import RAY_HEAD_CONTAINER
+
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
 from .constructs.ray_pods import (
@@ -46,7 +48,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         owner=owner,
     )
     head = RayPodProps(
-        container_name="ray-head",
+        container_name=RAY_HEAD_CONTAINER,
         image=inputs.training_image,
         service_account=workloads.training_service_account,
         instance_type=hyperpod.head_group.instance_type,

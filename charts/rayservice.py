@@ -13,6 +13,7 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
 from skyrl_hyperpod.config.training_runs import model_path
+from skyrl_hyperpod.constants import RAY_HEAD_CONTAINER
 from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.kuberay import RayClusterSpecProps, RayService
@@ -73,7 +74,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
     # Ray Serve LLM's S3 client resolves the adapters bucket in the deployment's region.
     region_env = (("AWS_REGION", inputs.outputs.region),)
     head = RayPodProps(
-        container_name="ray-head",
+        container_name=RAY_HEAD_CONTAINER,
         image=config.serving_image.image,
         service_account=workloads.serving_service_account,
         instance_type=hyperpod.head_group.instance_type,

@@ -24,3 +24,7 @@ HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 RAY_GCS_PORT = 6379
 RAY_DASHBOARD_PORT = 8265  # dashboard and job submission API
 RAY_CLIENT_PORT = 10001
+
+# Name of the Ray container in every head pod the charts generate (training, self-contained jobs, serving):
+# the alert rules watch its restarts.
+RAY_HEAD_CONTAINER = "ray-head"

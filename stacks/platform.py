@@ -87,6 +87,7 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
             env=env,
             config=config,
             eks_cluster=eks.cluster,
+            failure_alerts=hyperpod.alerts,
         )
         # The add-on schedules collectors on HyperPod nodes: install it once they exist.
         observability.add_stack_dependency(hyperpod, "the observability add-on needs HyperPod nodes")

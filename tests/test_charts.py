@@ -61,9 +61,14 @@ def entrypoint_options(rayjob: dict) -> dict[str, str]:
     return dict(zip(head[::2], head[1::2], strict=True))
 
 
+# Jobs on the long-lived RayCluster (training.jobs.self_contained_jobs: false): the charts with a RayCluster.
+SHARED = {"training": {"jobs": {"self_contained_jobs": False}}}
+
+
 @pytest.fixture(scope="module")
-def default_charts(default_config):
-    return synth(default_config)
+def default_charts():
+    """The shared-cluster variant: most chart tests read its RayCluster (a self-contained job embeds the same spec)."""
+    return synth(validate_config(SHARED))
 
 
 def test_one_chart_per_deployable_unit_in_apply_order(default_charts):
@@ -172,7 +177,7 @@ def test_head_mounts_the_training_script_and_prepares_shared_dirs(default_charts
     assert init["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
-def test_rayjob_submits_to_the_long_lived_cluster_by_default(default_charts, default_config):
+def test_rayjob_submits_to_the_long_lived_cluster_when_jobs_are_not_self_contained(default_charts, default_config):
     job = one(default_charts, "RayJob")
     spec = job["spec"]
     assert spec["clusterSelector"] == {"ray.io/cluster": default_config.training.cluster.raycluster_name}
@@ -230,26 +235,44 @@ def test_entrypoint_is_accepted_by_the_training_script(default_config):
     assert dict(options.overrides)["trainer.run_name"] == "maze-grpo"
 
 
-def test_self_contained_rayjob_creates_and_deletes_its_own_cluster():
-    config = validate_config(
-        {"training": {"jobs": {"self_contained_jobs": True, "job_ttl_seconds_after_finished": 600}}}
-    )
-    charts = synth(config)
+def test_by_default_each_rayjob_owns_a_cluster_is_retried_and_keeps_a_failed_head(default_config):
+    charts = synth(default_config)
     assert "02-raycluster" not in charts and objects(charts, "RayCluster") == []
     spec = one(charts, "RayJob")["spec"]
     assert "clusterSelector" not in spec
-    assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 600
-    assert "deletionStrategy" not in spec  # cannot be combined with shutdownAfterJobFinishes
-    assert spec["backoffLimit"] == config.training.jobs.effective_job_backoff_limit == 1
-    long_lived = one(synth(validate_config({})), "RayCluster")["spec"]
+    assert spec["backoffLimit"] == default_config.training.jobs.effective_job_backoff_limit == 2
+    # deletionRules replace shutdownAfterJobFinishes (KubeRay refuses both) and its single TTL.
+    assert spec["shutdownAfterJobFinishes"] is False and "ttlSecondsAfterFinished" not in spec
+    jobs = default_config.training.jobs
+    assert spec["deletionStrategy"] == {
+        "deletionRules": [
+            {"condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": jobs.job_ttl_seconds_after_finished}, "policy": "DeleteCluster"},
+            {"condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": jobs.job_ttl_seconds_after_finished}, "policy": "DeleteWorkers"},
+            {"condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": jobs.failed_head_ttl_seconds}, "policy": "DeleteCluster"},
+        ]
+    }  # fmt: skip
+    assert jobs.failed_head_ttl_seconds > jobs.job_ttl_seconds_after_finished
+    long_lived = one(synth(validate_config(SHARED)), "RayCluster")["spec"]
     assert spec["rayClusterSpec"] == long_lived
+    # Resume: SkyRL reads the newest complete checkpoint of this experiment's own directory.
+    overrides = skyrl_overrides(one(charts, "RayJob"))
+    assert overrides["trainer.resume_mode"] == "latest"
+    assert overrides["trainer.ckpt_path"] == f"/shared/runs/{default_config.training.experiments[0].name}/ckpt"
+
+
+def test_the_deletion_ttls_come_from_the_config():
+    config = validate_config(
+        {"training": {"jobs": {"job_ttl_seconds_after_finished": 600, "failed_head_ttl_seconds": 7200}}}
+    )
+    rules = one(synth(config), "RayJob")["spec"]["deletionStrategy"]["deletionRules"]
+    assert [rule["condition"]["ttlSeconds"] for rule in rules] == [600, 600, 7200]
 
 
 def test_runtime_env_carries_the_configured_variables(default_config):
     config = validate_config({"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INFO"}}}})
     runtime_env = yaml.safe_load(one(synth(config), "RayJob")["spec"]["runtimeEnvYAML"])
     assert runtime_env["env_vars"]["NCCL_DEBUG"] == "INFO"
-    contained = validate_config({"training": {"jobs": {"self_contained_jobs": True}}})
+    contained = validate_config({})
     env = yaml.safe_load(one(synth(contained), "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
     assert env == {"SKYRL_RAY_PG_TIMEOUT_IN_S": str(contained.training.jobs.placement_group_timeout_seconds)}
 
@@ -293,6 +316,7 @@ def test_n_experiments_give_n_rayjobs_with_distinct_runs():
 def test_scaling_the_gpu_group_rescales_cluster_and_skyrl_consistently(instance_type, count):
     config = validate_config(
         {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": instance_type, "instance_count": count}}}
+        | SHARED
     )
     spec = config.hyperpod.worker_group.spec
     charts = synth(config)
@@ -397,8 +421,8 @@ def test_deployed_outputs_replace_every_placeholder(default_config, tmp_path):
     assert "fs-0123456789abcdef0" in rendered and "s3://skyrl-hp-artifacts-111111111111/adapters" in rendered
 
 
-def test_synth_is_deterministic(default_config, default_charts):
-    assert synth(default_config) == default_charts
+def test_synth_is_deterministic(default_charts):
+    assert synth(validate_config(SHARED)) == default_charts
 
 
 def run_k8s_app(cwd: Path, **env: str) -> subprocess.CompletedProcess:
@@ -420,12 +444,11 @@ def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
     assert "PLACEHOLDER" in result.stderr
     # Update-only CEL rules of the CRDs are named as not evaluated, one line per KubeRay kind.
     assert [line.split()[2] for line in result.stderr.splitlines() if line.startswith("warning: SKIPPED Ray")] == [
-        "RayCluster", "RayJob", "RayService"
+        "RayJob", "RayService"
     ]  # fmt: skip
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == [
-        f"{chart}.k8s.yaml"
-        for chart in ("01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice")
+        f"{chart}.k8s.yaml" for chart in ("01-platform", "03-rayjobs", "04-publish-adapter", "05-rayservice")
     ]
     platform = list(yaml.safe_load_all((tmp_path / "out" / "01-platform.k8s.yaml").read_text()))
     config_map = next(doc for doc in platform if doc["kind"] == "ConfigMap")

@@ -49,8 +49,8 @@ def worker_templates(charts: dict[str, list[dict]]) -> list[tuple[str, dict]]:
 @pytest.mark.parametrize(
     ("overrides", "expected_workloads"),
     [
-        ({}, {"RayCluster", "RayService"}),
-        ({"training": {"jobs": {"self_contained_jobs": True}}}, {"RayJob", "RayService"}),
+        ({"training": {"jobs": {"self_contained_jobs": False}}}, {"RayCluster", "RayService"}),
+        ({}, {"RayJob", "RayService"}),
     ],
     ids=["shared-cluster", "self-contained-jobs"],
 )

@@ -229,7 +229,12 @@ def test_cluster_ip_head_has_no_service_override(default_config):
 @pytest.mark.parametrize(("ranges", "expected"), [([], ["10.192.0.0/16"]), (["10.8.0.0/24", "192.168.4.0/22"], None)])
 def test_load_balancer_head_is_internal_with_source_ranges(ranges, expected):
     config = validate_config(
-        {"training": {"cluster": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges}}}
+        {
+            "training": {
+                "cluster": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges},
+                "jobs": {"self_contained_jobs": False},  # the long-lived RayCluster
+            }
+        }
     )
     charts = synth(config)
     (cluster,) = objects(charts, "RayCluster")
@@ -450,7 +455,9 @@ def test_only_the_kuberay_operator_pods_of_its_namespace_reach_the_job_api(varia
 def test_the_training_cluster_opts_in_to_an_endpoint_only_when_the_operator_needs_it(operator, annotations):
     # AWS: with enableEndpointsByDefault false the operator serves only resources annotated
     # access.sagemaker.amazonaws.com/enabled: "true" (sagemaker-hyperpod-ray-endpoint-operator.html).
-    charts = synth(validate_config({"ray_endpoint_operator": operator}))
+    # The long-lived RayCluster (interactive work) is the one an endpoint reaches.
+    shared = {"training": {"jobs": {"self_contained_jobs": False}}}
+    charts = synth(validate_config({"ray_endpoint_operator": operator, **shared}))
     [cluster] = objects(charts, "RayCluster")
     assert cluster["metadata"].get("annotations", {}) == annotations
     # The serving cluster gets no endpoint of its own unless every resource does.

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.ops import cost as cost_module
 from skyrl_hyperpod.ops import outputs as outputs_module
 from skyrl_hyperpod.ops import preflight as preflight_module
@@ -28,6 +29,7 @@ from .common import (
     region_option,
     resolve_region,
 )
+from .nodes import nodes
 from .offline import COMMANDS as offline_commands
 
 
@@ -257,9 +259,19 @@ def outputs(
 @config_option
 @region_option
 @profile_option
+@click.option("--kube-context", default=None, help="kubeconfig context of the EKS cluster (default: the current one).")
+@click.option("--no-jobs", is_flag=True, help="Skip the RayJobs (no Kubernetes access needed).")
 @click.pass_context
-def status(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None) -> None:
-    """Live HyperPod node counts per instance group against the configured targets (read-only)."""
+def status(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    kube_context: str | None,
+    no_jobs: bool,
+) -> None:
+    """Live HyperPod node counts per instance group against the configured targets, and each RayJob's retries
+    and newest checkpoint (read-only)."""
     config = load_project_config(config_path)
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
@@ -277,7 +289,18 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
             EXIT_FINDINGS,
         )
     click.echo("\n".join(status_module.render(report)))
-    if report.problems():
+    job_problems: list[str] = []
+    if no_jobs:
+        click.echo("RayJobs: not read (--no-jobs)")
+    else:
+        try:
+            core, custom = status_module.kubernetes_apis(kube_context)
+            jobs = status_module.fetch_job_statuses(config, core, custom)
+        except Exception as error:  # kubeconfig missing, API unreachable or forbidden: one line, not a traceback
+            fail([f"status error: Kubernetes: {one_line(error)} (pass --no-jobs to skip the RayJobs)"], EXIT_FINDINGS)
+        click.echo("\n".join(status_module.render_jobs(jobs)))
+        job_problems = [problem for job in jobs for problem in job.problems()]
+    if report.problems() or job_problems:
         sys.exit(EXIT_FINDINGS)
 
 
@@ -296,7 +319,7 @@ def teardown(config_path: Path | None, plan_only: bool) -> None:
     click.echo(teardown_module.render_plan(teardown_module.plan(config), teardown_module.leftovers(config)))
 
 
-for _command in offline_commands:
+for _command in (*offline_commands, nodes):
     cli.add_command(_command)
 
 

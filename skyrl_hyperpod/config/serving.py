@@ -211,8 +211,8 @@ def check_serving(
     run = derived.run(publish.experiment or names[0])
     if run.knobs.lora_rank == 0:
         raise ValueError(f"publish.experiment = {run.experiment.name!r}: a full fine-tune (LoRA rank 0) has no adapter")
-    if publish.step % run.knobs.hf_save_interval or publish.step > run.total_steps:
+    if publish.step not in run.export_steps:
         raise ValueError(
-            f"publish.step = {publish.step}: run {run.run_id!r} exports every {run.knobs.hf_save_interval} steps up to "
-            f"step {run.total_steps}"
+            f"publish.step = {publish.step}: run {run.run_id!r} exports every {run.knobs.hf_save_interval} steps, "
+            f"at each epoch's end ({run.steps_per_epoch} steps) and at its last step {run.total_steps}"
         )

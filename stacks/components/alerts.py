@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -61,4 +62,33 @@ class HyperPodFailureAlerts(Construct):
                 detail={"EventDetails": {"ClusterName": [cluster_name], "EventLevel": FAILURE_EVENT_LEVELS}},
             ),
             targets=[targets.SnsTopic(self.topic)],
+        )
+
+    def allow_prometheus_alert_manager(self) -> None:
+        """Let Amazon Managed Service for Prometheus alert managers of this account and region publish to the
+        topic (https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-alertmanager-receiver-AMPpermission.html),
+        through its KMS key. The workspace lives in a later stack, so its own ARN cannot be named here."""
+        stack = cdk.Stack.of(self)
+        source = {
+            "StringEquals": {"aws:SourceAccount": stack.account},
+            "ArnLike": {"aws:SourceArn": stack.format_arn(service="aps", resource="workspace", resource_name="*")},
+        }
+        principal = iam.ServicePrincipal("aps.amazonaws.com")
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="PrometheusAlertManagerPublish",
+                principals=[principal],
+                actions=["sns:Publish", "sns:GetTopicAttributes"],
+                resources=[self.topic.topic_arn],
+                conditions=source,
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="PrometheusAlertManagerEncrypt",
+                principals=[principal],
+                actions=["kms:GenerateDataKey*", "kms:Decrypt"],
+                resources=["*"],
+                conditions=source,
+            )
         )

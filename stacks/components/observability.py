@@ -1,5 +1,5 @@
-"""HyperPod observability: Amazon Managed Prometheus, the HyperPod observability EKS add-on with
-its Pod Identity role, and an optional Amazon Managed Grafana workspace."""
+"""HyperPod observability: Amazon Managed Prometheus with alert rules and an alert manager, the HyperPod
+observability EKS add-on with its Pod Identity role, and an optional Amazon Managed Grafana workspace."""
 
 from __future__ import annotations
 
@@ -107,16 +107,25 @@ class HyperPodObservability(Construct):
         observability: ObservabilityConfig,
         eks_cluster: eks.ICluster,
         addon_version: str | None,
+        alert_rules: str,
+        alert_manager_definition: str,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 
-        self.prometheus = aps.CfnWorkspace(self, "Prometheus", alias=f"{name_prefix}-hyperpod")
+        self.prometheus = aps.CfnWorkspace(
+            self, "Prometheus", alias=f"{name_prefix}-hyperpod", alert_manager_definition=alert_manager_definition
+        )
         # Metrics history is data: keep it when the stack goes away (README: teardown).
         self.prometheus.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
         # Built like the add-on's own templates do: no trailing slash, unlike attr_prometheus_endpoint.
         prometheus_endpoint = (
             f"https://aps-workspaces.{stack.region}.{stack.url_suffix}/workspaces/{self.prometheus.attr_workspace_id}"
+        )
+
+        # The alert rules (skyrl_hyperpod/alerting.py), evaluated by the workspace's ruler.
+        self.alert_rules = aps.CfnRuleGroupsNamespace(
+            self, "AlertRules", name=f"{name_prefix}-alerts", workspace=self.prometheus.attr_arn, data=alert_rules
         )
 
         self.collector_role = self._collector_role(eks_cluster, hyperpod_cluster_name)

@@ -13,7 +13,9 @@ from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 from conftest import cdk_json_context
 
+from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig, validate_config
+from stacks.components.alerts import HyperPodFailureAlerts
 from stacks.components.observability import (
     ADDON_NAME,
     ADDON_NAMESPACE,
@@ -44,6 +46,9 @@ def observability_template(config: ProjectConfig, *, nag: bool = False) -> Templ
         env=ENV,
         config=config,
         eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
+        failure_alerts=HyperPodFailureAlerts(
+            deps, "Alerts", cluster_name=config.names.hyperpod_cluster, email_addresses=[]
+        ),
     )
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
@@ -307,3 +312,40 @@ def test_studio_security_group_opens_only_what_studio_needs():
         {"CidrIp": "0.0.0.0/0", "Description": "AWS APIs and package indexes over HTTPS", "FromPort": 443,
          "IpProtocol": "tcp", "ToPort": 443}
     ]  # fmt: skip
+
+
+def test_alert_rules_and_alert_manager_are_in_the_workspace(default_template, default_config):
+    (namespace,) = default_template.find_resources("AWS::APS::RuleGroupsNamespace").values()
+    (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
+    assert namespace["Properties"]["Workspace"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    assert namespace["Properties"]["Data"] == alerting.rules_yaml(default_config)
+    assert namespace["Properties"]["Name"] == f"{default_config.name_prefix}-alerts"
+    (workspace,) = default_template.find_resources("AWS::APS::Workspace").values()
+    definition = workspace["Properties"]["AlertManagerDefinition"]
+    # The topic ARN comes from the HyperPod stack (a cross-stack reference); the rest is alerting.alertmanager_definition.
+    parts = definition["Fn::Join"][1]
+    assert [next(iter(part)) for part in parts if isinstance(part, dict)] in (
+        ["Fn::ImportValue"],
+        ["Fn::GetStackOutput"],
+    )
+    text = "".join(part if isinstance(part, str) else "TOPIC" for part in parts)
+    assert text == alerting.alertmanager_definition("TOPIC", ENV.region)
+
+
+def test_the_failure_topic_admits_this_accounts_prometheus_alert_managers(templates, default_config):
+    template = templates[default_config.names.stack("hyperpod")]
+    condition = {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnLike": {"aws:SourceArn": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":aps:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, ":workspace/*"]]}},
+    }  # fmt: skip
+    policies = [r for r in template["Resources"].values() if r["Type"] == "AWS::SNS::TopicPolicy"]
+    statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    (publish,) = [s for s in statements if s.get("Sid") == "PrometheusAlertManagerPublish"]
+    assert publish["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert sorted(publish["Action"]) == ["sns:GetTopicAttributes", "sns:Publish"]
+    assert publish["Condition"] == condition
+    keys = [r for r in template["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
+    key_statements = [s for k in keys for s in k["Properties"]["KeyPolicy"]["Statement"]]
+    (encrypt,) = [s for s in key_statements if s.get("Sid") == "PrometheusAlertManagerEncrypt"]
+    assert encrypt["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert encrypt["Condition"] == condition
