@@ -1,7 +1,8 @@
 """cdk8s charts of the workloads, one per deployable unit (one file each in dist/).
 
 Apply in file order: 01-platform (namespace, identities, storage, script), 02-raycluster,
-03-rayjobs, then 04-publish-adapter once an adapter is trained, and 05-rayservice.
+03-rayjobs, then 04-publish-adapter once an adapter is trained, and 05-rayservice (neither of the last two
+with `serving.enabled: false`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ def build_charts(app: cdk8s.App, inputs: ChartInputs) -> list[cdk8s.Chart]:
     if not inputs.config.training.jobs.self_contained_jobs:
         charts.append(TrainingClusterChart(app, "02-raycluster", inputs=inputs))
     charts.append(TrainingJobsChart(app, "03-rayjobs", inputs=inputs))
-    charts.append(PublishAdapterChart(app, "04-publish-adapter", inputs=inputs))
-    charts.append(ServingChart(app, "05-rayservice", inputs=inputs))
+    if inputs.config.serving.enabled:
+        charts.append(PublishAdapterChart(app, "04-publish-adapter", inputs=inputs))
+        charts.append(ServingChart(app, "05-rayservice", inputs=inputs))
     return charts
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -18,12 +19,18 @@ from skyrl_hyperpod.outputs import load_stack_outputs
 from skyrl_hyperpod.runtime import fail
 
 from .common import (
+    CONFIG_HELP,
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
     aws_errors,
+    cli_state,
     clients_from_context,
     config_option,
+    echo,
+    json_option,
     load_project_config,
+    load_project_config_with_source,
+    print_json,
     profile_option,
     region_option,
     resolve_region,
@@ -32,13 +39,20 @@ from .offline import COMMANDS as offline_commands
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-def cli() -> None:
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help=CONFIG_HELP
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None) -> None:
     """Operator tooling for the SkyRL-on-HyperPod platform.
 
-    Every command reads the project configuration (--config FILE, default $SKYRL_HP_CONFIG, else the
-    built-in defaults). Exit codes: 0 fine, 1 findings (failed check, risky change, refused write),
-    2 bad input.
+    Every command reads the one project configuration: `skyrl-hp --config FILE COMMAND`, else
+    $SKYRL_HP_CONFIG, else ./skyrl-hp.yaml, else the built-in defaults (the CDK and cdk8s apps read it the
+    same way), and first prints, on stderr, which configuration, region and cluster it acts on.
+    Commands that print data take --json. Exit codes: 0 fine, 1 findings (failed check, risky change,
+    refused action, cluster or AWS error), 2 bad input.
     """
+    cli_state(ctx).config_path = config_path
 
 
 @cli.command()
@@ -59,7 +73,7 @@ def cli() -> None:
     show_default=True,
     help="Length of one training run in hours.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option
 @click.option(
     "--live", is_flag=True, help="Read HyperPod instance prices from the AWS Price List API (needs credentials)."
 )
@@ -76,11 +90,11 @@ def cost(
     profile: str | None,
 ) -> None:
     """Hourly and monthly cost estimate of the configured platform, per component."""
-    config = load_project_config(config_path)
+    config = load_project_config(config_path, region=region)
     chosen = resolve_region(region, config)
     if chosen is None and prices_file is None:
         chosen = cost_module.DEFAULT_PRICE_REGION
-        click.echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
+        echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
     try:
         file, book = cost_module.price_book_for(chosen, prices_file)
         if live:
@@ -90,7 +104,7 @@ def cost(
                     config, book, clients("pricing", cost_module.PRICE_LIST_API_REGION)
                 )
             for instance_type in missing:
-                click.echo(
+                echo(
                     f"note: the Price List API has no HyperPod price for {instance_type} in {book.region}; "
                     "keeping the file's figure",
                     err=True,
@@ -98,7 +112,7 @@ def cost(
         result = cost_module.estimate(config, book, price_file=cost_module.display_path(file), run_hours=run_hours)
     except cost_module.PriceError as error:
         fail(error.problems, EXIT_BAD_INPUT)
-    click.echo(cost_module.render_json(result) if as_json else cost_module.render_table(result))
+    echo(cost_module.render_json(result) if as_json else cost_module.render_table(result))
 
 
 @cli.command()
@@ -111,19 +125,29 @@ def cost(
     show_default=True,
     help="CDK bootstrap qualifier.",
 )
+@json_option
 @click.pass_context
 def preflight(
-    ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, qualifier: str
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    qualifier: str,
+    as_json: bool,
 ) -> None:
-    """Read-only checks before a deploy: credentials, region, AZ offerings, quotas, CDK bootstrap, name collisions."""
-    config = load_project_config(config_path)
+    """Read-only checks before a deploy: credentials, cluster access (admin principals, a route to a private
+    endpoint), region, AZ offerings, quotas, CDK bootstrap, name collisions."""
+    config = load_project_config(config_path, region=region)
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     results = preflight_module.run_preflight(config, clients, chosen, qualifier)
-    for result in results:
-        click.echo(result.line())
     failed = sum(1 for r in results if r.status == "FAIL")
-    click.echo(f"{failed} check(s) failed" if failed else "all checks passed")
+    if as_json:
+        print_json({"checks": [dataclasses.asdict(r) for r in results], "failed": failed})
+    else:
+        for result in results:
+            echo(result.line())
+        echo(f"{failed} check(s) failed" if failed else "all checks passed")
     if failed:
         sys.exit(EXIT_FINDINGS)
 
@@ -191,7 +215,7 @@ def review(
     if output_file:
         output_file.write_text(markdown, encoding="utf-8")
     else:
-        click.echo(markdown, nl=False)
+        echo(markdown, nl=False)
     stateful = result.stateful_replacements
     if fail_on_stateful_replacement and stateful:
         fail(
@@ -216,6 +240,7 @@ def review(
     help="Outputs file to write (or check).",
 )
 @click.option("--check", is_flag=True, help="Only validate an existing outputs file (offline) and print its values.")
+@json_option
 @click.pass_context
 def outputs(
     ctx: click.Context,
@@ -224,15 +249,19 @@ def outputs(
     profile: str | None,
     outputs_file: Path,
     check: bool,
+    as_json: bool,
 ) -> None:
     """Write the stack outputs file the charts read (`cdk deploy --outputs-file` format), from CloudFormation."""
-    config = load_project_config(config_path)
+    config = load_project_config(config_path, region=region)
     if check:
         try:
             values = load_stack_outputs(outputs_file, config)
         except ConfigError as error:
             fail(error.problems, EXIT_BAD_INPUT)
-        click.echo("\n".join(outputs_module.describe(values)))
+        if as_json:
+            print_json(values.model_dump())
+        else:
+            echo("\n".join(outputs_module.describe(values)))
         return
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
@@ -244,23 +273,29 @@ def outputs(
     with aws_errors("outputs error: CloudFormation"):
         content, warnings = outputs_module.fetch_stack_outputs(clients("cloudformation", chosen), config)
     for warning in warnings:
-        click.echo(warning, err=True)
+        echo(warning, err=True)
     try:
         values = outputs_module.write_outputs_file(content, outputs_file, config)
     except outputs_module.OutputsError as error:
         fail(error.problems, EXIT_FINDINGS)
     count = sum(len(v) for v in content.values())
-    click.echo(f"wrote {outputs_file}: {count} outputs from {len(content)} stack(s) in {values.region}")
+    if as_json:
+        print_json({"file": str(outputs_file), "outputs": values.model_dump()})
+        return
+    echo(f"wrote {outputs_file}: {count} outputs from {len(content)} stack(s) in {values.region}")
 
 
 @cli.command()
 @config_option
 @region_option
 @profile_option
+@json_option
 @click.pass_context
-def status(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None) -> None:
+def status(
+    ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, as_json: bool
+) -> None:
     """Live HyperPod node counts per instance group against the configured targets (read-only)."""
-    config = load_project_config(config_path)
+    config = load_project_config(config_path, region=region)
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     if not chosen:
@@ -276,7 +311,10 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
             [f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
             EXIT_FINDINGS,
         )
-    click.echo("\n".join(status_module.render(report)))
+    if as_json:
+        print_json(status_module.as_dict(report))
+    else:
+        echo("\n".join(status_module.render(report)))
     if report.problems():
         sys.exit(EXIT_FINDINGS)
 
@@ -290,10 +328,20 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
     required=True,
     help="Print the ordered teardown steps (required: this command never deletes anything itself).",
 )
-def teardown(config_path: Path | None, plan_only: bool) -> None:
+@region_option
+@json_option
+def teardown(config_path: Path | None, plan_only: bool, region: str | None, as_json: bool) -> None:
     """Print the order of operations that tears the platform down without losing data (offline)."""
-    config = load_project_config(config_path)
-    click.echo(teardown_module.render_plan(teardown_module.plan(config), teardown_module.leftovers(config)))
+    config, source = load_project_config_with_source(config_path, region=region)
+    chosen = resolve_region(region, config)
+    steps = teardown_module.plan(config, str(source.path) if source.path else None, chosen)
+    remaining = teardown_module.leftovers(config)
+    if as_json:
+        print_json(
+            {"steps": [dataclasses.asdict(s) for s in steps], "leftovers": [dataclasses.asdict(r) for r in remaining]}
+        )
+        return
+    echo(teardown_module.render_plan(steps, remaining))
 
 
 for _command in offline_commands:

@@ -135,3 +135,25 @@ def render(status: ClusterStatus) -> list[str]:
     lines += [f"FAIL {problem}" for problem in problems]
     lines.append(f"{len(problems)} problem(s)" if problems else "every group runs its configured node count")
     return lines
+
+
+def as_dict(status: ClusterStatus) -> dict[str, Any]:
+    """`skyrl-hp status --json`."""
+    return {
+        "cluster": status.name,
+        "status": status.status,
+        "failure_message": status.failure_message,
+        "groups": [
+            {
+                "name": group.name,
+                "instance_type": group.instance_type,
+                "configured": group.configured,
+                "target": group.target,
+                "running": group.running,
+                "nodes": dict(group.nodes),
+            }
+            for group in status.groups
+        ],
+        "unexpected_groups": status.unexpected_groups,
+        "problems": status.problems(),
+    }
