@@ -156,7 +156,9 @@ def test_an_entrypoint_change_is_shown_by_argument(base_dist, tmp_path):
     text = manifest_section(result.stdout)
     assert "- `spec.entrypoint`:" in text
     # The one argument that changed, whole; not two identical truncated prefixes of the command line.
-    assert "  - argument `trainer.policy.optimizer_config.lr=3e-05` → `trainer.policy.optimizer_config.lr=1e-05`" in text
+    assert (
+        "  - argument `trainer.policy.optimizer_config.lr=3e-05` → `trainer.policy.optimizer_config.lr=1e-05`" in text
+    )
     assert "…" not in text.split("spec.entrypoint", 1)[1].split("\n- ", 1)[0]
 
 
