@@ -18,6 +18,7 @@ from skyrl_hyperpod.ops import teardown as teardown_module
 from skyrl_hyperpod.outputs import load_stack_outputs
 from skyrl_hyperpod.runtime import fail
 
+from .cluster import COMMANDS as cluster_commands
 from .common import (
     CONFIG_HELP,
     EXIT_BAD_INPUT,
@@ -344,7 +345,7 @@ def teardown(config_path: Path | None, plan_only: bool, region: str | None, as_j
     echo(teardown_module.render_plan(steps, remaining))
 
 
-for _command in offline_commands:
+for _command in [*cluster_commands, *offline_commands]:
     cli.add_command(_command)
 
 

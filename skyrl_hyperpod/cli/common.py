@@ -67,9 +67,16 @@ class CliState:
     """What the group hands every command (click's context object): the group-level --config, the AWS client
     factory and the Kubernetes client factory. Tests pass one with stubbed clients."""
 
-    def __init__(self, aws: AwsClients | None = None, kube: Any = None, config_path: Path | None = None):
+    def __init__(
+        self,
+        aws: AwsClients | None = None,
+        kube: Any = None,
+        config_path: Path | None = None,
+        poll_seconds: float | None = None,
+    ):
         self.aws = aws or AwsClients()
-        self.kube = kube  # None: skyrl_hyperpod.ops.kube builds the real client
+        self.kube = kube  # None: the EKS cluster's client (cli/cluster.py); tests: an ApiClient of a fake server
+        self.poll_seconds = poll_seconds  # None: the commands' own interval
         self.config_path = config_path
         self.announced = False
         self.pending_header: str | None = None
