@@ -37,6 +37,8 @@ from .common import (
     resolve_region,
 )
 from .offline import COMMANDS as offline_commands
+from .operate import COMMANDS as operate_commands
+from .serving import COMMANDS as serving_commands
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -345,7 +347,7 @@ def teardown(config_path: Path | None, plan_only: bool, region: str | None, as_j
     echo(teardown_module.render_plan(steps, remaining))
 
 
-for _command in [*cluster_commands, *offline_commands]:
+for _command in [*cluster_commands, *serving_commands, *operate_commands, *offline_commands]:
     cli.add_command(_command)
 
 

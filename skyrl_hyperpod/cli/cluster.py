@@ -21,6 +21,7 @@ from skyrl_hyperpod.ops import kubeconfig as kubeconfig_module
 from skyrl_hyperpod.ops import metrics as metrics_module
 from skyrl_hyperpod.ops import workloads
 from skyrl_hyperpod.ops.kube import Cluster, KubeError, api_client_for, describe_eks_cluster, eks_token
+from skyrl_hyperpod.ops.portforward import pod_connector
 from skyrl_hyperpod.runtime import fail
 
 from .common import (
@@ -93,6 +94,14 @@ def connect(ctx: click.Context, config: ProjectConfig, region: str | None, profi
 def poll_interval(ctx: click.Context) -> float:
     chosen = cli_state(ctx).poll_seconds
     return POLL_SECONDS if chosen is None else chosen
+
+
+def port_connector(ctx: click.Context, cluster: Cluster, namespace: str, pod: str, port: int) -> Any:
+    """Opens one stream to pod:port per call: the Kubernetes port-forward, or what a test put in the CLI state."""
+    override = cli_state(ctx).connector
+    if override is not None:
+        return lambda: override(namespace, pod, port)
+    return pod_connector(cluster, namespace, pod, port)
 
 
 @contextmanager
