@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -28,6 +29,7 @@ from .common import (
     clients_from_context,
     config_option,
     echo,
+    flush_header,
     json_option,
     load_project_config,
     load_project_config_with_source,
@@ -324,27 +326,104 @@ def status(
 
 @cli.command()
 @config_option
+@click.option("--plan", "plan_only", is_flag=True, help="Print the ordered teardown steps (runs nothing).")
 @click.option(
-    "--plan",
-    "plan_only",
+    "--execute",
     is_flag=True,
-    required=True,
-    help="Print the ordered teardown steps (required: this command never deletes anything itself).",
+    help="Carry the plan out for this configuration's stacks and region, after you type the name prefix.",
 )
 @region_option
+@profile_option
+@click.option("--timeout", type=click.FloatRange(min=1), default=7200.0, show_default=True,
+              help="Seconds each wait (namespace, each round of stacks) may take.")  # fmt: skip
 @json_option
-def teardown(config_path: Path | None, plan_only: bool, region: str | None, as_json: bool) -> None:
-    """Print the order of operations that tears the platform down without losing data (offline)."""
+@click.pass_context
+def teardown(
+    ctx: click.Context,
+    config_path: Path | None,
+    plan_only: bool,
+    execute: bool,
+    region: str | None,
+    profile: str | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Tear the platform down without losing data: --plan prints the steps (offline), --execute runs them."""
+    if plan_only == execute:
+        fail(
+            ["teardown: pass --plan (print the steps) or --execute (run them, after a typed confirmation)"],
+            EXIT_BAD_INPUT,
+        )
     config, source = load_project_config_with_source(config_path, region=region)
     chosen = resolve_region(region, config)
-    steps = teardown_module.plan(config, str(source.path) if source.path else None, chosen)
     remaining = teardown_module.leftovers(config)
-    if as_json:
-        print_json(
-            {"steps": [dataclasses.asdict(s) for s in steps], "leftovers": [dataclasses.asdict(r) for r in remaining]}
-        )
+    if plan_only:
+        steps = teardown_module.plan(config, str(source.path) if source.path else None, chosen)
+        if as_json:
+            print_json(
+                {
+                    "steps": [dataclasses.asdict(s) for s in steps],
+                    "leftovers": [dataclasses.asdict(r) for r in remaining],
+                }
+            )
+            return
+        echo(teardown_module.render_plan(steps, remaining))
         return
-    echo(teardown_module.render_plan(steps, remaining))
+    _teardown_execute(ctx, config, region, profile, timeout)
+    echo("What remains, and how to remove it when you are sure:")
+    for item in remaining:
+        echo(f"- {item.what}: {item.removal}")
+
+
+def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profile: str | None, timeout: float) -> None:
+    from skyrl_hyperpod.ops import teardown_run
+
+    from .cluster import cluster_errors, connect, poll_interval
+
+    if config.studio.enabled:
+        fail(
+            [
+                "teardown: studio.enabled: remove Studio's apps, spaces and user profiles first (skyrl-hp teardown --plan, "
+                "steps 4 to 6), then set studio.enabled: false and run --execute"
+            ],  # fmt: skip
+            EXIT_BAD_INPUT,
+        )
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    if not chosen:
+        fail(
+            ["teardown error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
+    flush_header()
+    prefix = config.name_prefix
+    typed = click.prompt(
+        f"This deletes the workloads and every stack {prefix}-* in {chosen} (FSx keeps a final backup). "
+        f"Type the name prefix {prefix!r} to go on",
+        default="",
+        show_default=False,
+        err=True,
+    )
+    if typed.strip() != prefix:
+        fail([f"teardown: you typed {typed.strip()!r}, not {prefix!r}: nothing was deleted"], EXIT_FINDINGS)
+    cloudformation = clients("cloudformation", chosen)
+    poll = poll_interval(ctx)
+    with aws_errors("teardown error: CloudFormation"):
+        fsx_id = teardown_run.fsx_file_system_id(cloudformation, config)
+    if fsx_id:
+        echo(
+            f"FSx file system {fsx_id}: its final backup: aws fsx describe-backups --filters Name=file-system-id,Values={fsx_id}"
+        )
+    try:
+        with cluster_errors():
+            teardown_run.delete_workloads(
+                connect(ctx, config, chosen, profile), config, echo, poll=poll, timeout=timeout
+            )
+        with aws_errors("teardown error: CloudFormation"):
+            deleted = teardown_run.delete_stacks(cloudformation, config, echo, poll=poll, timeout=timeout)
+    except teardown_run.TeardownError as error:
+        fail(error.problems, EXIT_FINDINGS)
+    echo(f"deleted {len(deleted)} stack(s) in {chosen}")
 
 
 for _command in [*cluster_commands, *serving_commands, *operate_commands, *offline_commands]:

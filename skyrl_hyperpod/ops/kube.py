@@ -179,8 +179,11 @@ class Cluster:
 
     def delete(self, obj: dict[str, Any]) -> bool:
         """Delete in the background (dependents follow); False when it was already gone."""
+        return self.delete_path(object_path(obj))
+
+    def delete_path(self, path: str) -> bool:
         try:
-            self._call("DELETE", object_path(obj), body={"propagationPolicy": "Background"})
+            self._call("DELETE", path, body={"propagationPolicy": "Background"})
         except KubeError as error:
             if " 404 " in f" {error} ":
                 return False
