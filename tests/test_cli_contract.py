@@ -27,7 +27,7 @@ def no_config_in_env(monkeypatch, tmp_path):
 
 
 def run(*args: str):
-    return CliRunner().invoke(cli, list(args))
+    return CliRunner().invoke(cli, list(args), prog_name="skyrl-hp")
 
 
 def write(path, data) -> str:
@@ -300,3 +300,38 @@ def test_the_price_line_moves_with_the_gpu_count(tmp_path):
         return float(line.split("$", 1)[1].split(" ", 1)[0].replace(",", ""))
 
     assert hourly(4) > hourly(3)
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (
+            {"hyperpod": {"worker_group": {"instance_type": "ml.g7e.12xlage"}}},
+            "config error: hyperpod.worker_group.instance_type = 'ml.g7e.12xlage': unknown instance type; did you mean "
+            "ml.g7e.12xlarge?",
+        ),
+        ({"training": {"experiments": "maze"}}, "config error: training.experiments = 'maze': must be a list"),
+        (
+            {"fsx": {"storage_capacity_gib": "big"}},
+            "config error: fsx.storage_capacity_gib = 'big': must be a whole number",
+        ),
+        ({"serving": {"enabled": "maybe"}}, "config error: serving.enabled = 'maybe': must be true or false"),
+        ({"hyperpod": "x"}, "config error: hyperpod = 'x': must be a section of 'key: value' lines"),
+        (
+            {"training": {"experiments": [{"name": "Maze"}]}},
+            "config error: training.experiments[0].name = 'Maze': must be a Kubernetes name",
+        ),
+    ],
+)
+def test_newcomer_mistakes_are_one_line_naming_the_field_and_what_to_write(data, line):
+    with pytest.raises(ConfigError) as raised:
+        validate_config(data)
+    [problem] = raised.value.problems
+    assert problem.startswith(line)
+
+
+def test_a_usage_error_is_one_line_with_where_the_help_is():
+    result = run("cost", "--hours", "-1")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("skyrl-hp cost: Invalid value for '--hours'") and line.endswith("(see skyrl-hp cost --help)")

@@ -134,7 +134,7 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
             "eks.public_access_cidrs",
             "10.0.0.0/15 is broader than /16",
         ),
-        ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs.0", "IPv4 CIDR"),
+        ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs[0]", "IPv4 CIDR"),
         ({"eks": {"admin_principal_arns": ["alice"]}}, "eks.admin_principal_arns", "not an IAM role or user ARN"),
         (
             {"serving_image": {"ray_version": "2.51.0"}},
@@ -143,7 +143,7 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ),
         (
             {"training": {"cluster": {"head_service_source_ranges": ["10.0.0.0/33"]}}},
-            "training.cluster.head_service_source_ranges.0",
+            "training.cluster.head_service_source_ranges[0]",
             "IPv4 CIDR",
         ),
         ({"serving": {"client_namespaces": ["Apps"]}}, "serving.client_namespaces", "not a Kubernetes namespace name"),

@@ -43,7 +43,29 @@ from .operate import COMMANDS as operate_commands
 from .serving import COMMANDS as serving_commands
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class OneLineErrors(click.Group):
+    """Click's usage errors (unknown option, missing argument, bad value) as one line naming the command and
+    where its help is, exit 2, instead of the usage block."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as error:
+            command = error.ctx.command_path if error.ctx else "skyrl-hp"
+            click.echo(f"{command}: {error.format_message()} (see {command} --help)", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(EXIT_FINDINGS)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        sys.exit(0)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option(
     "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help=CONFIG_HELP
 )

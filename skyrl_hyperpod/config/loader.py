@@ -92,10 +92,28 @@ PATTERN_SENTENCES: dict[str, str] = {
 }
 
 
+# pydantic's type errors, as what to write instead.
+TYPE_SENTENCES: dict[str, str] = {
+    "list_type": "must be a list: one '- item' line per entry (or [a, b])",
+    "dict_type": "must be a section of 'key: value' lines indented below it",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+}
+
+
 def _location(loc: tuple[Any, ...]) -> str:
     # pydantic appends the validator kind ("function-after[...]") to some locations; drop it.
-    parts = [str(p) for p in loc if not (isinstance(p, str) and "[" in p and p.endswith("]"))]
-    return ".".join(parts) or "(top level)"
+    text = ""
+    for part in loc:
+        if isinstance(part, str) and "[" in part and part.endswith("]"):
+            continue
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
 
 
 def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -160,6 +178,10 @@ def _describe(error: dict[str, Any], model: type = ProjectConfig) -> str:
     if error["type"] == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
         # YAML reads 111111111111 or 2.10 as a number (and drops leading zeros): the user meant text.
         return f'config error: {loc} = {value!r}: YAML read a number; quote it: {loc.rsplit(".", 1)[-1]}: "{value}"'
+    if error["type"] in TYPE_SENTENCES and not isinstance(value, (dict, BaseModel)):
+        return f"config error: {loc} = {value!r}: {TYPE_SENTENCES[error['type']]}"
+    if error["type"] in ("model_type", "dict_type"):
+        return f"config error: {loc} = {value!r}: {TYPE_SENTENCES['dict_type']}"
     if error["type"] == "string_pattern_mismatch":
         pattern = (error.get("ctx") or {}).get("pattern", "")
         sentence = PATTERN_SENTENCES.get(

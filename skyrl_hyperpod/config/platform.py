@@ -326,7 +326,9 @@ class InstanceGroupConfig(StrictModel):
     @classmethod
     def _known_type(cls, value: str) -> str:
         if value not in INSTANCE_CATALOG:
-            raise ValueError(f"unknown instance type; the catalog has {', '.join(sorted(INSTANCE_CATALOG))}")
+            guess = difflib.get_close_matches(value, sorted(INSTANCE_CATALOG), n=1, cutoff=0.8)
+            hint = f"did you mean {guess[0]}? " if guess else ""
+            raise ValueError(f"unknown instance type; {hint}the catalog has {', '.join(sorted(INSTANCE_CATALOG))}")
         return value
 
     @model_validator(mode="after")
