@@ -347,3 +347,28 @@ def test_eks_token_is_a_presigned_get_caller_identity_for_the_cluster():
     assert url.startswith(f"https://sts.{TEST_REGION}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15")
     assert "X-Amz-Expires=60" in url
     assert "X-Amz-SignedHeaders=host%3Bx-k8s-aws-id" in url
+
+
+def test_the_cluster_is_reached_with_the_eks_endpoint_and_a_token_from_the_aws_credentials(stub_aws, kube):
+    """The real connection path: eks:DescribeCluster gives the endpoint (here the fake API server) and the CA,
+    the bearer token is `aws eks get-token`'s, signed with the caller's credentials."""
+    eks, stubber = stub_aws("eks")
+    stubber.add_response(
+        "describe_cluster",
+        {
+            "cluster": {
+                "name": "skyrl-hp-eks",
+                "arn": EKS_ARN,
+                "endpoint": kube.host,
+                "certificateAuthority": {"data": CA},
+                "resourcesVpcConfig": {"endpointPublicAccess": True},
+            }
+        },  # fmt: skip
+        {"name": "skyrl-hp-eks"},
+    )
+    stubber.activate()
+    state = CliState(aws=AwsClients(overrides={"eks": eks}), poll_seconds=0)
+    result = CliRunner().invoke(cli, ["train", "status", "--region", TEST_REGION], obj=state)
+    assert result.exit_code == 0, result.output
+    authorization = kube.requests[0].headers["authorization"]
+    assert authorization.startswith(f"Bearer {TOKEN_PREFIX}")

@@ -127,6 +127,8 @@ def node(name: str, instance_type: str, *, health: str = "Schedulable", ready: b
 
 
 def healthy_cluster(kube: FakeKube, http: FakeHttp, *, network_policy: bool = True, nccl: str = "efa") -> None:
+    """A cluster where every check passes; the node summary has the shape Ray 2.58's dashboard serves
+    (tests/test_ray_api_real.py reads a real one)."""
     config = load_config(None)
     head_type, worker_type = config.hyperpod.head_group.instance_type, config.hyperpod.worker_group.instance_type
     kube.put("/api/v1/nodes/head-0", node("head-0", head_type))
@@ -153,14 +155,14 @@ def healthy_cluster(kube: FakeKube, http: FakeHttp, *, network_policy: bool = Tr
     kube.logs[f"{NAMESPACE}/{worker}"] = lines[nccl]
     store = object_store_memory_bytes(config.training.cluster.worker_shm_gib)
     summary = [{"raylet": {"nodeManagerAddress": "10.192.128.10", "isHeadNode": True, "state": "ALIVE",
-                           "resourcesTotal": {"object_store_memory": 6 * 1024**3}}}]  # fmt: skip
+                           "resourcesTotal": {"objectStoreMemory": 6.0 * 1024**3}}}]  # fmt: skip
     summary += [
         {
             "raylet": {
                 "nodeManagerAddress": f"10.192.130.{i}",
                 "isHeadNode": False,
                 "state": "ALIVE",
-                "resourcesTotal": {"object_store_memory": store},
+                "resourcesTotal": {"objectStoreMemory": float(store)},
             }
         }  # fmt: skip
         for i in range(3)
@@ -210,7 +212,7 @@ def test_verify_reports_an_unschedulable_node_and_nccl_on_sockets(kube, http):
 def test_verify_skips_nccl_without_nccl_lines_and_flags_a_small_object_store(kube, http):
     healthy_cluster(kube, http, nccl="none")
     summary = http.routes[("GET", "/nodes")][1]["data"]["summary"]
-    summary[1]["raylet"]["resourcesTotal"]["object_store_memory"] = 10 * 1024**3  # Ray fell back below /dev/shm
+    summary[1]["raylet"]["resourcesTotal"]["objectStoreMemory"] = 10.0 * 1024**3  # Ray fell back below /dev/shm
     result = run(kube, http, "verify")
     assert result.exit_code == 1
     lines = {line.split(":", 1)[0]: line for line in result.stdout.splitlines()}

@@ -119,6 +119,7 @@ def _rayjob_of(dist: Path, job_name: str) -> dict[str, Any]:
 @dist_option
 @experiment_option(required=True)
 @click.option("--submission-id", default=None, help="Ray submission id (default: Ray picks one).")
+@json_option
 @click.pass_context
 def ray_submit(
     ctx: click.Context,
@@ -128,6 +129,7 @@ def ray_submit(
     dist: Path,
     experiment: str,
     submission_id: str | None,
+    as_json: bool,
 ) -> None:
     """Submit an experiment's entrypoint with Ray's job API instead of the RayJob object (as the reference run).
 
@@ -174,6 +176,9 @@ def ray_submit(
             submitted = ray_api.submit_job(forward.url, token, entrypoint, runtime_env, submission_id)
         except ray_api.RayApiError as error:
             fail([f"ray submit: {error}"], EXIT_FINDINGS)
+    if as_json:
+        print_json({"submission_id": submitted, "raycluster": name, "experiment": experiment})
+        return
     echo(f"submitted {submitted} to RayCluster {name} ({experiment}); follow it with: skyrl-hp dashboard")
 
 

@@ -89,12 +89,14 @@ def node_object_stores(base_url: str, token: str | None) -> list[NodeStore]:
     answer = _request("GET", f"{base_url}/nodes?view=summary", token) or {}
     nodes = []
     for node in (answer.get("data") or {}).get("summary") or []:
+        # The dashboard camel-cases what it serves: raylet.resourcesTotal.objectStoreMemory (bytes) is the
+        # store's capacity, raylet.objectStore{Used,Available}Memory its use (checked against Ray 2.58).
         raylet = node.get("raylet") or {}
         if raylet.get("state", "ALIVE") != "ALIVE":
             continue
-        total = (raylet.get("resourcesTotal") or {}).get("object_store_memory")
+        total = (raylet.get("resourcesTotal") or {}).get("objectStoreMemory")
         if total is None:
-            total = int(raylet.get("object_store_used_memory", 0)) + int(raylet.get("object_store_available_memory", 0))
+            total = int(raylet.get("objectStoreUsedMemory", 0)) + int(raylet.get("objectStoreAvailableMemory", 0))
         nodes.append(
             NodeStore(
                 node_ip=str(raylet.get("nodeManagerAddress") or node.get("ip") or "?"),
