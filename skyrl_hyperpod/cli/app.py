@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,18 @@ class OneLineErrors(click.Group):
     """Click's usage errors (unknown option, missing argument, bad value) as one line naming the command and
     where its help is, exit 2, instead of the usage block."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            super().main(*args, standalone_mode=False, **kwargs)
+            super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as error:
             command = error.ctx.command_path if error.ctx else "skyrl-hp"
             click.echo(f"{command}: {error.format_message()} (see {command} --help)", err=True)
