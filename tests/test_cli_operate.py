@@ -218,3 +218,19 @@ def test_verify_skips_nccl_without_nccl_lines_and_flags_a_small_object_store(kub
     lines = {line.split(":", 1)[0]: line for line in result.stdout.splitlines()}
     assert lines["SKIP  NCCL on EFA"].endswith("{NCCL_DEBUG: INFO, NCCL_DEBUG_SUBSYS: INIT,NET}")
     assert lines["FAIL  Ray object store"]
+
+
+def test_verify_finds_the_agent_by_its_image_too(kube, http):
+    healthy_cluster(kube, http)
+    daemonset = kube.objects["/apis/apps/v1/namespaces/kube-system/daemonsets/aws-node"]
+    agent = daemonset["spec"]["template"]["spec"]["containers"][1]
+    agent.update(
+        {
+            "name": "node-agent",
+            "image": "602401143452.dkr.ecr.us-west-2.amazonaws.com/amazon/aws-network-policy-agent:v1.2.0",
+        }
+    )
+    result = run(kube, http, "verify")
+    assert result.exit_code == 0, result.output
+    agent["args"] = ["--enable-network-policy=false"]
+    assert run(kube, http, "verify").exit_code == 1

@@ -28,7 +28,10 @@ from .ray_api import NodeStore, RayApiError
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 SCHEDULABLE = "Schedulable"
 CNI_DAEMONSET = "/apis/apps/v1/namespaces/kube-system/daemonsets/aws-node"
+# The agent's container is `aws-eks-nodeagent` in the add-on's DaemonSet; its image (and some manifests'
+# container name) is aws-network-policy-agent.
 NODE_AGENT_CONTAINER = "aws-eks-nodeagent"
+NODE_AGENT_IMAGE = "aws-network-policy-agent"
 NETWORK_POLICY_FLAG = "--enable-network-policy=true"
 NCCL_LOG_LINES = 20000
 NCCL_EFA_MARKERS = ("Selected provider is efa", "Using network Libfabric", "Using network AWS Libfabric")
@@ -90,7 +93,14 @@ def check_network_policy_agent(cluster: Cluster) -> list[CheckResult]:
             CheckResult("FAIL", name, "kube-system/aws-node (the VPC CNI) is missing", "install the vpc-cni add-on")
         ]
     containers = (((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-    agent = next((c for c in containers if c.get("name") == NODE_AGENT_CONTAINER), None)
+    agent = next(
+        (
+            c
+            for c in containers
+            if c.get("name") in (NODE_AGENT_CONTAINER, NODE_AGENT_IMAGE) or NODE_AGENT_IMAGE in str(c.get("image"))
+        ),
+        None,
+    )
     if agent is None or NETWORK_POLICY_FLAG not in (agent.get("args") or []):
         return [
             CheckResult(
