@@ -387,16 +387,59 @@ def test_publish_job_copies_the_adapter_with_the_training_identity(default_chart
     job = one(default_charts, "Job")
     pod = job["spec"]["template"]["spec"]
     outputs = StackOutputs.placeholder(default_config)
-    publish = default_config.serving.publish
+    [run] = default_config.derived.runs
     assert pod["serviceAccountName"] == default_config.workloads.training_service_account
     script = pod["containers"][0]["command"][-1]
-    source = f"/shared/runs/maze-grpo/global_step_{publish.step}/policy"
-    target = f"s3://{outputs.artifacts_bucket_name}/{default_config.workloads.adapters_prefix}/{publish.adapter_name}/"
+    # The run's last step, under the experiment's own name.
+    source = f"/shared/runs/maze-grpo/global_step_{run.total_steps}/policy"
+    target = f"s3://{outputs.artifacts_bucket_name}/{default_config.workloads.adapters_prefix}/maze-grpo/"
     assert f"aws s3 sync {source} {target}" in script
-    assert pod["containers"][0]["image"] == publish.image
+    assert pod["containers"][0]["image"] == default_config.serving.publish.image
     claim = next(v for v in pod["volumes"] if "persistentVolumeClaim" in v)["persistentVolumeClaim"]
     assert claim == {"claimName": default_config.workloads.shared_pvc_name, "readOnly": True}
-    assert job["metadata"]["name"] == f"publish-{publish.adapter_name}-step-{publish.step}"
+    assert job["metadata"]["name"] == f"publish-maze-grpo-step-{run.total_steps}"
+
+
+SWEEP = {"training": {"experiments": [
+    {"name": "lr-1e-5", "overrides": {"trainer.policy.optimizer_config.lr": 1.0e-5}},
+    {"name": "rank-64", "overrides": {"trainer.policy.model.lora.rank": 64, "trainer.policy.model.lora.alpha": 64}},
+    {"name": "full", "overrides": {"trainer.policy.model.lora.rank": 0}},
+]}}  # fmt: skip
+
+
+def test_a_sweep_publishes_each_lora_experiment_under_its_own_name():
+    jobs = objects(synth(validate_config(SWEEP)), "Job")
+    scripts = {job["metadata"]["name"]: job["spec"]["template"]["spec"]["containers"][0]["command"][-1] for job in jobs}
+    # The full fine-tune has no adapter: no Job for it.
+    assert sorted(scripts) == ["publish-lr-1e-5-step-160", "publish-rank-64-step-160"]
+    for name in ("lr-1e-5", "rank-64"):
+        assert f"/shared/runs/{name}/global_step_160/policy s3://" in scripts[f"publish-{name}-step-160"]
+        assert scripts[f"publish-{name}-step-160"].rstrip().endswith(f"/adapters/{name}/")
+
+
+def test_one_experiment_can_be_published_under_another_name():
+    config = validate_config(
+        {**SWEEP, "serving": {"publish": {"experiment": "rank-64", "adapter_name": "maze-best", "step": 80}}}
+    )
+    [job] = objects(synth(config), "Job")
+    assert job["metadata"]["name"] == "publish-maze-best-step-80"
+    assert (
+        "/shared/runs/rank-64/global_step_80/policy" in job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    )
+
+
+def test_one_adapter_name_for_a_whole_sweep_is_refused():
+    with pytest.raises(ConfigError) as raised:
+        validate_config({**SWEEP, "serving": {"publish": {"adapter_name": "maze-grpo"}}})
+    [line] = raised.value.problems
+    assert "publish.adapter_name = 'maze-grpo': 2 experiments would publish into that one folder" in line
+
+
+def test_serving_off_synthesizes_neither_publish_jobs_nor_the_rayservice():
+    charts = synth(validate_config({"serving": {"enabled": False}}))
+    assert "04-publish-adapter" not in charts and "05-rayservice" not in charts
+    assert objects(charts, "RayService") == [] and objects(charts, "Job") == []
+    assert objects(charts, "RayJob")  # training is unchanged
 
 
 def test_deployed_outputs_replace_every_placeholder(default_config, tmp_path):

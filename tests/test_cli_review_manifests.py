@@ -233,3 +233,40 @@ def test_rayservice_upgrade_that_outgrows_the_gpu_group_is_called_out(base_dist,
     old = group.spec.gpus * config.serving.worker_replicas
     assert f"{new} GPU(s) on {group.instance_type} for the new cluster while the old one holds {old}" in text
     assert "does NOT fit: the new cluster's pods stay Pending" in text
+
+
+def manifest_section(markdown: str) -> str:
+    return markdown.split("### Kubernetes manifests", 1)[1]
+
+
+def test_an_entrypoint_change_is_shown_by_argument(base_dist, tmp_path):
+    head = write_dist(tmp_path, {"training": {"knobs": {"trainer.policy.optimizer_config.lr": 1.0e-5}}})
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    text = manifest_section(result.stdout)
+    assert "- `spec.entrypoint`:" in text
+    # The one argument that changed, whole; not two identical truncated prefixes of the command line.
+    assert (
+        "  - argument `trainer.policy.optimizer_config.lr=3e-05` → `trainer.policy.optimizer_config.lr=1e-05`" in text
+    )
+    assert "…" not in text.split("spec.entrypoint", 1)[1].split("\n- ", 1)[0]
+
+
+def test_a_json_or_yaml_value_is_shown_by_key(base_dist, tmp_path):
+    head = write_dist(tmp_path, {"serving": {"target_ongoing_requests": 8}})
+    text = manifest_section(CliRunner().invoke(cli, ["review", str(base_dist), str(head)]).stdout)
+    # serveConfigV2 is a YAML document in a string: the key inside it that changed, with both values.
+    assert "target_ongoing_requests`: `16` → `8`" in text
+
+
+def test_the_rayservice_upgrade_finding_is_a_list_of_bullets(base_dist, tmp_path):
+    from skyrl_hyperpod.config import load_config
+
+    config = load_config(None)
+    head = write_dist(tmp_path, {"serving": {"head_cpus": config.serving.head_cpus + 4}})
+    text = disruptions(CliRunner().invoke(cli, ["review", str(base_dist), str(head)]).stdout)
+    [finding] = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(finding) < 300
+    bullets = [line for line in text.splitlines() if line.startswith("  - ")]
+    assert bullets[-1].startswith("  - verdict: ")
+    assert any(line.startswith("  - needs ") for line in bullets)

@@ -1,14 +1,18 @@
-"""`skyrl-hp teardown --plan`: an ordered plan that runs nothing, and the README lists what it leaves behind."""
+"""`skyrl-hp teardown --plan`: an ordered plan that runs nothing, and the README lists what it leaves behind;
+`--execute`: the plan carried out (CloudFormation through botocore's Stubber, the cluster through a fake API server)."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, TEST_REGION
+from fake_kube import FakeKube
 
 from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.ops.teardown import leftovers, plan
 
@@ -59,3 +63,112 @@ def test_readme_teardown_section_lists_every_leftover_and_the_plan_command():
         # The README names each leftover by its first words, generically (no prefix).
         words = re.sub(r"skyrl-hp", "<name_prefix>", item.what).split(" (")[0]
         assert words.split(":")[0] in section, words
+
+
+# --- --execute -------------------------------------------------------------------------------------------------
+
+STACK_TIME = "2026-11-20T10:00:00Z"
+EXPORT = "skyrl-hp-network:ExportsOutputRefVpc"
+
+
+def stack(name: str, outputs: list[dict] | None = None, status: str = "CREATE_COMPLETE") -> dict:
+    return {"StackName": name, "StackStatus": status, "CreationTime": STACK_TIME, "Outputs": outputs or []}
+
+
+PROJECT_STACKS = [
+    stack("skyrl-hp-network", [{"OutputKey": "ExportsOutputRefVpc", "OutputValue": "vpc-1", "ExportName": EXPORT}]),
+    stack("skyrl-hp-storage", [{"OutputKey": "FsxFileSystemId", "OutputValue": "fs-0123456789abcdef0"}]),
+    stack("skyrl-hp-eks"),
+    stack("other-team-network"),  # another configuration's stack: never touched
+]
+
+
+@pytest.fixture
+def kube():
+    fake = FakeKube().start()
+    yield fake
+    fake.stop()
+
+
+def gone(stubber, name: str) -> None:
+    stubber.add_client_error(
+        "describe_stacks",
+        "ValidationError",
+        f"Stack with id {name} does not exist",
+        expected_params={"StackName": name},
+    )
+
+
+def test_execute_deletes_workloads_then_stacks_importers_first(stub_aws, kube, fake_aws_env):
+    namespace = "/api/v1/namespaces/skyrl"
+    kube.put(namespace, {"metadata": {"name": "skyrl"}})
+    kube.put("/apis/ray.io/v1/namespaces/skyrl/rayclusters/skyrl-visgym", {"metadata": {"name": "skyrl-visgym"}})
+    kube.put("/api/v1/persistentvolumes/skyrl-fsx-shared", {"metadata": {"name": "skyrl-fsx-shared"}})
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the FSx id
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the stacks to delete
+    stubber.add_response("list_imports", {"Imports": ["skyrl-hp-storage", "skyrl-hp-eks"]}, {"ExportName": EXPORT})
+    for name in ("skyrl-hp-eks", "skyrl-hp-storage"):  # round 1: nothing imports from them
+        stubber.add_response("delete_stack", {}, {"StackName": name})
+    stubber.add_response(
+        "describe_stacks",
+        {"Stacks": [stack("skyrl-hp-eks", status="DELETE_IN_PROGRESS")]},
+        {"StackName": "skyrl-hp-eks"},
+    )
+    gone(stubber, "skyrl-hp-eks")
+    stubber.add_response(
+        "describe_stacks",
+        {"Stacks": [stack("skyrl-hp-storage", status="DELETE_COMPLETE")]},
+        {"StackName": "skyrl-hp-storage"},
+    )
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-network"})  # round 2: its importers are gone
+    gone(stubber, "skyrl-hp-network")
+    stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 0, result.output
+    stubber.assert_no_pending_responses()
+    assert kube.deleted() == [
+        "/apis/ray.io/v1/namespaces/skyrl/rayclusters/skyrl-visgym",
+        namespace,
+        "/api/v1/persistentvolumes/skyrl-fsx-shared",
+    ]
+    out = result.stdout
+    assert "FSx file system fs-0123456789abcdef0" in out
+    assert out.index("deleted stack skyrl-hp-eks") < out.index("deleting stack skyrl-hp-network")
+    assert "deleted 3 stack(s) in us-west-2" in out
+    assert "What remains" in out
+
+
+def test_execute_without_the_typed_prefix_deletes_nothing(kube, fake_aws_env):
+    state = CliState(kube=kube.api_client(), poll_seconds=0)
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="yes\n")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == "teardown: you typed 'yes', not 'skyrl-hp': nothing was deleted"
+    assert kube.requests == []
+
+
+def test_execute_stops_at_a_load_balancer_service(stub_aws, kube, fake_aws_env):
+    kube.put(
+        "/api/v1/services/web", {"metadata": {"name": "web", "namespace": "team"}, "spec": {"type": "LoadBalancer"}}
+    )
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})
+    stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 1
+    assert "Services of type LoadBalancer remain (team/web)" in result.stderr
+    stubber.assert_no_pending_responses()  # no stack was asked to delete
+
+
+def test_execute_with_studio_points_to_the_manual_steps(tmp_path, fake_aws_env):
+    file = tmp_path / "studio.yaml"
+    file.write_text("studio:\n  enabled: true\n")
+    result = CliRunner().invoke(cli, ["--config", str(file), "teardown", "--execute"], input="skyrl-hp\n")
+    assert result.exit_code == 2
+    assert "remove Studio's apps, spaces and user profiles first" in result.stderr

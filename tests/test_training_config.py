@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skyrl_hyperpod.config import ConfigError, validate_config
-from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank, training_head_size
+from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank, publications, training_head_size
 from skyrl_hyperpod.config.training import DERIVED_KEYS, OVERRIDABLE_KEYS
 from skyrl_hyperpod.config.training_runs import resolve_runs
 
@@ -59,9 +59,11 @@ def test_reference_run_places_one_engine_per_gpu(default_config):
     assert run.export_path == "/shared/runs/maze-grpo"
     assert run.ckpt_path.startswith(run.export_path + "/") and run.ckpt_path != run.export_path
     assert run.lora_sync_path.startswith("/shared/")
-    # The published step exists: exported every hf_save_interval up to the last step.
-    assert run.total_steps >= default_config.serving.publish.step
-    assert default_config.serving.publish.step % run.knobs.hf_save_interval == 0
+    # The published step exists: the run's last step, which is also a multiple of hf_save_interval.
+    [pub] = publications(default_config.serving, default_config.derived)
+    assert pub.step == run.total_steps == 160
+    assert pub.step % run.knobs.hf_save_interval == 0
+    assert pub.adapter_name == "maze-grpo"
 
 
 def test_default_schedule_is_the_reference_runs(default_config):

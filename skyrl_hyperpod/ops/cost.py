@@ -117,7 +117,7 @@ def apply_live_prices(config: ProjectConfig, book: PriceBook, pricing_client: An
 def load_price_book(file: Path | Traversable) -> PriceBook:
     try:
         with resources.as_file(file) as path:
-            data = read_yaml(path)
+            data = read_yaml(path, empty_ok=True)
     except ConfigError as exc:
         # read_yaml words its one-line problems for the config file; these are about the price file.
         problems = [f"cost error: {problem.removeprefix(_READ_YAML_PREFIX)}" for problem in exc.problems]

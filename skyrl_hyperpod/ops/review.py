@@ -24,14 +24,18 @@ Which source decides which verdict (see README, "skyrl-hp review"):
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import gzip
 import json
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import yaml
 
 from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.manifests import read_manifest_documents
@@ -704,6 +708,7 @@ class Disruption:
     subject: str
     text: str
     source: str
+    details: tuple[str, ...] = ()  # one sub-bullet each (per instance type, the verdict)
 
 
 @dataclass
@@ -1240,8 +1245,9 @@ def rayservice_disruptions(
             Disruption(
                 f"`{key}`",
                 f"rayClusterConfig changed: KubeRay builds a new RayCluster (upgradeStrategy {strategy or 'unset = NewCluster'})"
-                f" and switches traffic when it is ready; needs {'; '.join(parts) or 'no GPUs'}: {verdict}",
+                " and switches traffic when it is ready",
                 KUBERAY_SOURCE,
+                details=(*(f"needs {part}" for part in parts or ["no GPUs"]), f"verdict: {verdict}"),
             )
         )
     return found
@@ -1283,13 +1289,93 @@ def review(
 
 
 def _property_lines(changes: list[PropertyChange], indent: str = "  ") -> list[str]:
-    lines = [
-        f"{indent}- `{display_path(c.path)}`: `{display_value(c.old)}` → `{display_value(c.new)}`"
-        + (" **(replacement)**" if c.create_only else "")
-        for c in changes[:MAX_PROPERTY_LINES]
-    ]
+    lines: list[str] = []
+    for c in changes[:MAX_PROPERTY_LINES]:
+        suffix = " **(replacement)**" if c.create_only else ""
+        detail = _structured_diff(c.old, c.new)
+        if detail:
+            lines.append(f"{indent}- `{display_path(c.path)}`{suffix}:")
+            lines += [f"{indent}  - {line}" for line in detail]
+        else:
+            lines.append(
+                f"{indent}- `{display_path(c.path)}`: `{display_value(c.old)}` → `{display_value(c.new)}`{suffix}"
+            )
     if len(changes) > MAX_PROPERTY_LINES:
         lines.append(f"{indent}- … and {len(changes) - MAX_PROPERTY_LINES} more")
+    return lines
+
+
+def _as_mapping(value: Any) -> dict[str, Any] | list[Any] | None:
+    """A JSON or YAML document held in a string (Helm `Values`, `serveConfigV2`), else None."""
+    if isinstance(value, (dict, list)):
+        return value
+    if not isinstance(value, str) or not value.lstrip().startswith(("{", "[")) and "\n" not in value:
+        return None
+    try:
+        loaded = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return None
+    return loaded if isinstance(loaded, (dict, list)) else None
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for index, item in enumerate(value):
+            out.update(_flatten(item, f"{prefix}[{index}]"))
+        return out
+    return {prefix or "(value)": value}
+
+
+def _arguments(value: Any) -> list[str] | None:
+    """A command line's arguments (a RayJob entrypoint), when `value` is one."""
+    if not isinstance(value, str) or "\n" in value.strip() or value.count(" ") < 3:
+        return None
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _structured_diff(old: Any, new: Any) -> list[str]:
+    """What changed inside a long value, one line each: a JSON/YAML document by key, a command line by
+    argument. Empty when the values are short or unstructured (the one-line `old → new` says it all)."""
+    if old is _MISSING or new is _MISSING:
+        return []
+    old_doc, new_doc = _as_mapping(old), _as_mapping(new)
+    if old_doc is not None and new_doc is not None:
+        before, after = _flatten(old_doc), _flatten(new_doc)
+        lines = []
+        for key in [*before, *(k for k in after if k not in before)]:
+            if before.get(key, _MISSING) != after.get(key, _MISSING):
+                lines.append(
+                    f"`{key}`: `{display_value(before.get(key, _MISSING))}` → `{display_value(after.get(key, _MISSING))}`"
+                )
+        return _capped(lines)
+    old_args, new_args = _arguments(old), _arguments(new)
+    if old_args is not None and new_args is not None:
+        lines = []
+        matcher = difflib.SequenceMatcher(a=old_args, b=new_args, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            removed, added = " ".join(old_args[i1:i2]), " ".join(new_args[j1:j2])
+            if tag == "replace":
+                lines.append(f"argument `{removed}` → `{added}`")
+            elif tag == "delete":
+                lines.append(f"argument removed: `{removed}`")
+            elif tag == "insert":
+                lines.append(f"argument added: `{added}`")
+        return _capped(lines)
+    return []
+
+
+def _capped(lines: list[str]) -> list[str]:
+    if len(lines) > MAX_PROPERTY_LINES:
+        return [*lines[:MAX_PROPERTY_LINES], f"… and {len(lines) - MAX_PROPERTY_LINES} more"]
     return lines
 
 
@@ -1367,7 +1453,9 @@ def render_markdown(result: Review) -> str:
             lines += [f"  - risk: {r}" for r in c.risks]
     if result.disruptions:
         lines += ["", "### ⚠️ Disruptive updates (no replacement, but workloads are interrupted)", ""]
-        lines += [f"- {d.subject}: {d.text} ([source]({d.source}))" for d in result.disruptions]
+        for d in result.disruptions:
+            lines.append(f"- {d.subject}: {d.text} ([source]({d.source}))")
+            lines += [f"  - {detail}" for detail in d.details]
     if result.cost is not None:
         lines += ["", "### Cost", "", *_cost_lines(*result.cost)]
     for stack in result.stacks:

@@ -264,3 +264,25 @@ def kubernetes_apis(context: str | None) -> tuple[Any, Any]:
 
     api = config.new_client_from_config(context=context)
     return client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+
+def as_dict(status: ClusterStatus) -> dict[str, Any]:
+    """`skyrl-hp status --json`."""
+    return {
+        "cluster": status.name,
+        "status": status.status,
+        "failure_message": status.failure_message,
+        "groups": [
+            {
+                "name": group.name,
+                "instance_type": group.instance_type,
+                "configured": group.configured,
+                "target": group.target,
+                "running": group.running,
+                "nodes": dict(group.nodes),
+            }
+            for group in status.groups
+        ],
+        "unexpected_groups": status.unexpected_groups,
+        "problems": status.problems(),
+    }

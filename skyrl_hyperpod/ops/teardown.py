@@ -7,9 +7,10 @@ that removes each, and the README's teardown section lists the same (a test keep
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
-from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config import CONFIG_ENV_VAR, ProjectConfig
 from skyrl_hyperpod.outputs import OperatorOutputKey, OutputKey
 
 
@@ -33,9 +34,21 @@ def _output(stack: str, key: str) -> str:
     )
 
 
-def plan(config: ProjectConfig) -> list[Step]:
+def plan(config: ProjectConfig, config_file: str | None = None, region: str | None = None) -> list[Step]:
+    """The ordered steps for this configuration (`config_file`, None for the defaults) in `region`."""
     names = config.names
+    target = [f"export {CONFIG_ENV_VAR}={shlex.quote(config_file)}"] if config_file else [f"unset {CONFIG_ENV_VAR}"]
+    target.append(
+        f"export AWS_REGION={region}"
+        if region
+        else "export AWS_REGION=<region>  # env.region is not set: the region the stacks were deployed to"
+    )
     steps = [
+        Step(
+            f"Point this shell at the configuration (stacks {names.stack('*')})",
+            "cdk destroy, the aws commands and skyrl-hp below act on the stacks of this configuration in this region",
+            (*target, "skyrl-hp kubeconfig  # kubectl's context for the cluster"),
+        ),
         Step(
             "Record the FSx file system id (it names the final backup later)",
             "the storage stack and its outputs are gone after the destroy",
