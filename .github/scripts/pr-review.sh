@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The PR review gate, run by .github/workflows/pr-review.yml (from the base branch's checkout, never the
-# head's) once both trees are synthesized; runs the same on a laptop:
+# The PR review gate, run by .github/workflows/pr-review.yml from the default branch's checkout (never the pull
+# request's) on the default branch's synthesis and the pull request's (an artifact of
+# .github/workflows/pr-synthesis.yml); runs the same on a laptop:
 #
 #   .github/scripts/pr-review.sh BASE_DIR HEAD_DIR COMMENT_FILE
 #

@@ -136,8 +136,23 @@ def _read_json(file: Path, what: str) -> Any:
         raise ReviewError([f"review error: {what} {file} is not valid JSON (line {exc.lineno})"]) from None
 
 
-def read_assembly(directory: Path) -> dict[str, dict[str, Any]]:
-    """Stack name -> template, following nested assemblies (CDK stages)."""
+def _inside_assembly(root: Path, directory: Path, relative: str, field: str, artifact_id: str) -> Path:
+    # The head's manifest is the pull request's output (the PR review gate reads it as data): a path it names
+    # must not lead the reviewer out of the assembly, by `..`, an absolute path or a symbolic link.
+    path = (directory / relative).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ReviewError(
+            [
+                f"review error: {field} {relative!r} of artifact {artifact_id!r} in {directory / 'manifest.json'} "
+                f"is outside the cloud assembly {root}: only paths inside it are read"
+            ]
+        )
+    return path
+
+
+def read_assembly(directory: Path, root: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Stack name -> template, following nested assemblies (CDK stages) inside `root` (default: `directory`)."""
+    root = root or directory
     manifest = _read_json(directory / "manifest.json", "cloud assembly manifest")
     artifacts = manifest.get("artifacts") if isinstance(manifest, dict) else None
     if not isinstance(artifacts, dict):
@@ -157,12 +172,14 @@ def read_assembly(directory: Path) -> dict[str, dict[str, Any]]:
                 raise ReviewError(
                     [f"review error: stack artifact {artifact_id!r} in {directory} names no templateFile"]
                 )
-            template = _read_json(directory / template_file, f"template of stack {artifact_id}")
+            template_path = _inside_assembly(root, directory, template_file, "templateFile", artifact_id)
+            template = _read_json(template_path, f"template of stack {artifact_id}")
             if not isinstance(template, dict) or not isinstance(template.get("Resources", {}), dict):
                 raise ReviewError([f"review error: {directory / template_file} is not a CloudFormation template"])
             stacks[properties.get("stackName") or artifact_id] = template
         elif artifact.get("type") == "cdk:cloud-assembly" and isinstance(properties.get("directoryName"), str):
-            stacks.update(read_assembly(directory / properties["directoryName"]))
+            nested = _inside_assembly(root, directory, properties["directoryName"], "directoryName", artifact_id)
+            stacks.update(read_assembly(nested, root))
     return stacks
 
 
