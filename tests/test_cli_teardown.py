@@ -10,7 +10,7 @@ from conftest import REPO_ROOT
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.ops.teardown import leftovers, plan
+from skyrl_hyperpod.ops.teardown import leftovers, plan, replaced_file_systems_query
 
 
 def run(*args):
@@ -59,3 +59,45 @@ def test_readme_teardown_section_lists_every_leftover_and_the_plan_command():
         # The README names each leftover by its first words, generically (no prefix).
         words = re.sub(r"skyrl-hp", "<name_prefix>", item.what).split(" (")[0]
         assert words.split(":")[0] in section, words
+
+
+def test_plan_backs_up_fsx_and_lifts_the_storage_stacks_protection_before_the_destroy(default_config):
+    out = run("--plan").stdout
+    storage = default_config.names.stack("storage")
+    order = [
+        "kubectl delete",
+        "aws fsx create-backup --file-system-id $FSX_ID",
+        "aws fsx describe-backups --backup-ids $BACKUP_ID",
+        "aws fsx delete-file-system",
+        f"update-termination-protection --no-enable-termination-protection --stack-name {storage}",
+        "cdk destroy --all",
+    ]
+    positions = [out.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    # CloudFormation's hour (ServiceTimeout 1-3600 s) bounds the final backup; nothing promises two.
+    assert "2 hours" not in out and "an hour" in out
+
+
+def test_replaced_file_systems_query_finds_only_the_projects_other_file_systems(default_config):
+    import jmespath  # type: ignore[import-untyped]  # botocore's dependency; ships no type information
+
+    current = "fs-0123456789abcdef0"
+    listed = {"FileSystems": [
+        {"FileSystemId": current, "Tags": [{"Key": "project", "Value": default_config.name_prefix}]},
+        {"FileSystemId": "fs-0aaaaaaaaaaaaaaa0", "Tags": [{"Key": "project", "Value": default_config.name_prefix}]},
+        {"FileSystemId": "fs-0bbbbbbbbbbbbbbb0", "Tags": [{"Key": "project", "Value": "another-project"}]},
+        {"FileSystemId": "fs-0ccccccccccccccc0", "Tags": []},
+    ]}  # fmt: skip
+    query = replaced_file_systems_query(default_config.name_prefix, current=current)
+    assert jmespath.search(query, listed) == ["fs-0aaaaaaaaaaaaaaa0"]
+    # The plan prints the same query, reading the id recorded in its first step.
+    assert replaced_file_systems_query(default_config.name_prefix) in run("--plan").stdout
+
+
+def test_readme_teardown_matches_the_plan():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## Teardown") :]
+    section = section[: section.index("\n## ", 1)]
+    assert "2 hours" not in section
+    for marker in ("aws fsx create-backup", "UpdateReplacePolicy: Retain", "update-termination-protection"):
+        assert marker in section, marker
