@@ -88,6 +88,8 @@ class HyperPodExecutionRole(Construct):
                     resources=[network_interfaces],
                     conditions={"StringEquals": {**in_this_vpc, "ec2:Permission": "INSTANCE-ATTACH"}},
                 ),
+                # DeleteNetworkInterfacePermission is authorized against the ENI the permission belongs to,
+                # which carries ec2:Vpc like the other actions on an existing ENI.
                 iam.PolicyStatement(
                     sid="CniManageInterfacesOfThisVpc",
                     actions=[
@@ -164,6 +166,7 @@ class HyperPodExecutionRole(Construct):
                     sid="PullImagesOfOtherAccounts",
                     actions=ECR_PULL_ACTIONS,
                     resources=[stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")],
+                    # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-resourceaccount
                     conditions={"StringNotEquals": {"aws:ResourceAccount": stack.account}},
                 ),
                 iam.PolicyStatement(
