@@ -201,8 +201,6 @@ main() {
     current=1
   fi
 
-  install_boot_units
-
   local state_dir target mounted=() pending=()
   for state_dir in "${STATE_DIRS[@]}"; do
     if mountpoint -q "${ROOT}${state_dir}"; then
@@ -216,16 +214,10 @@ main() {
     log "ERROR: ${mounted[*]} already mounted, but ${STAMP} (ami=${stamped_ami:-none} root_volume=${stamped_root:-none}) is not this node's (ami=${ami} root_volume=${root_id})"
     return 1
   fi
-  if ((${#pending[@]} == 0)); then
-    if ((units_changed)); then
-      systemctl daemon-reload
-    fi
-    log "state is already on the data volume (ami=${ami}, copied in boot $(stamp_field boot))"
-    return 0
-  fi
 
-  # What this run copies from or deletes in: the pending state directories and their copies, and every
+  # What this run will copy from or delete in: the pending state directories and their copies, and every
   # copy when a stale one is wiped (nothing is mounted then: a mounted state with a stale stamp failed above).
+  # Checked before anything is written, the boot units included: a refused run leaves the node as it was.
   local guarded=() wiped=("${pending[@]}")
   if ((!current)); then
     wiped=("${STATE_DIRS[@]}")
@@ -237,7 +229,19 @@ main() {
     target="${DATA_VOLUME}/$(basename "$state_dir")"
     guarded+=("${ROOT}${target}" "${ROOT}${target}.partial")
   done
-  refuse_mounts_below "${guarded[@]}"
+  if ((${#pending[@]} > 0)); then
+    refuse_mounts_below "${guarded[@]}"
+  fi
+
+  install_boot_units
+
+  if ((${#pending[@]} == 0)); then
+    if ((units_changed)); then
+      systemctl daemon-reload
+    fi
+    log "state is already on the data volume (ami=${ami}, copied in boot $(stamp_field boot))"
+    return 0
+  fi
 
   local stopped=() service
   for service in "${SERVICES[@]}"; do
