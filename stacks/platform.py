@@ -14,6 +14,7 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.constants import PROJECT_TAG_KEY
 
 from .eks_stack import EksStack
 from .hyperpod_stack import HyperPodStack
@@ -117,12 +118,12 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
             config=config,
             vpc=network.vpc,
             hyperpod_subnet=network.hyperpod_subnet,
-            hyperpod_security_group=network.hyperpod_security_group,
+            eks_cluster_security_group=eks.cluster.cluster_security_group,
         )
 
     # cdk-nag v3 is a policy-validation plugin: any unacknowledged finding fails the synth.
     cdk.Validations.of(scope).add_plugins(AwsSolutionsChecks(scope, verbose=True))
     for stack in (network, storage, registry, image_build, eks, hyperpod, observability, studio, ray_endpoint):
         if stack is not None:
-            cdk.Tags.of(stack).add("project", config.name_prefix)
+            cdk.Tags.of(stack).add(PROJECT_TAG_KEY, config.name_prefix)
     return PlatformStacks(network, storage, registry, image_build, eks, hyperpod, observability, studio, ray_endpoint)

@@ -464,11 +464,24 @@ def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profi
         echo(
             f"FSx file system {fsx_id}: its final backup: aws fsx describe-backups --filters Name=file-system-id,Values={fsx_id}"
         )
+    fsx = clients("fsx", chosen)
+    with aws_errors("teardown error: FSx"):
+        replaced = teardown_run.replaced_file_systems(fsx, config, fsx_id)
+    if replaced:
+        fail(
+            [f"teardown: FSx file system(s) {', '.join(replaced)} were replaced by an update and kept with their data: "
+             "delete them first (skyrl-hp teardown --plan, 'Delete the FSx file systems that updates replaced'); "
+             "nothing was deleted"],
+            EXIT_FINDINGS,
+        )  # fmt: skip
     try:
         with cluster_errors():
             teardown_run.delete_workloads(
                 connect(ctx, config, chosen, profile), config, echo, poll=poll, timeout=timeout
             )
+        if fsx_id:
+            with aws_errors("teardown error: FSx"):
+                teardown_run.full_backup(fsx, fsx_id, echo, poll=poll, timeout=timeout)
         with aws_errors("teardown error: CloudFormation"):
             deleted = teardown_run.delete_stacks(cloudformation, config, echo, poll=poll, timeout=timeout)
     except teardown_run.TeardownError as error:

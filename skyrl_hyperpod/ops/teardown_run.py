@@ -2,14 +2,19 @@
 its region, after the user typed the name prefix.
 
 1. Record the FSx file system id (the storage stack's output names the final backup later).
-2. Delete the workloads through the Kubernetes API: the RayService, the RayJobs and RayClusters first
+2. Refuse while a file system an update replaced is still there (the storage stack retains it, with its data;
+   its network interfaces would make the network stack's deletion fail): the plan says how to remove it.
+3. Delete the workloads through the Kubernetes API: the RayService, the RayJobs and RayClusters first
    (KubeRay's finalizers run while the operator is still there), then the workloads namespace and the
    project's PersistentVolume (reclaim policy Retain: FSx data is never deleted by Kubernetes); wait until
    the namespace is gone; refuse to go on while any Service of type LoadBalancer remains (its load balancer
    would keep network interfaces in the VPC).
-3. Delete the stacks through CloudFormation, each only once no other remaining stack imports its exports
-   (the order `cdk destroy --all` derives from the app), waiting for each round; the storage stack takes
-   the FSx final backup on its way out.
+4. Take a full FSx backup and wait until it is AVAILABLE: the storage stack's final backup then only copies
+   what changed since, and fits in the hour CloudFormation gives it.
+5. Delete the stacks through CloudFormation, each only once no other remaining stack imports its exports
+   (the order `cdk destroy --all` derives from the app), waiting for each round; the storage stack's
+   termination protection is turned off right before its deletion, and it takes the FSx final backup on its
+   way out.
 
 Studio's users, spaces and home EFS are not removed here: with `studio.enabled` the plan's manual steps come first.
 """
@@ -21,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.constants import PROJECT_TAG_KEY
 from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.outputs import OutputKey
 
@@ -42,6 +48,39 @@ def fsx_file_system_id(cloudformation: Any, config: ProjectConfig) -> str | None
         if output.get("OutputKey") == OutputKey.FSX_FILE_SYSTEM_ID.value:
             return str(output["OutputValue"])
     return None
+
+
+def replaced_file_systems(fsx: Any, config: ProjectConfig, current: str | None) -> list[str]:
+    """The project's FSx file systems other than the storage stack's own: those an update replaced."""
+    found = []
+    for page in fsx.get_paginator("describe_file_systems").paginate():
+        for file_system in page.get("FileSystems") or []:
+            tags = {tag["Key"]: tag["Value"] for tag in file_system.get("Tags") or []}
+            if tags.get(PROJECT_TAG_KEY) == config.name_prefix and file_system["FileSystemId"] != current:
+                found.append(str(file_system["FileSystemId"]))
+    return sorted(found)
+
+
+def full_backup(fsx: Any, file_system_id: str, echo: Echo, *, poll: float, timeout: float) -> str:
+    """Back `file_system_id` up and wait until the backup is AVAILABLE; its id."""
+    backup_id = str(fsx.create_backup(FileSystemId=file_system_id)["Backup"]["BackupId"])
+    echo(f"FSx backup {backup_id} of {file_system_id} started")
+    deadline = time.monotonic() + timeout
+    while True:
+        [backup] = fsx.describe_backups(BackupIds=[backup_id])["Backups"]
+        lifecycle = backup.get("Lifecycle")
+        if lifecycle == "AVAILABLE":
+            echo(f"FSx backup {backup_id} is AVAILABLE")
+            return backup_id
+        if lifecycle in ("FAILED", "DELETED"):
+            reason = (backup.get("FailureDetails") or {}).get("Message") or "no reason given"
+            raise TeardownError([f"teardown: FSx backup {backup_id} {lifecycle}: {reason}; no stack was deleted"])
+        if time.monotonic() >= deadline:
+            raise TeardownError(
+                [f"teardown: FSx backup {backup_id} is still {lifecycle} after {timeout:.0f} s; no stack was deleted "
+                 "(run --execute again once it is AVAILABLE)"]
+            )  # fmt: skip
+        time.sleep(poll)
 
 
 def delete_workloads(cluster: Cluster, config: ProjectConfig, echo: Echo, *, poll: float, timeout: float) -> None:
@@ -111,6 +150,9 @@ def delete_stacks(cloudformation: Any, config: ProjectConfig, echo: Echo, *, pol
         if not ready:
             raise TeardownError([f"teardown: the stacks {', '.join(sorted(remaining))} import each other's exports"])
         for name in ready:
+            if name == config.names.stack("storage"):
+                # Termination protection keeps a stray delete of this stack alone from removing FSx under pods.
+                cloudformation.update_termination_protection(EnableTerminationProtection=False, StackName=name)
             cloudformation.delete_stack(StackName=name)
             echo(f"deleting stack {name}")
         for name in ready:

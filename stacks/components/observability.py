@@ -38,19 +38,22 @@ def hyperpod_log_groups(hyperpod_cluster_name: str) -> str:
 # (aws-samples/awsome-distributed-training, 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/
 # hyperpod-eks-tf/modules/observability/iam_roles.tf): the write path plus the reads the add-on's
 # troubleshooting page lists.
+# Split by what the Service Authorization Reference lists for each
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html):
+# these act on a log group or log stream, so they are limited to this cluster's ...
 COLLECTOR_LOG_ACTIONS = (
     "logs:CreateLogGroup",
     "logs:CreateLogStream",
-    "logs:DescribeLogGroups",
     "logs:DescribeLogStreams",
     "logs:PutLogEvents",
     "logs:GetLogEvents",
     "logs:FilterLogEvents",
     "logs:GetLogRecord",
     "logs:StartQuery",
-    "logs:StopQuery",
     "logs:GetQueryResults",
 )
+# ... and these have no resource-level permissions: they are granted on "*" or not at all.
+COLLECTOR_LOG_ACTIONS_WITHOUT_RESOURCES = ("logs:DescribeLogGroups", "logs:StopQuery")
 
 # metricsProvider keys: exactly those of AWS's own template for this add-on (same module,
 # modules/observability/eks_addon.tf); no primary source names any other (its cluster-level
@@ -192,6 +195,11 @@ class HyperPodObservability(Construct):
                             actions=list(COLLECTOR_LOG_ACTIONS),
                             resources=[log_groups, f"{log_groups}:log-stream:*"],
                         ),
+                        iam.PolicyStatement(
+                            sid="LogActionsWithoutResourceLevelPermissions",
+                            actions=list(COLLECTOR_LOG_ACTIONS_WITHOUT_RESOURCES),
+                            resources=["*"],
+                        ),
                     ]
                 )
             },
@@ -204,6 +212,10 @@ class HyperPodObservability(Construct):
                 ): (
                     f"Only this cluster's log groups: HyperPod names them /aws/sagemaker/Clusters/{hyperpod_cluster_name}/"
                     "<cluster id> and the id exists only after deployment; streams are created per node at run time"
+                ),
+                r"Resource::\*": (
+                    "logs:DescribeLogGroups and logs:StopQuery have no resource-level permissions (Service "
+                    "Authorization Reference); every other log action is limited to this cluster's log groups"
                 ),
             },
         )

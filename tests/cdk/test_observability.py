@@ -73,7 +73,7 @@ def studio_template(config: ProjectConfig) -> Template:
         config=config,
         vpc=vpc,
         hyperpod_subnet=vpc.private_subnets[0],
-        hyperpod_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", "sg-0123456789abcdef0"),
+        eks_cluster_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", "sg-0123456789abcdef0"),
     )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
     app.synth()
@@ -208,12 +208,17 @@ def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_
         f"arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/{cluster}/*:log-stream:*",
     ]
     # The write path and the reads of AWS's template for this add-on (modules/observability/iam_roles.tf
-    # in aws-samples/awsome-distributed-training), which its troubleshooting page lists.
+    # in aws-samples/awsome-distributed-training), which its troubleshooting page lists; the two without
+    # resource-level permissions on "*", every other one on this cluster's log groups only.
     assert sorted(statements["HyperPodClusterLogs"]["Action"]) == sorted([
-        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams",
-        "logs:PutLogEvents", "logs:GetLogEvents", "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery",
-        "logs:StopQuery", "logs:GetQueryResults",
+        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents",
+        "logs:GetLogEvents", "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery", "logs:GetQueryResults",
     ])  # fmt: skip
+    unscoped = statements["LogActionsWithoutResourceLevelPermissions"]
+    assert (sorted(unscoped["Action"]), unscoped["Resource"]) == (["logs:DescribeLogGroups", "logs:StopQuery"], "*")
+    from iam_reference import statement_problems
+
+    assert [problem for statement in statements.values() for problem in statement_problems(statement)] == []
 
 
 def test_collector_log_access_follows_the_name_prefix():
@@ -290,7 +295,7 @@ def test_studio_security_group_opens_only_what_studio_needs():
     template = studio_template(validate_config({"studio": {"enabled": True}}))
     (group_id, group) = next(iter(template.find_resources("AWS::EC2::SecurityGroup").items()))
     studio = {"Fn::GetAtt": [group_id, "GroupId"]}
-    hyperpod = "sg-0123456789abcdef0"
+    eks_api = "sg-0123456789abcdef0"  # the stand-in for the EKS cluster security group
 
     def rules(kind: str) -> set[tuple]:
         found = set()
@@ -301,7 +306,7 @@ def test_studio_security_group_opens_only_what_studio_needs():
             found.add((group, json.dumps(peer), props["IpProtocol"], props["FromPort"], props["ToPort"]))
         return found
 
-    s, h = json.dumps(studio), json.dumps(hyperpod)
+    s, h = json.dumps(studio), json.dumps(eks_api)
     assert rules("Ingress") == {
         (s, s, "tcp", 8192, 65535),  # Studio apps to each other
         (h, s, "tcp", 443, 443),  # EKS API; Ray's ports are reached through it (kubectl port-forward)
@@ -349,3 +354,37 @@ def test_the_failure_topic_admits_this_accounts_prometheus_alert_managers(templa
     (encrypt,) = [s for s in key_statements if s.get("Sid") == "PrometheusAlertManagerEncrypt"]
     assert encrypt["Principal"] == {"Service": "aps.amazonaws.com"}
     assert encrypt["Condition"] == condition
+
+
+def test_studio_reaches_the_eks_api_through_the_cluster_security_group_only(assembly_for):
+    # EKS puts its cluster security group on the control plane's network interfaces only; the HyperPod group,
+    # which the control plane also carries, holds every node, pod and FSx: no Studio rule may open it.
+    config = validate_config({"studio": {"enabled": True}})
+    templates = {s.stack_name: s.template for s in assembly_for({"studio": {"enabled": True}}).stacks}
+    studio = templates[config.names.stack("studio")]
+    network = templates[config.names.stack("network")]
+    eks = templates[config.names.stack("eks")]
+    (cluster_id,) = [i for i, r in eks["Resources"].items() if r["Type"] == "AWS::EKS::Cluster"]
+    hyperpod_groups = {i for i, r in network["Resources"].items() if r["Type"] == "AWS::EC2::SecurityGroup"}
+
+    def producer(value) -> str:
+        """The producing template's expression behind a cross-stack reference (or the value itself)."""
+        rendered = json.dumps(value)
+        for template in (eks, network):
+            for name, output in template.get("Outputs", {}).items():
+                export = output.get("Export", {}).get("Name")
+                if (export and export in rendered) or f'"{name}"' in rendered:
+                    return json.dumps(output["Value"])
+        return rendered
+
+    (ingress,) = [
+        r["Properties"] for r in studio["Resources"].values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["FromPort"] == 443
+    ]  # fmt: skip
+    assert producer(ingress["GroupId"]) == json.dumps({"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]})
+    rules_into_network = [
+        r for r in studio["Resources"].values()
+        if r["Type"].startswith("AWS::EC2::SecurityGroup") and any(g in producer(r["Properties"].get("GroupId", ""))
+                                                                   for g in hyperpod_groups)
+    ]  # fmt: skip
+    assert rules_into_network == []
