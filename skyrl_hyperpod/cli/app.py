@@ -38,6 +38,7 @@ from .common import (
     print_json,
     profile_option,
     region_option,
+    report_checks,
     resolve_region,
 )
 from .nodes import nodes
@@ -178,15 +179,7 @@ def preflight(
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     results = preflight_module.run_preflight(config, clients, chosen, qualifier)
-    failed = sum(1 for r in results if r.status == "FAIL")
-    if as_json:
-        print_json({"checks": [dataclasses.asdict(r) for r in results], "failed": failed})
-    else:
-        for result in results:
-            echo(result.line())
-        echo(f"{failed} check(s) failed" if failed else "all checks passed")
-    if failed:
-        sys.exit(EXIT_FINDINGS)
+    report_checks(results, as_json)
 
 
 @cli.command()

@@ -3,9 +3,11 @@ first line naming configuration, region and cluster, one-line errors, region res
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,19 @@ def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def print_json(data: Any) -> None:
     echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def report_checks(results: Sequence[Any], as_json: bool) -> None:
+    """Print check results (preflight, verify: each with `status` and `line()`) as lines or JSON; exit 1 on a FAIL."""
+    failed = sum(1 for result in results if result.status == "FAIL")
+    if as_json:
+        print_json({"checks": [dataclasses.asdict(result) for result in results], "failed": failed})
+    else:
+        for result in results:
+            echo(result.line())
+        echo(f"{failed} check(s) failed" if failed else "all checks passed")
+    if failed:
+        sys.exit(EXIT_FINDINGS)
 
 
 def region_option(command: Callable[..., Any]) -> Callable[..., Any]:

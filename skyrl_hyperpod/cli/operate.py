@@ -3,7 +3,6 @@ port-forward with the cluster's token, or the HyperPod Ray endpoint when its ope
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from .common import (
     print_json,
     profile_option,
     region_option,
+    report_checks,
 )
 
 # The scheme of the HyperPod Ray endpoint (PyPI toolkit-for-ray-on-sagemaker-ai), as the reference run submits.
@@ -68,15 +68,7 @@ def verify(
         cluster = connect(ctx, config, region, profile)
         results = verify_module.cluster_checks(cluster, config)
         results += _object_store_check(ctx, cluster, config)
-    failed = sum(1 for r in results if r.status == "FAIL")
-    if as_json:
-        print_json({"checks": [dataclasses.asdict(r) for r in results], "failed": failed})
-    else:
-        for result in results:
-            echo(result.line())
-        echo(f"{failed} check(s) failed" if failed else "all checks passed")
-    if failed:
-        sys.exit(EXIT_FINDINGS)
+    report_checks(results, as_json)
 
 
 def _object_store_check(ctx: click.Context, cluster: Cluster, config: ProjectConfig) -> list[CheckResult]:

@@ -158,13 +158,8 @@ def _load_yaml(path: Path) -> Any:
 
 
 def merge_values(base: Any, override: Any) -> Any:
-    """Helm's coalescing of values: mappings merge key by key, anything else (lists too) replaces."""
-    if isinstance(base, dict) and isinstance(override, dict):
-        merged = dict(base)
-        for key, value in override.items():
-            merged[key] = merge_values(base.get(key), value) if key in base else value
-        return merged
-    return override
+    """Helm's coalescing of values, as the installer (the Lambda) computes it."""
+    return installer_module().merge_values(base, override)
 
 
 def _paths(values: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
