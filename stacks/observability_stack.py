@@ -15,6 +15,7 @@ from constructs import Construct
 
 from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.outputs import OperatorOutputKey
 
 from .components.alerts import HyperPodFailureAlerts
 from .components.observability import HyperPodObservability
@@ -44,3 +45,24 @@ class ObservabilityStack(cdk.Stack):
             alert_rules=alerting.rules_yaml(config),
             alert_manager_definition=alerting.alertmanager_definition(failure_alerts.topic.topic_arn, self.region),
         )
+        # Read back by `skyrl-hp outputs` (optional fields of the outputs file); README "Watch training".
+        prometheus = self.observability.prometheus
+        cdk.CfnOutput(
+            self,
+            OperatorOutputKey.PROMETHEUS_WORKSPACE_ID.value,
+            value=prometheus.attr_workspace_id,
+            description="Amazon Managed Prometheus workspace the HyperPod observability add-on writes to",
+        )
+        cdk.CfnOutput(
+            self,
+            OperatorOutputKey.PROMETHEUS_QUERY_ENDPOINT.value,
+            value=self.observability.prometheus_query_endpoint,
+            description="PromQL query endpoint of that workspace (SigV4, aps:QueryMetrics)",
+        )
+        if self.observability.grafana_url is not None:
+            cdk.CfnOutput(
+                self,
+                OperatorOutputKey.GRAFANA_WORKSPACE_URL.value,
+                value=self.observability.grafana_url,
+                description="Amazon Managed Grafana workspace (sign in with IAM Identity Center)",
+            )

@@ -172,7 +172,7 @@ def leftovers(config: ProjectConfig) -> list[Leftover]:
         ),
         Leftover(
             "KMS keys: the image build's (CodeBuild artifacts, cache and build logs) and those of the retained log "
-            "groups (VPC flow logs, lifecycle-script upload)",
+            "groups (VPC flow logs, lifecycle-script upload, git Helm installer)",
             f"aws resourcegroupstaggingapi get-resources --tag-filters Key={PROJECT_TAG_KEY},Values={prefix} "
             "--resource-type-filters kms:key; aws kms schedule-key-deletion --key-id <id> --pending-window-in-days 7",
         ),

@@ -32,6 +32,7 @@ from skyrl_hyperpod.validation.hyperpod_chart import INSTALLER_HANDLER, chart_fi
 
 from .eks_cluster import CLUSTER_ADMIN_POLICY
 from .iam_wildcards import acknowledge_iam_wildcards, nag_rule, vpc_lambda_managed_policies
+from .log_encryption import LogsKey
 
 HANDLER_DIR = INSTALLER_HANDLER.parent
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
@@ -87,7 +88,12 @@ class GitHelmInstaller(Construct):
         )
         # Created by CloudFormation before the function's first run (a group Lambda creates on its
         # own is unmanaged and collides with a later declaration: https://github.com/aws/aws-cdk/issues/667).
-        self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
+        # The installs' record outlives the stack; its events stay readable only while the key exists.
+        retained = cdk.RemovalPolicy.RETAIN
+        self.logs_key = LogsKey(self, "LogsKey", purpose="the git Helm installer", removal_policy=retained).key
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=LOG_RETENTION, removal_policy=retained, encryption_key=self.logs_key
+        )
         self.function = lambda_.Function(
             self,
             "Handler",

@@ -125,6 +125,9 @@ class HyperPodObservability(Construct):
         prometheus_endpoint = (
             f"https://aps-workspaces.{stack.region}.{stack.url_suffix}/workspaces/{self.prometheus.attr_workspace_id}"
         )
+        # PromQL instant queries (QueryMetrics, SigV4-signed:
+        # https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-APIReference-QueryMetrics.html).
+        self.prometheus_query_endpoint = f"{prometheus_endpoint}/api/v1/query"
 
         # The alert rules (skyrl_hyperpod/alerting.py), evaluated by the workspace's ruler.
         self.alert_rules = aps.CfnRuleGroupsNamespace(
@@ -135,8 +138,11 @@ class HyperPodObservability(Construct):
 
         grafana_workspace = None
         self.grafana: grafana.CfnWorkspace | None = None
+        self.grafana_url: str | None = None
         if observability.grafana:
             self.grafana = self._grafana_workspace(name_prefix)
+            # The workspace's Endpoint attribute is a host name, without the scheme.
+            self.grafana_url = f"https://{self.grafana.attr_endpoint}"
             grafana_workspace = (
                 f"{name_prefix}-hyperpod",
                 stack.format_arn(service="grafana", resource="/workspaces", resource_name=self.grafana.attr_id),

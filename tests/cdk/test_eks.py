@@ -570,6 +570,25 @@ def test_git_helm_installer_cannot_keep_cloudformation_waiting(default, variant)
     assert invoke_config["Properties"]["MaximumRetryAttempts"] == 0
 
 
+def test_git_helm_installer_logs_are_encrypted_with_a_retained_customer_key(default):
+    [function_id] = {
+        chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(default.template).values()
+    }
+    function = default.template["Resources"][function_id]["Properties"]
+    log_group = default.template["Resources"][function["LoggingConfig"]["LogGroup"]["Ref"]]
+    key_id = log_group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+    key = default.template["Resources"][key_id]
+    assert (key["Type"], key["Properties"]["EnableKeyRotation"]) == ("AWS::KMS::Key", True)
+    # A retained log group outlives the stack; its events are readable only while the key exists.
+    assert log_group["DeletionPolicy"] == key["DeletionPolicy"] == "Retain"
+    [logs_statement] = [
+        s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsOfThisAccountAndRegion"
+    ]
+    assert logs_statement["Principal"]["Service"] == {
+        "Fn::Join": ["", ["logs.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]]
+    }
+
+
 def test_archive_pins_and_mirror_reach_the_installer(default, variant):
     for chart in git_charts(default.template).values():
         assert chart["Properties"]["ArchiveMirror"] == ""

@@ -15,6 +15,7 @@ from conftest import cdk_json_context
 
 from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig, validate_config
+from skyrl_hyperpod.outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey
 from stacks.components.alerts import HyperPodFailureAlerts
 from stacks.components.observability import (
     ADDON_NAME,
@@ -240,10 +241,37 @@ def test_collector_log_access_follows_the_name_prefix():
     assert all("/aws/sagemaker/Clusters/other-hp-hyperpod/*" in arn for arn in logs["Resource"])
 
 
+def resolved_output(template: Template, key: OperatorOutputKey) -> str:
+    """An output's value as one string, each reference written <LogicalId.Attribute> or <Ref>."""
+
+    def resolve(value) -> str:
+        if isinstance(value, str):
+            return value
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return separator.join(resolve(part) for part in parts)
+        if "Fn::GetAtt" in value:
+            return "<{}.{}>".format(*value["Fn::GetAtt"])
+        return f"<{value['Ref']}>"
+
+    return resolve(template.to_json()["Outputs"][key.value]["Value"])
+
+
+def test_outputs_name_the_prometheus_workspace_and_its_query_endpoint(default_template):
+    (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
+    assert resolved_output(default_template, OperatorOutputKey.PROMETHEUS_WORKSPACE_ID) == (
+        f"<{workspace_id}.WorkspaceId>"
+    )
+    assert resolved_output(default_template, OperatorOutputKey.PROMETHEUS_QUERY_ENDPOINT) == (
+        f"https://aps-workspaces.us-west-2.<AWS::URLSuffix>/workspaces/<{workspace_id}.WorkspaceId>/api/v1/query"
+    )
+
+
 def test_grafana_absent_by_default(default_template, default_config):
     assert default_config.observability.grafana is False
     default_template.resource_count_is("AWS::Grafana::Workspace", 0)
     assert "amgWorkspace" not in resolved_addon_configuration(default_template)
+    assert OperatorOutputKey.GRAFANA_WORKSPACE_URL.value not in default_template.to_json()["Outputs"]
 
 
 def test_grafana_uses_identity_center_and_is_wired_into_the_addon():
@@ -254,6 +282,10 @@ def test_grafana_uses_identity_center_and_is_wired_into_the_addon():
     amg = resolved_addon_configuration(template)["amgWorkspace"]
     assert amg["workspaceName"] == grafana["Properties"]["Name"]
     assert grafana_id in amg["arn"] and ":grafana:" in amg["arn"]
+    # The workspace's Endpoint is a host name; the output is the URL to open.
+    assert resolved_output(template, OperatorOutputKey.GRAFANA_WORKSPACE_URL) == f"https://<{grafana_id}.Endpoint>"
+    # Every optional output `skyrl-hp outputs` reads is emitted here, under the key it reads.
+    assert set(OPTIONAL_FIELD_BY_OUTPUT_KEY) <= set(template.to_json()["Outputs"])
 
 
 def test_observability_and_studio_stacks_in_the_platform(templates, default_config):
