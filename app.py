@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """CDK app entry point: `cdk synth` / `cdk deploy`.
 
-Configuration: $SKYRL_HP_CONFIG, the one way the CDK app, the cdk8s app and the CLI all read, so the
+Configuration: $SKYRL_HP_CONFIG, else ./skyrl-hp.yaml: the one way the CDK app, the cdk8s app and the CLI all read, so the
 manifests can never be built from a different file than the stacks.
 """
 
 import json
 import os
+import sys
 from pathlib import Path
 
-from skyrl_hyperpod.config import ConfigError, load_config
+from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.config.loader import load_config_with_source
+from skyrl_hyperpod.ops.summary import platform_summary
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
 
 
@@ -41,7 +44,9 @@ def main() -> None:
                     "config error: -c config=FILE is not supported; set SKYRL_HP_CONFIG=FILE (the cdk8s app and the CLI read only that)"
                 ]
             )
-        config = load_config(None)
+        config, source = load_config_with_source(None)
+        for line in platform_summary(config, source):
+            print(line, file=sys.stderr)
     except ConfigError as error:
         fail(error.problems)
     prefer_venv_node()

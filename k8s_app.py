@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cdk8s app entry point: `cdk8s synth` writes one manifest file per chart to dist/ (or `-o DIR`).
 
-Configuration: $SKYRL_HP_CONFIG, the one way the CDK app, this app and the CLI all read (cdk8s
+Configuration: $SKYRL_HP_CONFIG, else ./skyrl-hp.yaml: the one way the CDK app, this app and the CLI all read (cdk8s
 never sees `cdk -c` context). Stack outputs: the file written by
 `cdk deploy --outputs-file <file>`, at workloads.outputs_file or $SKYRL_HP_OUTPUTS; without it the
 manifests use placeholder values and are not deployable. Manifests are validated before writing.
@@ -14,8 +14,10 @@ import sys
 import warnings
 from pathlib import Path
 
-from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config
+from skyrl_hyperpod.config import ConfigError, ProjectConfig
+from skyrl_hyperpod.config.loader import load_config_with_source
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
+from skyrl_hyperpod.ops.summary import workloads_summary
 from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
 
@@ -43,7 +45,9 @@ def read_job_script(path: Path = JOB_SCRIPT) -> str:
 
 def main() -> None:
     try:
-        config = load_config(None)
+        config, source = load_config_with_source(None)
+        for line in workloads_summary(config, source):
+            print(line, file=sys.stderr)
         outputs, job_script = stack_outputs(config), read_job_script()
     except ConfigError as error:
         fail(error.problems)

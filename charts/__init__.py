@@ -1,12 +1,21 @@
 """cdk8s charts of the workloads, one per deployable unit (one file each in dist/).
 
 Apply in file order: 01-platform (namespace, identities, storage, script), 02-raycluster,
-03-rayjobs, then 04-publish-adapter once an adapter is trained, and 05-rayservice.
+03-rayjobs, then 04-publish-adapter once an adapter is trained, and 05-rayservice (neither of the last two
+with `serving.enabled: false`).
 """
 
 from __future__ import annotations
 
 import cdk8s
+
+from skyrl_hyperpod.manifests import (
+    PLATFORM_CHART,
+    PUBLISH_CHART,
+    RAYCLUSTER_CHART,
+    RAYJOBS_CHART,
+    RAYSERVICE_CHART,
+)
 
 from .inputs import ChartInputs
 from .namespace_resources import NamespaceResourcesChart
@@ -17,12 +26,13 @@ from .rayservice import ServingChart, serve_config
 
 
 def build_charts(app: cdk8s.App, inputs: ChartInputs) -> list[cdk8s.Chart]:
-    charts: list[cdk8s.Chart] = [NamespaceResourcesChart(app, "01-platform", inputs=inputs)]
+    charts: list[cdk8s.Chart] = [NamespaceResourcesChart(app, PLATFORM_CHART, inputs=inputs)]
     if not inputs.config.training.jobs.self_contained_jobs:
-        charts.append(TrainingClusterChart(app, "02-raycluster", inputs=inputs))
-    charts.append(TrainingJobsChart(app, "03-rayjobs", inputs=inputs))
-    charts.append(PublishAdapterChart(app, "04-publish-adapter", inputs=inputs))
-    charts.append(ServingChart(app, "05-rayservice", inputs=inputs))
+        charts.append(TrainingClusterChart(app, RAYCLUSTER_CHART, inputs=inputs))
+    charts.append(TrainingJobsChart(app, RAYJOBS_CHART, inputs=inputs))
+    if inputs.config.serving.enabled:
+        charts.append(PublishAdapterChart(app, PUBLISH_CHART, inputs=inputs))
+        charts.append(ServingChart(app, RAYSERVICE_CHART, inputs=inputs))
     return charts
 
 

@@ -8,6 +8,7 @@ from functools import cached_property
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training_runs import WorkerLayout, shared_path
 from skyrl_hyperpod.outputs import StackOutputs
+from skyrl_hyperpod.publish_job import lora_loading_path
 
 from .constructs.ray_pods import SharedVolume
 
@@ -71,10 +72,3 @@ class ChartInputs:
     @property
     def lora_loading_path(self) -> str:
         return lora_loading_path(self.config, self.outputs)
-
-
-def lora_loading_path(config: ProjectConfig, outputs: StackOutputs) -> str:
-    """Ray Serve LLM's dynamic_lora_loading_path: one S3 folder per adapter below it."""
-    return (
-        config.serving.lora_path_override or f"s3://{outputs.artifacts_bucket_name}/{config.workloads.adapters_prefix}"
-    )

@@ -10,11 +10,20 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
+from skyrl_hyperpod.constants import RAY_HEAD_CONTAINER
+
 from .constructs.kuberay import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
-from .constructs.ray_pods import HEAD_PORTS, RayPodProps, ScriptVolume, allocatable_pod, prepare_shared_dirs_container
+from .constructs.ray_pods import (
+    HEAD_PORTS,
+    SCHEDULABLE_NODE,
+    RayPodProps,
+    ScriptVolume,
+    allocatable_pod,
+    prepare_shared_dirs_container,
+)
 from .inputs import ChartInputs
-from .ray_access import TRAINING_COMPONENT
+from .ray_access import TRAINING_COMPONENT, endpoint_opt_in_annotations
 
 
 def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
@@ -39,7 +48,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         owner=owner,
     )
     head = RayPodProps(
-        container_name="ray-head",
+        container_name=RAY_HEAD_CONTAINER,
         image=inputs.training_image,
         service_account=workloads.training_service_account,
         instance_type=hyperpod.head_group.instance_type,
@@ -69,6 +78,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         shared=inputs.shared_volume(),
         run_as=owner,
         labels=ray_workload_labels(TRAINING_COMPONENT),
+        required_node_labels=SCHEDULABLE_NODE,
     )
     return RayClusterSpecProps(
         ray_version=config.training_image.ray_version,
@@ -91,3 +101,5 @@ class TrainingClusterChart(cdk8s.Chart):
             namespace=inputs.namespace,
             spec=training_cluster_spec(inputs),
         )
+        for key, value in endpoint_opt_in_annotations(inputs.config).items():
+            self.cluster.api_object.metadata.add_annotation(key, value)

@@ -1,8 +1,10 @@
 """One RayJob per experiment: SkyRL's VisGym GRPO entry point through docker/train_job.py.
 
-Default: submitted to the long-lived RayCluster (clusterSelector), as the reference run does;
-experiments then queue on it, and KubeRay cannot retry them. With training.jobs.self_contained_jobs each
-RayJob creates its own cluster (same spec), is retried on a fresh one, and deletes it when done.
+Default (training.jobs.self_contained_jobs): each RayJob creates its own cluster (the training RayCluster's
+spec), is retried on a fresh one up to backoffLimit times (SkyRL resumes from the newest complete
+checkpoint in the experiment's own directory), and its cluster is deleted by deletion rules that keep a
+failed job's head for its logs. Otherwise the jobs are submitted to the long-lived RayCluster
+(clusterSelector), as the reference run did; KubeRay never retries those (docs/failures.md).
 """
 
 from __future__ import annotations
@@ -13,11 +15,34 @@ import cdk8s
 import yaml
 from constructs import Construct
 
+from skyrl_hyperpod.config.training import TrainingJobsConfig
 from skyrl_hyperpod.config.training_runs import ResolvedRun, model_path
 
 from .constructs.kuberay import RayJob, RayJobProps
 from .inputs import JOB_SCRIPT_NAME, ChartInputs
 from .raycluster import training_cluster_spec
+
+
+def deletion_rules(jobs: TrainingJobsConfig) -> tuple[dict, ...]:
+    """KubeRay v1.7.0 deletionRules of a self-contained job, applied once it is Complete or (after its last
+    retry) Failed: a succeeded job's cluster goes after job_ttl_seconds_after_finished; a failed job's GPU
+    workers go then too (freeing the nodes), its head (driver and Ray logs) after failed_head_ttl_seconds.
+    A retried attempt's cluster is deleted at once by KubeRay whatever the rules say (rayjob_controller.go,
+    the Retrying state); its driver output stays in the submitter Job's log."""
+    return (
+        {
+            "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": jobs.job_ttl_seconds_after_finished},
+            "policy": "DeleteCluster",
+        },
+        {
+            "condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": jobs.job_ttl_seconds_after_finished},
+            "policy": "DeleteWorkers",
+        },
+        {
+            "condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": jobs.failed_head_ttl_seconds},
+            "policy": "DeleteCluster",
+        },
+    )
 
 
 def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
@@ -63,7 +88,7 @@ class TrainingJobsChart(cdk8s.Chart):
                 active_deadline_seconds=training.jobs.job_active_deadline_seconds,
                 cluster_name=None if cluster_spec else training.cluster.raycluster_name,
                 cluster_spec=cluster_spec,
-                ttl_seconds_after_finished=training.jobs.job_ttl_seconds_after_finished,
+                deletion_rules=deletion_rules(training.jobs) if cluster_spec else (),
                 backoff_limit=training.jobs.effective_job_backoff_limit,
                 runtime_env_yaml=runtime_env,
             )

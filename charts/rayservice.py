@@ -13,11 +13,12 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
 from skyrl_hyperpod.config.training_runs import model_path
+from skyrl_hyperpod.constants import RAY_HEAD_CONTAINER
 from skyrl_hyperpod.outputs import StackOutputs
 
 from .constructs.kuberay import RayClusterSpecProps, RayService
 from .constructs.ray_network import ray_workload_labels
-from .constructs.ray_pods import HEAD_PORTS, SERVE_PORT, RayPodProps, allocatable_pod
+from .constructs.ray_pods import HEAD_PORTS, SCHEDULABLE_NODE, SERVE_PORT, RayPodProps, allocatable_pod
 from .inputs import ChartInputs, lora_loading_path
 from .ray_access import SERVING_COMPONENT
 
@@ -73,7 +74,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
     # Ray Serve LLM's S3 client resolves the adapters bucket in the deployment's region.
     region_env = (("AWS_REGION", inputs.outputs.region),)
     head = RayPodProps(
-        container_name="ray-head",
+        container_name=RAY_HEAD_CONTAINER,
         image=config.serving_image.image,
         service_account=workloads.serving_service_account,
         instance_type=hyperpod.head_group.instance_type,
@@ -100,6 +101,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         # Read-only: serving never writes to the training outputs.
         shared=inputs.shared_volume(read_only=True),
         labels=ray_workload_labels(SERVING_COMPONENT),
+        required_node_labels=SCHEDULABLE_NODE,
     )
     return RayClusterSpecProps(
         ray_version=config.serving_image.ray_version,

@@ -8,7 +8,12 @@
    a rerun with the same inputs skips the work and a rerun with different inputs redoes it.
    An exclusive fcntl.flock lock under --shared-dir serialises pods that start at the same time
    (FSx for Lustre honours it when mounted with the `flock` option).
-2. Replaces itself with `python examples/train/visgym/entrypoint.py --env_variant sft <overrides>`
+2. Claims the run's checkpoint directory (trainer.ckpt_path) with a run marker (.skyrl-hp-run.json naming
+   trainer.run_name): a retry of the same run finds its own marker and SkyRL resumes (resume_mode=latest);
+   a directory that holds another run's checkpoints, or checkpoints without a marker, is refused in one
+   line instead of being resumed from or overwritten. A latest_ckpt_global_step.txt left empty by a crash
+   during SkyRL's write of it is pointed back at the newest complete checkpoint.
+3. Replaces itself with `python examples/train/visgym/entrypoint.py --env_variant sft <overrides>`
    run from --skyrl-dir, so SkyRL's exit code is the job's exit code.
 
 Overrides follow `--` as dotted `key=value` pairs. Unless given explicitly, the script adds
@@ -47,6 +52,15 @@ LOCK_FILE = ".locks/train-job-prepare.lock"
 TRAIN_FILE = "train.parquet"
 EVAL_FILE = "eval.parquet"
 MODEL_PATH_KEY = "trainer.policy.model.path"
+CKPT_PATH_KEY = "trainer.ckpt_path"
+RUN_NAME_KEY = "trainer.run_name"
+RUN_MARKER = ".skyrl-hp-run.json"
+# SkyRL's checkpoint layout (skyrl/train/trainer.py save_checkpoints/load_checkpoints): <ckpt_path>/
+# global_step_<N>/ holds policy/, data.pt and trainer_state.pt (written in that order); only then is
+# latest_ckpt_global_step.txt rewritten with N, and resume_mode=latest reads that file.
+LATEST_STEP_FILE = "latest_ckpt_global_step.txt"
+STEP_DIR_PREFIX = "global_step_"
+TRAINER_STATE_FILE = "trainer_state.pt"
 TRAIN_DATA_KEY = "data.train_data"
 VAL_DATA_KEY = "data.val_data"
 DEFAULT_LOCK_TIMEOUT_SECONDS = 7200
@@ -451,6 +465,104 @@ def prepare(options: Options, *, download: Downloader, python: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# The run's checkpoint directory
+# ---------------------------------------------------------------------------------------------
+
+
+def checkpoint_steps(ckpt_dir: Path) -> list[int]:
+    """Steps of the global_step_<N> directories under ckpt_dir (complete or not), ascending."""
+    if not ckpt_dir.is_dir():
+        return []
+    steps = []
+    for entry in ckpt_dir.iterdir():
+        suffix = entry.name.removeprefix(STEP_DIR_PREFIX)
+        if entry.is_dir() and entry.name.startswith(STEP_DIR_PREFIX) and suffix.isdigit():
+            steps.append(int(suffix))
+    return sorted(steps)
+
+
+def latest_complete_step(ckpt_dir: Path) -> int | None:
+    """The step SkyRL's resume_mode=latest resumes from: latest_ckpt_global_step.txt, which SkyRL writes
+    only after the whole checkpoint is on disk; None when it does not exist or is not a step number."""
+    try:
+        text = (ckpt_dir / LATEST_STEP_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def repair_latest_step_file(ckpt_dir: Path) -> int | None:
+    """Rewrite an empty or garbled latest_ckpt_global_step.txt (SkyRL opens it with "w", so a crash during
+    that write truncates it, and SkyRL's int() of it then fails every retry) with the newest checkpoint
+    whose trainer_state.pt exists: SkyRL writes that file last before the step file, so such a directory
+    is complete. Returns the step written, or None when there was nothing to repair."""
+    path = ckpt_dir / LATEST_STEP_FILE
+    if not path.exists() or latest_complete_step(ckpt_dir) is not None:
+        return None
+    complete = [
+        step
+        for step in checkpoint_steps(ckpt_dir)
+        if (ckpt_dir / f"{STEP_DIR_PREFIX}{step}" / TRAINER_STATE_FILE).is_file()
+    ]
+    if not complete:
+        path.unlink()
+        log(f"{path} was not a step number and no checkpoint is complete: removed, training starts from step 1")
+        return None
+    _write_atomically(path, str(complete[-1]))
+    log(f"{path} was not a step number: set to {complete[-1]}, the newest complete checkpoint")
+    return complete[-1]
+
+
+def claim_checkpoint_dir(ckpt_dir: Path, run_name: str) -> int | None:
+    """Make ckpt_dir this run's: create it with a run marker, or accept it when its marker names this run.
+    Returns the step a resume starts after (None: no complete checkpoint yet). Raises PrepareError when the
+    directory holds another run's checkpoints, or checkpoints of an unknown run (no marker)."""
+    marker_path = ckpt_dir / RUN_MARKER
+    try:
+        marker = json.loads(marker_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        marker = None
+    except (OSError, ValueError) as exc:
+        raise PrepareError(f"run marker {marker_path} is unreadable ({exc}); fix or remove it") from None
+    if marker is None:
+        found = checkpoint_steps(ckpt_dir)
+        if found or (ckpt_dir / LATEST_STEP_FILE).exists():
+            raise PrepareError(
+                f"checkpoint directory {ckpt_dir} holds checkpoints (global_step_{found[-1] if found else '?'}) of a "
+                f"run it does not name ({RUN_MARKER} is missing): move them away, or give this experiment another run_id"
+            )
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        record = {"run_name": run_name, "claimed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+        _write_atomically(marker_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        log(f"checkpoint directory {ckpt_dir} claimed for run {run_name!r}")
+        return None
+    owner = marker.get("run_name") if isinstance(marker, dict) else None
+    if owner != run_name:
+        raise PrepareError(
+            f"checkpoint directory {ckpt_dir} belongs to run {owner!r} ({RUN_MARKER}), not {run_name!r}: "
+            "give this experiment its own run_id, or move that run's checkpoints away"
+        )
+    repair_latest_step_file(ckpt_dir)
+    step = latest_complete_step(ckpt_dir)
+    if step is None:
+        log(f"run {run_name!r} has no complete checkpoint in {ckpt_dir}: training starts from step 1")
+    else:
+        log(f"run {run_name!r} resumes after its newest complete checkpoint, global_step_{step}")
+    return step
+
+
+def claim_run_checkpoints(options: Options) -> None:
+    overrides = dict(options.overrides)
+    ckpt_path, run_name = overrides.get(CKPT_PATH_KEY), overrides.get(RUN_NAME_KEY)
+    if not ckpt_path or not run_name:
+        log(f"note: no {CKPT_PATH_KEY} and {RUN_NAME_KEY} override: the checkpoint directory is not checked")
+        return
+    if not Path(ckpt_path).is_absolute():
+        raise UsageError(f"override {CKPT_PATH_KEY}={ckpt_path!r} must be an absolute path")
+    claim_checkpoint_dir(Path(ckpt_path), run_name)
+
+
+# ---------------------------------------------------------------------------------------------
 # Training command
 # ---------------------------------------------------------------------------------------------
 
@@ -499,6 +611,7 @@ def main(
             print(shlex.join(command), flush=True)
             return 0
         prepare(options, download=download, python=python)
+        claim_run_checkpoints(options)
         log(f"starting SkyRL from {options.skyrl_dir}: {shlex.join(command)}")
         sys.stdout.flush()
         sys.stderr.flush()

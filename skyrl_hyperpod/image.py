@@ -107,23 +107,25 @@ def repository_uri_from(config: ProjectConfig, outputs_file: Path | None) -> tup
     )
 
 
-def start_build_command(config: ProjectConfig) -> str:
+def start_build_command(config: ProjectConfig, region: str | None = None) -> str:
+    """The in-cloud build's commands, each with `--region` (the configuration's, else the shell's AWS_REGION)."""
     stack = config.names.stack("image-build")
+    where = f" --region {region}" if region else ""
     query = "Stacks[0].Outputs[?OutputKey=='{key}'].OutputValue"
     project = (
-        f"PROJECT=$(aws cloudformation describe-stacks --stack-name {stack} "
+        f"PROJECT=$(aws cloudformation describe-stacks{where} --stack-name {stack} "
         f'--query "{query.format(key=OutputKey.IMAGE_BUILD_PROJECT_NAME.value)}" --output text)'
     )
     log_group = (
-        f"LOG_GROUP=$(aws cloudformation describe-stacks --stack-name {stack} "
+        f"LOG_GROUP=$(aws cloudformation describe-stacks{where} --stack-name {stack} "
         f'--query "{query.format(key=OutputKey.IMAGE_BUILD_LOG_GROUP_NAME.value)}" --output text)'
     )
     return "\n".join(
         [
             project,
             log_group,
-            'BUILD_ID=$(aws codebuild start-build --project-name "$PROJECT" --query build.id --output text)',
-            'aws logs tail "$LOG_GROUP" --follow --since 5m   # Ctrl-C once the push is logged',
-            'aws codebuild batch-get-builds --ids "$BUILD_ID" --query "builds[0].buildStatus" --output text',
+            f'BUILD_ID=$(aws codebuild start-build{where} --project-name "$PROJECT" --query build.id --output text)',
+            f'aws logs tail{where} "$LOG_GROUP" --follow --since 5m   # Ctrl-C once the push is logged',
+            f'aws codebuild batch-get-builds{where} --ids "$BUILD_ID" --query "builds[0].buildStatus" --output text',
         ]
     )

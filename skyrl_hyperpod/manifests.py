@@ -12,6 +12,18 @@ from .errors import ProblemsError
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
+# The charts, in apply order (charts/__init__.py builds them; `skyrl-hp train/serve/adapter` apply them).
+PLATFORM_CHART = "01-platform"
+RAYCLUSTER_CHART = "02-raycluster"
+RAYJOBS_CHART = "03-rayjobs"
+PUBLISH_CHART = "04-publish-adapter"
+RAYSERVICE_CHART = "05-rayservice"
+
+
+def chart_file(chart_id: str) -> str:
+    """The file `cdk8s synth` writes a chart to (one file per chart)."""
+    return f"{chart_id}.k8s.yaml"
+
 
 @dataclass(frozen=True)
 class ManifestDocument:

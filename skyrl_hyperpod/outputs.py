@@ -44,6 +44,9 @@ class OperatorOutputKey(str, Enum):
     ALERTS_TOPIC_ARN = "AlertsTopicArn"
     STUDIO_DOMAIN_ID = "StudioDomainId"
     STUDIO_HOME_EFS_ID = "StudioHomeEfsFileSystemId"
+    PROMETHEUS_WORKSPACE_ID = "PrometheusWorkspaceId"
+    PROMETHEUS_QUERY_ENDPOINT = "PrometheusQueryEndpoint"
+    GRAFANA_WORKSPACE_URL = "GrafanaWorkspaceUrl"
 
 
 PLACEHOLDER_ACCOUNT = "111111111111"
@@ -51,7 +54,8 @@ PLACEHOLDER_REGION = "us-west-2"
 
 
 class StackOutputs(BaseModel):
-    """Deployed values the Kubernetes manifests need."""
+    """Deployed values the Kubernetes manifests need, and the optional stacks' values for operators (None when
+    that stack or feature is off)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -65,6 +69,9 @@ class StackOutputs(BaseModel):
     hyperpod_cluster_name: str
     serving_role_arn: str
     training_role_arn: str
+    prometheus_workspace_id: str | None = None
+    prometheus_query_endpoint: str | None = None
+    grafana_workspace_url: str | None = None
     is_placeholder: bool = False
 
     @classmethod
@@ -98,6 +105,12 @@ FIELD_BY_OUTPUT_KEY = {
     OutputKey.SERVING_ROLE_ARN.value: "serving_role_arn",
     OutputKey.TRAINING_ROLE_ARN.value: "training_role_arn",
 }
+# Read when present: the observability stack is optional, and Grafana within it.
+OPTIONAL_FIELD_BY_OUTPUT_KEY = {
+    OperatorOutputKey.PROMETHEUS_WORKSPACE_ID.value: "prometheus_workspace_id",
+    OperatorOutputKey.PROMETHEUS_QUERY_ENDPOINT.value: "prometheus_query_endpoint",
+    OperatorOutputKey.GRAFANA_WORKSPACE_URL.value: "grafana_workspace_url",
+}
 
 
 def load_stack_outputs(path: str | Path, config: ProjectConfig) -> StackOutputs:
@@ -116,8 +129,9 @@ def load_stack_outputs(path: str | Path, config: ProjectConfig) -> StackOutputs:
         if not stack_name.startswith(f"{config.name_prefix}-") or not isinstance(outputs, dict):
             continue
         for key, value in outputs.items():
-            if key in FIELD_BY_OUTPUT_KEY:
-                values[FIELD_BY_OUTPUT_KEY[key]] = value
+            field = FIELD_BY_OUTPUT_KEY.get(key) or OPTIONAL_FIELD_BY_OUTPUT_KEY.get(key)
+            if field:
+                values[field] = value
     try:
         return StackOutputs.model_validate(values)
     except ValidationError as exc:

@@ -16,9 +16,14 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from skyrl_hyperpod.constants import KUBERAY_NAMESPACE
-from skyrl_hyperpod.helm_values import hyperpod_dependencies_values, ray_endpoint_operator_values
+from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH
+from skyrl_hyperpod.constants import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_CHART, KUBERAY_OPERATOR_RELEASE
+from skyrl_hyperpod.helm_values import (
+    HYPERPOD_DEPENDENCIES_NAMESPACE,
+    HYPERPOD_DEPENDENCIES_RELEASE,
+    archive_pins,
+    hyperpod_dependencies_values,
+)
 from skyrl_hyperpod.outputs import OutputKey
 
 from .components.eks_addons import EksAddons
@@ -26,13 +31,10 @@ from .components.eks_cluster import EksCluster
 from .components.helm_from_git import HelmChartFromGit
 from .components.workload_identity import WorkloadIdentities
 
-# Release name and namespace AWS's HyperPod documentation and console templates use, so a later
-# manual `helm upgrade dependencies ...` targets this release instead of creating a second one.
-HYPERPOD_DEPENDENCIES_RELEASE = "dependencies"
-HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
-RAY_ENDPOINT_OPERATOR_RELEASE = "hyperpod-ray-endpoint-operator"
-KUBERAY_CHART = "kuberay-operator"
-KUBERAY_RELEASE = "kuberay-operator"
+# Helm's --timeout for the KubeRay release, inside the kubectl handler's 15-minute Lambda limit (CDK's
+# HelmChart accepts at most 15 minutes): Helm stops by itself and records the release as failed, instead of
+# being killed with it left pending-install/pending-upgrade.
+KUBERAY_HELM_TIMEOUT = cdk.Duration.minutes(10)
 
 
 class EksStack(cdk.Stack):
@@ -59,18 +61,7 @@ class EksStack(cdk.Stack):
         self.eks = EksCluster(self, "Eks", config=config, vpc=vpc, control_plane_security_group=hyperpod_security_group)
         self.cluster: eks.Cluster = self.eks.cluster
 
-        self.addons = EksAddons(
-            self,
-            "Addons",
-            cluster=self.cluster,
-            versions=versions,
-            # The Ray endpoint operator needs the Spaces add-on, with web browser access turned on.
-            sagemaker_spaces_configuration=(
-                config.ray_endpoint_operator.spaces_addon_configuration
-                if config.ray_endpoint_operator.enabled
-                else None
-            ),
-        )
+        self.addons = EksAddons(self, "Addons", cluster=self.cluster, versions=versions)
 
         self.workload_identities = WorkloadIdentities(
             self,
@@ -85,22 +76,30 @@ class EksStack(cdk.Stack):
             "KubeRayOperator",
             cluster=self.cluster,
             repository=versions.kuberay_helm_repository,
-            chart=KUBERAY_CHART,
+            chart=KUBERAY_OPERATOR_CHART,
             version=versions.kuberay_operator_chart,
-            release=KUBERAY_RELEASE,
+            release=KUBERAY_OPERATOR_RELEASE,
             namespace=KUBERAY_NAMESPACE,
             create_namespace=True,
-            # The operator pod cannot schedule before HyperPod nodes join.
+            # The operator pod cannot schedule before HyperPod nodes join. So no atomic install either: Helm 4's
+            # --atomic (= --rollback-on-failure) waits for the operator to be ready (helm/helm v4.1.4
+            # pkg/action/install.go), which it cannot be until then; it would roll back every first deploy.
             wait=False,
+            timeout=KUBERAY_HELM_TIMEOUT,
+            # The operator watches (and caches Secrets, Pods, Services of) the workload namespace only, not every
+            # namespace: kuberay-operator chart v1.7.0 values.yaml `watchNamespace` -> --watch-namespace
+            # (ray-operator/main.go restricts the manager's cache to it). `singleNamespaceInstall` would also turn
+            # its ClusterRole into a Role, but that Role lives in the workload namespace, which the cdk8s charts
+            # create after this stack.
+            values={"watchNamespace": [config.workloads.namespace]},
         )
 
-        # One installer set-up for both git charts; each chart has its own commit pin.
         git_chart_options = dict(
             cluster=self.cluster,
             kubectl_layer=self.eks.kubectl_layer,
             awscli_layer=self.eks.awscli_layer,
             repository=versions.hyperpod_cli_repository,
-            archive_sha256=config.helm_installer.archive_sha256,
+            archive_sha256=archive_pins(config),
             require_pinned_digests=config.helm_installer.require_pinned_digests,
             archive_mirror=config.helm_installer.archive_mirror,
         )
@@ -115,23 +114,7 @@ class EksStack(cdk.Stack):
             values=hyperpod_dependencies_values(config, region),
         )
 
-        self.ray_endpoint_operator: HelmChartFromGit | None = None
-        operator = config.ray_endpoint_operator
-        if operator.enabled and operator.commit:  # enabled requires a commit (RayEndpointOperatorConfig)
-            # Its own pin: the chart is not in the dependencies chart's commit (see RayEndpointOperatorConfig).
-            self.ray_endpoint_operator = HelmChartFromGit(
-                self,
-                "RayEndpointOperator",
-                **git_chart_options,
-                commit=operator.commit,
-                chart_path=RAY_ENDPOINT_OPERATOR_CHART_PATH,
-                release=RAY_ENDPOINT_OPERATOR_RELEASE,
-                namespace=operator.namespace,
-                values=ray_endpoint_operator_values(config, region),
-            )
-            self.ray_endpoint_operator.node.add_dependency(self.addons.sagemaker_spaces)
-            # One Helm run at a time against the cluster; the operator comes after the base chart.
-            self.ray_endpoint_operator.node.add_dependency(self.hyperpod_dependencies)
+        # The Ray endpoint operator and its Spaces add-on need nodes: stacks/ray_endpoint_stack.py, after HyperPod.
 
         identities = self.workload_identities
         for key, value, description in (

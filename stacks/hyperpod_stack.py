@@ -6,6 +6,7 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -46,6 +47,10 @@ class HyperPodStack(cdk.Stack):
             subnet=hyperpod_subnet,
             security_group=hyperpod_security_group,
             lifecycle_bucket=lifecycle_bucket,
+            # By name (the registry stack creates it with this name): no cross-stack export for an ARN.
+            image_repository=ecr.Repository.from_repository_name(
+                self, "TrainingImageRepository", config.names.ecr_repository
+            ),
         ).role
         self.hyperpod_cluster = HyperPodCluster(
             self,

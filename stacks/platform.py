@@ -1,7 +1,7 @@
 """Compose every stack of the platform from the typed configuration.
 
 Deploy order follows the references: network -> (storage, registry, eks) -> hyperpod ->
-observability. Stacks that do not reference each other deploy in parallel (`cdk deploy --all
+(observability, ray-endpoint). Stacks that do not reference each other deploy in parallel (`cdk deploy --all
 --concurrency 4`).
 """
 
@@ -14,12 +14,14 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.constants import PROJECT_TAG_KEY
 
 from .eks_stack import EksStack
 from .hyperpod_stack import HyperPodStack
 from .image_build_stack import ImageBuildStack
 from .network_stack import NetworkStack
 from .observability_stack import ObservabilityStack
+from .ray_endpoint_stack import RayEndpointStack
 from .registry_stack import RegistryStack
 from .storage_stack import StorageStack
 from .studio_stack import StudioStack
@@ -35,6 +37,7 @@ class PlatformStacks:
     hyperpod: HyperPodStack
     observability: ObservabilityStack | None
     studio: StudioStack | None
+    ray_endpoint: RayEndpointStack | None
 
 
 def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
@@ -85,9 +88,26 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
             env=env,
             config=config,
             eks_cluster=eks.cluster,
+            failure_alerts=hyperpod.alerts,
         )
         # The add-on schedules collectors on HyperPod nodes: install it once they exist.
         observability.add_stack_dependency(hyperpod, "the observability add-on needs HyperPod nodes")
+
+    ray_endpoint = None
+    if config.ray_endpoint_operator.enabled:
+        ray_endpoint = RayEndpointStack(
+            scope,
+            names.stack("ray-endpoint"),
+            env=env,
+            config=config,
+            eks_cluster=eks.cluster,
+            kubectl_layer=eks.eks.kubectl_layer,
+            awscli_layer=eks.eks.awscli_layer,
+        )
+        # The Spaces add-on is Active only with nodes, and AWS installs the operator once it is.
+        ray_endpoint.add_stack_dependency(
+            hyperpod, "the Spaces add-on and the Ray endpoint operator need HyperPod nodes"
+        )
 
     studio = None
     if config.studio.enabled:
@@ -98,12 +118,12 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
             config=config,
             vpc=network.vpc,
             hyperpod_subnet=network.hyperpod_subnet,
-            hyperpod_security_group=network.hyperpod_security_group,
+            eks_cluster_security_group=eks.cluster.cluster_security_group,
         )
 
     # cdk-nag v3 is a policy-validation plugin: any unacknowledged finding fails the synth.
     cdk.Validations.of(scope).add_plugins(AwsSolutionsChecks(scope, verbose=True))
-    for stack in (network, storage, registry, image_build, eks, hyperpod, observability, studio):
+    for stack in (network, storage, registry, image_build, eks, hyperpod, observability, studio, ray_endpoint):
         if stack is not None:
-            cdk.Tags.of(stack).add("project", config.name_prefix)
-    return PlatformStacks(network, storage, registry, image_build, eks, hyperpod, observability, studio)
+            cdk.Tags.of(stack).add(PROJECT_TAG_KEY, config.name_prefix)
+    return PlatformStacks(network, storage, registry, image_build, eks, hyperpod, observability, studio, ray_endpoint)

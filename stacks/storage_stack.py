@@ -1,4 +1,4 @@
-"""Storage stack: FSx for Lustre (deleted after a final backup) and the retained S3 buckets.
+"""Storage stack (termination-protected): FSx for Lustre (deleted after a final backup) and the retained S3 buckets.
 
 components/storage.py explains why.
 """
@@ -32,7 +32,13 @@ class StorageStack(cdk.Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            scope, construct_id, description=f"{config.name_prefix}: FSx for Lustre and S3 buckets", **kwargs
+            scope,
+            construct_id,
+            description=f"{config.name_prefix}: FSx for Lustre and S3 buckets",
+            # Deleting this stack alone pulls FSx from under running pods; `skyrl-hp teardown --plan` turns
+            # the protection off as its last step before `cdk destroy --all`.
+            termination_protection=True,
+            **kwargs,
         )
         lustre = FsxLustre(
             self,

@@ -9,12 +9,10 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.constants import PROJECT_TAG_KEY
 from skyrl_hyperpod.outputs import OperatorOutputKey
 
 from .components.studio import StudioDomain
-
-# build_platform tags every stack with this key; the Studio role finds the HyperPod cluster by it.
-PROJECT_TAG_KEY = "project"
 
 
 class StudioStack(cdk.Stack):
@@ -26,7 +24,7 @@ class StudioStack(cdk.Stack):
         config: ProjectConfig,
         vpc: ec2.IVpc,
         hyperpod_subnet: ec2.ISubnet,
-        hyperpod_security_group: ec2.ISecurityGroup,
+        eks_cluster_security_group: ec2.ISecurityGroup,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -38,7 +36,7 @@ class StudioStack(cdk.Stack):
             eks_cluster_name=config.names.eks_cluster,
             vpc=vpc,
             subnet=hyperpod_subnet,
-            cluster_security_group=hyperpod_security_group,
+            eks_cluster_security_group=eks_cluster_security_group,
         )
         # The teardown plan reads these to find what DeleteDomain leaves in the VPC.
         cdk.CfnOutput(self, OperatorOutputKey.STUDIO_DOMAIN_ID.value, value=self.studio.domain_id)

@@ -17,7 +17,7 @@ from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.outputs import StackOutputs
 
 STUB_SCRIPT = "print('train_job stub')\n"
-CHART_IDS = ("01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice")
+CHART_IDS = ("01-platform", "03-rayjobs", "04-publish-adapter", "05-rayservice")
 
 
 def synth(config) -> dict[str, list[dict]]:
@@ -39,6 +39,7 @@ def test_default_manifests(default_manifests, chart_id, snapshot):
     assert default_manifests[chart_id] == snapshot
 
 
-def test_self_contained_rayjob(snapshot):
-    config = validate_config({"training": {"jobs": {"self_contained_jobs": True}}})
-    assert synth(config)["03-rayjobs"] == snapshot
+def test_jobs_on_the_shared_raycluster(snapshot):
+    config = validate_config({"training": {"jobs": {"self_contained_jobs": False}}})
+    manifests = synth(config)
+    assert {"02-raycluster": manifests["02-raycluster"], "03-rayjobs": manifests["03-rayjobs"]} == snapshot

@@ -79,15 +79,20 @@ def runtime_env_vars(rayjob: dict) -> dict[str, str] | None:
     return None if text is None else yaml.safe_load(text)["env_vars"]
 
 
+# Jobs on the long-lived RayCluster (training.jobs.self_contained_jobs: false): the charts with a RayCluster.
+SHARED = {"training": {"jobs": {"self_contained_jobs": False}}}
+
+
 @pytest.fixture(scope="module")
-def default_charts(default_config):
-    return synth(default_config)
+def default_charts():
+    """The shared-cluster variant: most chart tests read its RayCluster (a self-contained job embeds the same spec)."""
+    return synth(validate_config(SHARED))
 
 
 def test_one_chart_per_deployable_unit_in_apply_order(default_charts):
     assert list(default_charts) == ["01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice"]
     assert [d["kind"] for d in default_charts["01-platform"]] == [
-        "Namespace", *["NetworkPolicy"] * 5,  # default deny + (pods, head) x (training, serving): test_ray_access.py
+        "Namespace", *["NetworkPolicy"] * 6,  # default deny, egress, (pods, head) x (training, serving): test_ray_access.py
         "ServiceAccount", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap",
     ]  # fmt: skip
 
@@ -190,7 +195,7 @@ def test_head_mounts_the_training_script_and_prepares_shared_dirs(default_charts
     assert init["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
-def test_rayjob_submits_to_the_long_lived_cluster_by_default(default_charts, default_config):
+def test_rayjob_submits_to_the_long_lived_cluster_when_jobs_are_not_self_contained(default_charts, default_config):
     job = one(default_charts, "RayJob")
     spec = job["spec"]
     assert spec["clusterSelector"] == {"ray.io/cluster": default_config.training.cluster.raycluster_name}
@@ -248,19 +253,37 @@ def test_entrypoint_is_accepted_by_the_training_script(default_config):
     assert dict(options.overrides)["trainer.run_name"] == "maze-grpo"
 
 
-def test_self_contained_rayjob_creates_and_deletes_its_own_cluster():
-    config = validate_config(
-        {"training": {"jobs": {"self_contained_jobs": True, "job_ttl_seconds_after_finished": 600}}}
-    )
-    charts = synth(config)
+def test_by_default_each_rayjob_owns_a_cluster_is_retried_and_keeps_a_failed_head(default_config):
+    charts = synth(default_config)
     assert "02-raycluster" not in charts and objects(charts, "RayCluster") == []
     spec = one(charts, "RayJob")["spec"]
     assert "clusterSelector" not in spec
-    assert spec["shutdownAfterJobFinishes"] is True and spec["ttlSecondsAfterFinished"] == 600
-    assert "deletionStrategy" not in spec  # cannot be combined with shutdownAfterJobFinishes
-    assert spec["backoffLimit"] == config.training.jobs.effective_job_backoff_limit == 1
-    long_lived = one(synth(validate_config({})), "RayCluster")["spec"]
+    assert spec["backoffLimit"] == default_config.training.jobs.effective_job_backoff_limit == 2
+    # deletionRules replace shutdownAfterJobFinishes (KubeRay refuses both) and its single TTL.
+    assert spec["shutdownAfterJobFinishes"] is False and "ttlSecondsAfterFinished" not in spec
+    jobs = default_config.training.jobs
+    assert spec["deletionStrategy"] == {
+        "deletionRules": [
+            {"condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": jobs.job_ttl_seconds_after_finished}, "policy": "DeleteCluster"},
+            {"condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": jobs.job_ttl_seconds_after_finished}, "policy": "DeleteWorkers"},
+            {"condition": {"jobDeploymentStatus": "Failed", "ttlSeconds": jobs.failed_head_ttl_seconds}, "policy": "DeleteCluster"},
+        ]
+    }  # fmt: skip
+    assert jobs.failed_head_ttl_seconds > jobs.job_ttl_seconds_after_finished
+    long_lived = one(synth(validate_config(SHARED)), "RayCluster")["spec"]
     assert spec["rayClusterSpec"] == long_lived
+    # Resume: SkyRL reads the newest complete checkpoint of this experiment's own directory.
+    overrides = skyrl_overrides(one(charts, "RayJob"))
+    assert overrides["trainer.resume_mode"] == "latest"
+    assert overrides["trainer.ckpt_path"] == f"/shared/runs/{default_config.training.experiments[0].name}/ckpt"
+
+
+def test_the_deletion_ttls_come_from_the_config():
+    config = validate_config(
+        {"training": {"jobs": {"job_ttl_seconds_after_finished": 600, "failed_head_ttl_seconds": 7200}}}
+    )
+    rules = one(synth(config), "RayJob")["spec"]["deletionStrategy"]["deletionRules"]
+    assert [rule["condition"]["ttlSeconds"] for rule in rules] == [600, 600, 7200]
 
 
 def test_job_variables_skyrl_passes_on_go_on_the_entrypoint_the_rest_into_runtime_env(default_config):
@@ -285,8 +308,8 @@ def test_default_rayjob_sets_no_runtime_env_variable_skyrl_forwards(default_char
     release = default_config.training_image.skyrl_release
     assert "runtimeEnvYAML" not in job["spec"]
     assert all(release.passes_on(name) for name in entrypoint_env(job))
-    contained = validate_config({"training": {"jobs": {"self_contained_jobs": True}}})
-    assert entrypoint_env(one(synth(contained), "RayJob")) == entrypoint_env(job)
+    shared = one(synth(validate_config(SHARED)), "RayJob")
+    assert "runtimeEnvYAML" not in shared["spec"] and entrypoint_env(shared) == entrypoint_env(job)
 
 
 def test_n_experiments_give_n_rayjobs_with_distinct_runs():
@@ -328,6 +351,7 @@ def test_n_experiments_give_n_rayjobs_with_distinct_runs():
 def test_scaling_the_gpu_group_rescales_cluster_and_skyrl_consistently(instance_type, count):
     config = validate_config(
         {"hyperpod": {"worker_group": {"name": "gpu-workers", "instance_type": instance_type, "instance_count": count}}}
+        | SHARED
     )
     spec = config.hyperpod.worker_group.spec
     charts = synth(config)
@@ -398,16 +422,59 @@ def test_publish_job_copies_the_adapter_with_the_training_identity(default_chart
     job = one(default_charts, "Job")
     pod = job["spec"]["template"]["spec"]
     outputs = StackOutputs.placeholder(default_config)
-    publish = default_config.serving.publish
+    [run] = default_config.derived.runs
     assert pod["serviceAccountName"] == default_config.workloads.training_service_account
     script = pod["containers"][0]["command"][-1]
-    source = f"/shared/runs/maze-grpo/global_step_{publish.step}/policy"
-    target = f"s3://{outputs.artifacts_bucket_name}/{default_config.workloads.adapters_prefix}/{publish.adapter_name}/"
+    # The run's last step, under the experiment's own name.
+    source = f"/shared/runs/maze-grpo/global_step_{run.total_steps}/policy"
+    target = f"s3://{outputs.artifacts_bucket_name}/{default_config.workloads.adapters_prefix}/maze-grpo/"
     assert f"aws s3 sync {source} {target}" in script
-    assert pod["containers"][0]["image"] == publish.image
+    assert pod["containers"][0]["image"] == default_config.serving.publish.image
     claim = next(v for v in pod["volumes"] if "persistentVolumeClaim" in v)["persistentVolumeClaim"]
     assert claim == {"claimName": default_config.workloads.shared_pvc_name, "readOnly": True}
-    assert job["metadata"]["name"] == f"publish-{publish.adapter_name}-step-{publish.step}"
+    assert job["metadata"]["name"] == f"publish-maze-grpo-step-{run.total_steps}"
+
+
+SWEEP = {"training": {"experiments": [
+    {"name": "lr-1e-5", "overrides": {"trainer.policy.optimizer_config.lr": 1.0e-5}},
+    {"name": "rank-64", "overrides": {"trainer.policy.model.lora.rank": 64, "trainer.policy.model.lora.alpha": 64}},
+    {"name": "full", "overrides": {"trainer.policy.model.lora.rank": 0}},
+]}}  # fmt: skip
+
+
+def test_a_sweep_publishes_each_lora_experiment_under_its_own_name():
+    jobs = objects(synth(validate_config(SWEEP)), "Job")
+    scripts = {job["metadata"]["name"]: job["spec"]["template"]["spec"]["containers"][0]["command"][-1] for job in jobs}
+    # The full fine-tune has no adapter: no Job for it.
+    assert sorted(scripts) == ["publish-lr-1e-5-step-160", "publish-rank-64-step-160"]
+    for name in ("lr-1e-5", "rank-64"):
+        assert f"/shared/runs/{name}/global_step_160/policy s3://" in scripts[f"publish-{name}-step-160"]
+        assert scripts[f"publish-{name}-step-160"].rstrip().endswith(f"/adapters/{name}/")
+
+
+def test_one_experiment_can_be_published_under_another_name():
+    config = validate_config(
+        {**SWEEP, "serving": {"publish": {"experiment": "rank-64", "adapter_name": "maze-best", "step": 80}}}
+    )
+    [job] = objects(synth(config), "Job")
+    assert job["metadata"]["name"] == "publish-maze-best-step-80"
+    assert (
+        "/shared/runs/rank-64/global_step_80/policy" in job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    )
+
+
+def test_one_adapter_name_for_a_whole_sweep_is_refused():
+    with pytest.raises(ConfigError) as raised:
+        validate_config({**SWEEP, "serving": {"publish": {"adapter_name": "maze-grpo"}}})
+    [line] = raised.value.problems
+    assert "publish.adapter_name = 'maze-grpo': 2 experiments would publish into that one folder" in line
+
+
+def test_serving_off_synthesizes_neither_publish_jobs_nor_the_rayservice():
+    charts = synth(validate_config({"serving": {"enabled": False}}))
+    assert "04-publish-adapter" not in charts and "05-rayservice" not in charts
+    assert objects(charts, "RayService") == [] and objects(charts, "Job") == []
+    assert objects(charts, "RayJob")  # training is unchanged
 
 
 def test_deployed_outputs_replace_every_placeholder(default_config, tmp_path):
@@ -432,8 +499,8 @@ def test_deployed_outputs_replace_every_placeholder(default_config, tmp_path):
     assert "fs-0123456789abcdef0" in rendered and "s3://skyrl-hp-artifacts-111111111111/adapters" in rendered
 
 
-def test_synth_is_deterministic(default_config, default_charts):
-    assert synth(default_config) == default_charts
+def test_synth_is_deterministic(default_charts):
+    assert synth(validate_config(SHARED)) == default_charts
 
 
 def run_k8s_app(cwd: Path, **env: str) -> subprocess.CompletedProcess:
@@ -455,12 +522,11 @@ def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
     assert "PLACEHOLDER" in result.stderr
     # Update-only CEL rules of the CRDs are named as not evaluated, one line per KubeRay kind.
     assert [line.split()[2] for line in result.stderr.splitlines() if line.startswith("warning: SKIPPED Ray")] == [
-        "RayCluster", "RayJob", "RayService"
+        "RayJob", "RayService"
     ]  # fmt: skip
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == [
-        f"{chart}.k8s.yaml"
-        for chart in ("01-platform", "02-raycluster", "03-rayjobs", "04-publish-adapter", "05-rayservice")
+        f"{chart}.k8s.yaml" for chart in ("01-platform", "03-rayjobs", "04-publish-adapter", "05-rayservice")
     ]
     platform = list(yaml.safe_load_all((tmp_path / "out" / "01-platform.k8s.yaml").read_text()))
     config_map = next(doc for doc in platform if doc["kind"] == "ConfigMap")

@@ -23,9 +23,28 @@ from conftest import add_modeled_error, stub_cloudformation
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, new_session
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.ops.preflight import DEFAULT_BOOTSTRAP_QUALIFIER, QUOTA_NAME, lifecycle_bucket_name
+from skyrl_hyperpod.ops.preflight import (
+    DEFAULT_BOOTSTRAP_QUALIFIER,
+    QUOTA_NAME,
+    check_cluster_access,
+    lifecycle_bucket_name,
+)
 
-pytestmark = pytest.mark.usefixtures("fake_aws_env")
+pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access")
+# What makes the deployed cluster usable by the stubbed caller (arn:aws:iam::<ACCOUNT>:user/tester): the
+# configurations of these tests list it unless a test is about cluster access.
+ACCESS = {"eks": {"admin_principal_arns": ["arn:aws:iam::111111111111:user/tester"],
+                  "public_access_cidrs": ["203.0.113.10/32"]}}  # fmt: skip
+
+
+@pytest.fixture
+def cluster_access(tmp_path, monkeypatch):
+    """$SKYRL_HP_CONFIG names a configuration that grants the caller access (a --config still wins)."""
+    file = tmp_path / "access.yaml"
+    file.write_text(yaml.safe_dump(ACCESS))
+    monkeypatch.setenv("SKYRL_HP_CONFIG", str(file))
+
+
 # AZ ids -> names; only the ids are stable across accounts, which is why the config names ids.
 ZONES = {
     "us-west-2": {
@@ -304,7 +323,7 @@ def test_unknown_region_fails_and_skips_the_rest(default_config):
 
 def test_az_id_not_in_the_region_fails(tmp_path, default_config, preflight):
     file = tmp_path / "config.yaml"
-    overrides = {"network": {"hyperpod_az_id": "usw2-az9"}}
+    overrides = {**ACCESS, "network": {"hyperpod_az_id": "usw2-az9"}}
     file.write_text(yaml.safe_dump(overrides))
     result, _ = preflight(Account(default_config), config_file=str(file), config=validate_config(overrides))
     assert result.exit_code == 1
@@ -316,7 +335,7 @@ def test_instance_type_not_offered_in_the_az_fails(tmp_path, default_config, pre
     worker = default_config.hyperpod.worker_group.instance_type
     head = default_config.hyperpod.head_group.instance_type
     file = tmp_path / "config.yaml"
-    overrides = {"network": {"hyperpod_az_id": "use1-az4"}}
+    overrides = {**ACCESS, "network": {"hyperpod_az_id": "use1-az4"}}
     file.write_text(yaml.safe_dump(overrides))
     account = Account(default_config, region="us-east-1", offered={"use1-az4": {head.removeprefix("ml.")}})
     result, _ = preflight(account, config_file=str(file), config=validate_config(overrides))
@@ -342,3 +361,52 @@ def test_bad_config_is_exit_2(tmp_path):
     result = CliRunner().invoke(cli, ["preflight", "--config", str(file)])
     assert result.exit_code == 2
     assert all(line.startswith("config error:") for line in result.stderr.strip().splitlines())
+
+
+# --- cluster access ------------------------------------------------------------------------------------------
+
+
+def test_a_caller_missing_from_the_admin_principals_fails_with_the_line_to_add(tmp_path, default_config, preflight):
+    file = tmp_path / "config.yaml"
+    overrides = {"eks": {"public_access_cidrs": ["203.0.113.10/32"]}}
+    file.write_text(yaml.safe_dump(overrides))
+    result, _ = preflight(Account(default_config), config_file=str(file), config=validate_config(overrides))
+    assert result.exit_code == 1
+    assert failed_checks(result) == {"cluster access"}
+    line = line_for(result, "cluster access")
+    assert "arn:aws:iam::111111111111:user/tester is not in eks.admin_principal_arns" in line
+    assert 'fix: add it: eks: {admin_principal_arns: ["arn:aws:iam::111111111111:user/tester"]}' in line
+
+
+@pytest.mark.parametrize(
+    ("route", "passes"),
+    [({}, False), ({"eks": {"private_network_access": True}}, True), ({"studio": {"enabled": True}}, True)],
+    ids=["nothing reaches the private endpoint", "stated VPN", "Studio in the VPC"],
+)
+def test_a_private_endpoint_needs_a_route(tmp_path, default_config, preflight, route, passes):
+    file = tmp_path / "config.yaml"
+    overrides = {
+        **route,
+        "eks": {"admin_principal_arns": ACCESS["eks"]["admin_principal_arns"], **route.get("eks", {})},
+    }
+    file.write_text(yaml.safe_dump(overrides))
+    result, _ = preflight(Account(default_config), config_file=str(file), config=validate_config(overrides))
+    assert failed_checks(result) == (set() if passes else {"API endpoint reachable"})
+    if not passes:
+        assert "eks.public_access_cidrs" in line_for(result, "API endpoint reachable")
+
+
+@pytest.mark.parametrize(
+    ("configured", "caller", "matches"),
+    [
+        ("arn:aws:iam::111111111111:role/Admin", "arn:aws:sts::111111111111:assumed-role/Admin/alice", True),
+        ("arn:aws:iam::111111111111:role/team/Admin", "arn:aws:sts::111111111111:assumed-role/Admin/alice", True),
+        ("arn:aws:iam::111111111111:role/Admin", "arn:aws:sts::111111111111:assumed-role/Other/alice", False),
+        ("arn:aws:iam::222222222222:role/Admin", "arn:aws:sts::111111111111:assumed-role/Admin/alice", False),
+        ("arn:aws:iam::111111111111:user/alice", "arn:aws:iam::111111111111:user/alice", True),
+    ],
+)
+def test_an_assumed_role_session_is_matched_to_its_role(configured, caller, matches):
+    config = validate_config({"eks": {"admin_principal_arns": [configured], "private_network_access": True}})
+    [access, _] = check_cluster_access(config, caller)
+    assert (access.status == "PASS") is matches

@@ -417,8 +417,9 @@ def test_fsx_deployment_type_change_replaces_the_file_system(tree):
         "`LustreConfiguration.DeploymentType` requires replacement (CDK service spec; UpdateFileSystem has no "
         "such field)"
     ) in entry
-    # FSx is not retained (the storage stack takes a final backup before deleting it): the old file system goes.
-    assert "risk: DATA LOSS: the old AWS::FSx::FileSystem is deleted" in entry
+    # A replaced file system is retained (UpdateReplacePolicy): the old one and its data stay, beside a new empty one.
+    assert "risk: retained, orphaned (UpdateReplacePolicy Retain): the old resource stays" in entry
+    assert "DATA LOSS" not in entry
     assert "skyrl-hp-storage/SharedFileSystem" in result.stderr
 
 

@@ -13,6 +13,7 @@ from conftest import add_modeled_error
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
+from skyrl_hyperpod.config import validate_config
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 LAUNCHED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -47,7 +48,9 @@ def run_status(stub_aws, config, *, groups, nodes, cluster_status="InService", p
         request = {"ClusterName": name} | ({"NextToken": f"page-{number}"} if number else {})
         stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": chunk} | token, request)
     stubber.activate()
-    result = CliRunner().invoke(cli, ["status", "--region", REGION], obj=AwsClients(overrides={"sagemaker": client}))
+    result = CliRunner().invoke(
+        cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client})
+    )
     stubber.assert_no_pending_responses()
     return result
 
@@ -69,7 +72,7 @@ def test_every_group_at_its_configured_count_passes(stub_aws, default_config):
     assert worker_row == [workers.name, workers.instance_type, str(workers.instance_count), str(workers.instance_count),
                           str(workers.instance_count), "-"]  # fmt: skip
     assert fail_lines(result) == []
-    assert lines[-1] == "every group runs its configured node count"
+    assert lines[-2] == "every group runs its configured node count"
 
 
 def test_a_group_short_of_nodes_fails_and_says_why(stub_aws, default_config):
@@ -83,7 +86,7 @@ def test_a_group_short_of_nodes_fails_and_says_why(stub_aws, default_config):
         f"FAIL group {workers.name}: {running} of {workers.instance_count} nodes running (2 Failure)",
         f"FAIL group {workers.name}: node failure: {CAPACITY}",  # repeated messages are shown once
     ]
-    assert result.stdout.splitlines()[-1] == "2 problem(s)"
+    assert result.stdout.splitlines()[-2] == "2 problem(s)"
 
 
 def test_zero_nodes_behind_a_green_deploy_fails(stub_aws, default_config):
@@ -116,7 +119,9 @@ def test_a_cluster_that_does_not_exist_is_one_line(stub_aws, default_config):
     add_modeled_error(client, stubber, "describe_cluster", "ResourceNotFound", 400,
                       {"ClusterName": default_config.names.hyperpod_cluster})  # fmt: skip
     stubber.activate()
-    result = CliRunner().invoke(cli, ["status", "--region", REGION], obj=AwsClients(overrides={"sagemaker": client}))
+    result = CliRunner().invoke(
+        cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client})
+    )
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         f"status: HyperPod cluster {default_config.names.hyperpod_cluster} does not exist in {REGION} "
@@ -130,6 +135,194 @@ def test_an_aws_error_is_one_line(stub_aws, default_config):
     stubber.add_client_error("describe_cluster", "AccessDeniedException", "not allowed", 400,
                              expected_params={"ClusterName": default_config.names.hyperpod_cluster})  # fmt: skip
     stubber.activate()
-    result = CliRunner().invoke(cli, ["status", "--region", REGION], obj=AwsClients(overrides={"sagemaker": client}))
+    result = CliRunner().invoke(
+        cli, ["status", "--region", REGION, "--no-jobs"], obj=AwsClients(overrides={"sagemaker": client})
+    )
     assert result.exit_code == 1
     assert result.stderr.strip() == "status error: SageMaker: AccessDeniedException: not allowed"
+
+
+# --- RayJobs through the Kubernetes API: the official kubernetes client against a local HTTP server ---------
+
+KUBE_NAMESPACE = "skyrl"
+SKYRL_LOG = [
+    "Resuming from global_step: 16",
+    "(TrainerActor pid=12) 2026-01-01 | INFO | Successfully saved checkpoint for global_step_20 to: /shared/runs/x/ckpt/global_step_20",
+    "(TrainerActor pid=12) 2026-01-01 | INFO | Successfully saved checkpoint for global_step_24 to: /shared/runs/x/ckpt/global_step_24",
+    "step 25 ...",
+]
+
+
+class KubeApi:
+    """Answers the three read-only calls `status` makes, as the Kubernetes API server shapes them, on 127.0.0.1."""
+
+    def __init__(self, rayjobs: list[dict], pods: dict[str, list[dict]], logs: dict[str, str]):
+        import http.server
+        import json
+        import threading
+        from urllib.parse import parse_qs, urlparse
+
+        api = self
+        self.requests: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                url = urlparse(self.path)
+                api.requests.append(url.path)
+                body: bytes
+                if url.path == f"/apis/ray.io/v1/namespaces/{KUBE_NAMESPACE}/rayjobs":
+                    body = json.dumps({"apiVersion": "ray.io/v1", "kind": "RayJobList", "items": rayjobs}).encode()
+                elif url.path == f"/api/v1/namespaces/{KUBE_NAMESPACE}/pods":
+                    selector = parse_qs(url.query)["labelSelector"][0]
+                    items = pods.get(selector.split("=", 1)[1], [])
+                    body = json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}).encode()
+                elif url.path.endswith("/log"):
+                    body = logs[url.path.split("/")[-2]].encode()
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain" if url.path.endswith("/log") else "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def clients(self):
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        api = client.ApiClient(configuration)
+        return client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def rayjob(name: str, status: dict, backoff: int | None = 2) -> dict:
+    spec = {"entrypoint": "x"} | ({"backoffLimit": backoff} if backoff is not None else {})
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": KUBE_NAMESPACE},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def pod(name: str, created: str) -> dict:
+    return {"metadata": {"name": name, "namespace": KUBE_NAMESPACE, "creationTimestamp": created}}
+
+
+@pytest.fixture
+def kube(default_config):
+    job = default_config.derived.runs[0].job_name
+    server = KubeApi(
+        rayjobs=[rayjob(job, {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "failed": 1})],
+        pods={job: [pod(f"{job}-old", "2026-01-01T00:00:00Z"), pod(f"{job}-new", "2026-01-01T05:00:00Z")]},
+        logs={
+            f"{job}-new": "\n".join(SKYRL_LOG) + "\n",
+            f"{job}-old": "Successfully saved checkpoint for global_step_99\n",
+        },
+    )
+    yield server
+    server.close()
+
+
+def test_status_reads_retries_and_the_newest_checkpoint_of_each_rayjob(kube, default_config):
+    from skyrl_hyperpod.ops import status as status_module
+
+    (job,) = status_module.fetch_job_statuses(default_config, *kube.clients())
+    assert (job.deployment_status, job.failed_attempts, job.backoff_limit) == ("Running", 1, 2)
+    assert job.retries == "1 of 2"
+    # The newest submitter pod is the current attempt; its log names the newest complete checkpoint.
+    assert job.checkpoint_step == 24
+    assert job.problems() == []
+    assert kube.requests[-1].endswith(f"/pods/{job.name}-new/log")
+
+
+def test_a_failed_rayjob_is_a_finding_and_an_absent_one_is_reported(default_config):
+    from skyrl_hyperpod.ops import status as status_module
+
+    config = validate_config({"training": {"experiments": [{"name": "a"}, {"name": "b"}]}})
+    first, second = (run.job_name for run in config.derived.runs)
+    server = KubeApi([rayjob(first, {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "failed": 3})], {}, {})
+    try:
+        jobs = status_module.fetch_job_statuses(config, *server.clients())
+    finally:
+        server.close()
+    assert [(j.name, j.deployment_status) for j in jobs] == [(first, "Failed"), (second, "not applied")]
+    assert jobs[0].retries == "2 of 2"  # three failed attempts: the first and two retries
+    assert jobs[0].problems() == [f"RayJob {first}: Failed after 3 failed attempt(s)"]
+    lines = status_module.render_jobs(jobs)
+    assert lines[-1] == f"FAIL RayJob {first}: Failed after 3 failed attempt(s)"
+    assert "no submitter pod" in lines[1]
+
+
+def test_status_command_prints_the_rayjobs(stub_aws, default_config, kube, monkeypatch):
+    from skyrl_hyperpod.ops import status as status_module
+
+    monkeypatch.setattr(status_module, "kubernetes_apis", lambda context: kube.clients())
+    head, workers = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
+    nodes = [node(head, 0)] + [node(workers, 100 + i) for i in range(workers.instance_count)]
+    client, stubber = stub_aws("sagemaker", REGION)
+    name = default_config.names.hyperpod_cluster
+    described = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdefghijkl", "ClusterName": name,
+                 "ClusterStatus": "InService", "InstanceGroups": [live_group(head), live_group(workers)],
+                 "VpcConfig": {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]}}  # fmt: skip
+    stubber.add_response("describe_cluster", described, {"ClusterName": name})
+    stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": name})
+    stubber.activate()
+    result = CliRunner().invoke(cli, ["status", "--region", REGION], obj=AwsClients(overrides={"sagemaker": client}))
+    assert result.exit_code == 0, result.output
+    job_line = next(
+        line for line in result.stdout.splitlines() if line.startswith(default_config.derived.runs[0].job_name)
+    )
+    assert job_line.split() == [
+        default_config.derived.runs[0].job_name,
+        "Running",
+        "RUNNING",
+        "1",
+        "of",
+        "2",
+        "global_step_24",
+    ]
+
+
+def test_status_without_kubernetes_access_says_so_in_one_line(stub_aws, default_config, monkeypatch):
+    from skyrl_hyperpod.ops import status as status_module
+
+    def no_kubeconfig(context):
+        raise FileNotFoundError("Invalid kube-config file. No configuration found.")
+
+    monkeypatch.setattr(status_module, "kubernetes_apis", no_kubeconfig)
+    head, workers = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
+    nodes = [node(head, 0)] + [node(workers, 100 + i) for i in range(workers.instance_count)]
+    result = run_status_with(stub_aws, default_config, nodes, [live_group(head), live_group(workers)], [])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "status error: Kubernetes: Invalid kube-config file. No configuration found. (pass --no-jobs to skip the RayJobs)"
+    )
+
+
+def run_status_with(stub_aws, config, nodes, groups, extra_args):
+    client, stubber = stub_aws("sagemaker", REGION)
+    name = config.names.hyperpod_cluster
+    described = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdefghijkl", "ClusterName": name,
+                 "ClusterStatus": "InService", "InstanceGroups": groups,
+                 "VpcConfig": {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]}}  # fmt: skip
+    stubber.add_response("describe_cluster", described, {"ClusterName": name})
+    stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": name})
+    stubber.activate()
+    return CliRunner().invoke(
+        cli, ["status", "--region", REGION, *extra_args], obj=AwsClients(overrides={"sagemaker": client})
+    )

@@ -1,16 +1,20 @@
-"""`skyrl-hp teardown --plan`: an ordered plan that runs nothing, and the README lists what it leaves behind."""
+"""`skyrl-hp teardown --plan`: an ordered plan that runs nothing, and the README lists what it leaves behind;
+`--execute`: the plan carried out (CloudFormation through botocore's Stubber, the cluster through a fake API server)."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, TEST_REGION
+from fake_kube import FakeKube
 
 from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.ops.teardown import leftovers, plan
+from skyrl_hyperpod.ops.teardown import leftovers, plan, replaced_file_systems_query
 
 
 def run(*args):
@@ -59,3 +63,225 @@ def test_readme_teardown_section_lists_every_leftover_and_the_plan_command():
         # The README names each leftover by its first words, generically (no prefix).
         words = re.sub(r"skyrl-hp", "<name_prefix>", item.what).split(" (")[0]
         assert words.split(":")[0] in section, words
+
+
+# --- --execute -------------------------------------------------------------------------------------------------
+
+STACK_TIME = "2026-11-20T10:00:00Z"
+EXPORT = "skyrl-hp-network:ExportsOutputRefVpc"
+
+
+def stack(name: str, outputs: list[dict] | None = None, status: str = "CREATE_COMPLETE") -> dict:
+    return {"StackName": name, "StackStatus": status, "CreationTime": STACK_TIME, "Outputs": outputs or []}
+
+
+PROJECT_STACKS = [
+    stack("skyrl-hp-network", [{"OutputKey": "ExportsOutputRefVpc", "OutputValue": "vpc-1", "ExportName": EXPORT}]),
+    stack("skyrl-hp-storage", [{"OutputKey": "FsxFileSystemId", "OutputValue": "fs-0123456789abcdef0"}]),
+    stack("skyrl-hp-eks"),
+    stack("other-team-network"),  # another configuration's stack: never touched
+]
+
+
+@pytest.fixture
+def kube():
+    fake = FakeKube().start()
+    yield fake
+    fake.stop()
+
+
+def gone(stubber, name: str) -> None:
+    stubber.add_client_error(
+        "describe_stacks",
+        "ValidationError",
+        f"Stack with id {name} does not exist",
+        expected_params={"StackName": name},
+    )
+
+
+FSX_ID = "fs-0123456789abcdef0"
+BACKUP_ID = "backup-0123456789abcdef0"
+
+
+def lustre(file_system_id: str, project: str = "skyrl-hp") -> dict:
+    return {"FileSystemId": file_system_id, "FileSystemType": "LUSTRE", "Tags": [{"Key": "project", "Value": project}]}
+
+
+def backup(lifecycle: str) -> dict:
+    return {"BackupId": BACKUP_ID, "Lifecycle": lifecycle, "Type": "USER_INITIATED",
+            "CreationTime": STACK_TIME, "FileSystem": {"FileSystemId": FSX_ID}}  # fmt: skip
+
+
+def test_execute_deletes_workloads_then_stacks_importers_first(stub_aws, kube, fake_aws_env):
+    namespace = "/api/v1/namespaces/skyrl"
+    kube.put(namespace, {"metadata": {"name": "skyrl"}})
+    kube.put("/apis/ray.io/v1/namespaces/skyrl/rayclusters/skyrl-visgym", {"metadata": {"name": "skyrl-visgym"}})
+    kube.put("/api/v1/persistentvolumes/skyrl-fsx-shared", {"metadata": {"name": "skyrl-fsx-shared"}})
+    cloudformation, stubber = stub_aws("cloudformation")
+    fsx, fsx_stubber = stub_aws("fsx")
+    # Only the storage stack's own file system carries the project's tag: nothing was replaced.
+    fsx_stubber.add_response(
+        "describe_file_systems", {"FileSystems": [lustre(FSX_ID), lustre("fs-0aaaaaaaaaaaaaaaa", "other")]}, {}
+    )
+    # A full backup, AVAILABLE before any stack is deleted.
+    fsx_stubber.add_response("create_backup", {"Backup": backup("CREATING")}, {"FileSystemId": FSX_ID})
+    fsx_stubber.add_response("describe_backups", {"Backups": [backup("CREATING")]}, {"BackupIds": [BACKUP_ID]})
+    fsx_stubber.add_response("describe_backups", {"Backups": [backup("AVAILABLE")]}, {"BackupIds": [BACKUP_ID]})
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the FSx id
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the stacks to delete
+    stubber.add_response("list_imports", {"Imports": ["skyrl-hp-storage", "skyrl-hp-eks"]}, {"ExportName": EXPORT})
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-eks"})  # round 1: nothing imports from them
+    stubber.add_response(
+        "update_termination_protection",
+        {"StackId": "skyrl-hp-storage"},
+        {"EnableTerminationProtection": False, "StackName": "skyrl-hp-storage"},
+    )
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-storage"})
+    stubber.add_response(
+        "describe_stacks",
+        {"Stacks": [stack("skyrl-hp-eks", status="DELETE_IN_PROGRESS")]},
+        {"StackName": "skyrl-hp-eks"},
+    )
+    gone(stubber, "skyrl-hp-eks")
+    stubber.add_response(
+        "describe_stacks",
+        {"Stacks": [stack("skyrl-hp-storage", status="DELETE_COMPLETE")]},
+        {"StackName": "skyrl-hp-storage"},
+    )
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-network"})  # round 2: its importers are gone
+    gone(stubber, "skyrl-hp-network")
+    stubber.activate()
+    fsx_stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation, "fsx": fsx}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 0, result.output
+    stubber.assert_no_pending_responses()
+    fsx_stubber.assert_no_pending_responses()
+    assert result.stdout.index(f"FSx backup {BACKUP_ID} is AVAILABLE") < result.stdout.index("deleting stack")
+    assert kube.deleted() == [
+        "/apis/ray.io/v1/namespaces/skyrl/rayclusters/skyrl-visgym",
+        namespace,
+        "/api/v1/persistentvolumes/skyrl-fsx-shared",
+    ]
+    out = result.stdout
+    assert "FSx file system fs-0123456789abcdef0" in out
+    assert out.index("deleted stack skyrl-hp-eks") < out.index("deleting stack skyrl-hp-network")
+    assert "deleted 3 stack(s) in us-west-2" in out
+    assert "What remains" in out
+
+
+def test_execute_without_the_typed_prefix_deletes_nothing(kube, fake_aws_env):
+    state = CliState(kube=kube.api_client(), poll_seconds=0)
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="yes\n")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == "teardown: you typed 'yes', not 'skyrl-hp': nothing was deleted"
+    assert kube.requests == []
+
+
+def test_execute_stops_at_a_load_balancer_service(stub_aws, kube, fake_aws_env):
+    kube.put(
+        "/api/v1/services/web", {"metadata": {"name": "web", "namespace": "team"}, "spec": {"type": "LoadBalancer"}}
+    )
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})
+    fsx, fsx_stubber = stub_aws("fsx")
+    fsx_stubber.add_response("describe_file_systems", {"FileSystems": [lustre(FSX_ID)]}, {})
+    stubber.activate()
+    fsx_stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation, "fsx": fsx}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 1
+    assert "Services of type LoadBalancer remain (team/web)" in result.stderr
+    stubber.assert_no_pending_responses()  # no stack was asked to delete, no backup taken
+    fsx_stubber.assert_no_pending_responses()
+
+
+def test_execute_refuses_while_a_replaced_file_system_remains(stub_aws, kube, fake_aws_env):
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})
+    fsx, fsx_stubber = stub_aws("fsx")
+    fsx_stubber.add_response(
+        "describe_file_systems", {"FileSystems": [lustre(FSX_ID), lustre("fs-0bbbbbbbbbbbbbbbb")]}, {}
+    )
+    stubber.activate()
+    fsx_stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation, "fsx": fsx}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 1
+    assert "fs-0bbbbbbbbbbbbbbbb were replaced by an update and kept with their data" in result.stderr
+    assert kube.requests == []  # nothing deleted, not even the workloads
+
+
+def test_execute_stops_when_the_full_backup_fails(stub_aws, kube, fake_aws_env):
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})
+    fsx, fsx_stubber = stub_aws("fsx")
+    fsx_stubber.add_response("describe_file_systems", {"FileSystems": [lustre(FSX_ID)]}, {})
+    fsx_stubber.add_response("create_backup", {"Backup": backup("CREATING")}, {"FileSystemId": FSX_ID})
+    failed = {**backup("FAILED"), "FailureDetails": {"Message": "file system busy"}}
+    fsx_stubber.add_response("describe_backups", {"Backups": [failed]}, {"BackupIds": [BACKUP_ID]})
+    stubber.activate()
+    fsx_stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation, "fsx": fsx}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 1
+    assert f"FSx backup {BACKUP_ID} FAILED: file system busy; no stack was deleted" in result.stderr
+    stubber.assert_no_pending_responses()  # no delete_stack was stubbed: none was called
+
+
+def test_execute_with_studio_points_to_the_manual_steps(tmp_path, fake_aws_env):
+    file = tmp_path / "studio.yaml"
+    file.write_text("studio:\n  enabled: true\n")
+    result = CliRunner().invoke(cli, ["--config", str(file), "teardown", "--execute"], input="skyrl-hp\n")
+    assert result.exit_code == 2
+    assert "remove Studio's apps, spaces and user profiles first" in result.stderr
+
+
+def test_plan_backs_up_fsx_and_lifts_the_storage_stacks_protection_before_the_destroy(default_config):
+    out = run("--plan").stdout
+    storage = default_config.names.stack("storage")
+    order = [
+        "kubectl delete",
+        "aws fsx create-backup --file-system-id $FSX_ID",
+        "aws fsx describe-backups --backup-ids $BACKUP_ID",
+        "aws fsx delete-file-system",
+        f"update-termination-protection --no-enable-termination-protection --stack-name {storage}",
+        "cdk destroy --all",
+    ]
+    positions = [out.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    # CloudFormation's hour (ServiceTimeout 1-3600 s) bounds the final backup; nothing promises two.
+    assert "2 hours" not in out and "an hour" in out
+
+
+def test_replaced_file_systems_query_finds_only_the_projects_other_file_systems(default_config):
+    import jmespath  # type: ignore[import-untyped]  # botocore's dependency; ships no type information
+
+    current = "fs-0123456789abcdef0"
+    listed = {"FileSystems": [
+        {"FileSystemId": current, "Tags": [{"Key": "project", "Value": default_config.name_prefix}]},
+        {"FileSystemId": "fs-0aaaaaaaaaaaaaaa0", "Tags": [{"Key": "project", "Value": default_config.name_prefix}]},
+        {"FileSystemId": "fs-0bbbbbbbbbbbbbbb0", "Tags": [{"Key": "project", "Value": "another-project"}]},
+        {"FileSystemId": "fs-0ccccccccccccccc0", "Tags": []},
+    ]}  # fmt: skip
+    query = replaced_file_systems_query(default_config.name_prefix, current=current)
+    assert jmespath.search(query, listed) == ["fs-0aaaaaaaaaaaaaaa0"]
+    # The plan prints the same query, reading the id recorded in its first step.
+    assert replaced_file_systems_query(default_config.name_prefix) in run("--plan").stdout
+
+
+def test_readme_teardown_matches_the_plan():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## Teardown") :]
+    section = section[: section.index("\n## ", 1)]
+    assert "2 hours" not in section
+    for marker in ("aws fsx create-backup", "UpdateReplacePolicy: Retain", "update-termination-protection"):
+        assert marker in section, marker

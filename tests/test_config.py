@@ -134,7 +134,7 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
             "eks.public_access_cidrs",
             "10.0.0.0/15 is broader than /16",
         ),
-        ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs.0", "IPv4 CIDR"),
+        ({"eks": {"public_access_cidrs": ["203.0.113.0/33"]}}, "eks.public_access_cidrs[0]", "IPv4 CIDR"),
         ({"eks": {"admin_principal_arns": ["alice"]}}, "eks.admin_principal_arns", "not an IAM role or user ARN"),
         (
             {"serving_image": {"ray_version": "2.51.0"}},
@@ -143,18 +143,18 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
         ),
         (
             {"training": {"cluster": {"head_service_source_ranges": ["10.0.0.0/33"]}}},
-            "training.cluster.head_service_source_ranges.0",
+            "training.cluster.head_service_source_ranges[0]",
             "IPv4 CIDR",
         ),
         ({"serving": {"client_namespaces": ["Apps"]}}, "serving.client_namespaces", "not a Kubernetes namespace name"),
         ({"name_prefix": "a-very-long-name-prefix-for-aws"}, "name_prefix", f"at most {NAME_PREFIX_MAX} characters"),
-        ({"name_prefix": "Bad_Prefix"}, "name_prefix = 'Bad_Prefix'", "should match pattern"),
+        ({"name_prefix": "Bad_Prefix"}, "name_prefix = 'Bad_Prefix'", "must be lowercase letters, digits and '-'"),
         # KubeRay's own rules for its names and upgrade strategies, refused before anything is synthesized.
-        ({"serving": {"rayservice_name": "2-serve"}}, "serving.rayservice_name = '2-serve'", "should match pattern"),
+        ({"serving": {"rayservice_name": "2-serve"}}, "serving.rayservice_name = '2-serve'", "starting with a letter"),
         (
             {"training": {"cluster": {"raycluster_name": "9-visgym"}}},
             "training.cluster.raycluster_name = '9-visgym'",
-            "should match pattern",
+            "must be a Kubernetes service name",
         ),
         (
             {"serving": {"upgrade_strategy": "NewClusterWithIncrementalUpgrade"}},
@@ -240,8 +240,8 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
             "network: hyperpod_subnet_cidr 10.192.0.0/18",
             "overlaps the VPC's public/private subnet",
         ),
-        ({"env": {"account": "12345"}}, "env.account = '12345'", "should match pattern"),
-        ({"env": {"region": "mars-1"}}, "env.region = 'mars-1'", "should match pattern"),
+        ({"env": {"account": "12345"}}, "env.account = '12345'", "must be a 12-digit AWS account id, in quotes"),
+        ({"env": {"region": "mars-1"}}, "env.region = 'mars-1'", "must be an AWS region name such as us-west-2"),
         ({"versions": {"hyperpod_cli_commit": "main"}}, "versions.hyperpod_cli_commit = 'main'", "40-character"),
         (
             {"versions": {"kuberay_operator_chart": "latest"}},
@@ -271,8 +271,8 @@ def test_environment_variable_selects_the_file(tmp_path, monkeypatch):
             "web browser access",
         ),
         ({"ray_endpoint_operator": {"commit": "v3.10.0"}}, "ray_endpoint_operator.commit = 'v3.10.0'", "40-character"),
-        ({"hyperpd": {}}, "hyperpd", "unknown field"),
-        ({"fsx": {"capacity": 1200}}, "fsx.capacity", "unknown field"),
+        ({"hyperpd": {}}, "hyperpd", "unknown section; did you mean 'hyperpod'? see docs/configuration.md#hyperpod"),
+        ({"fsx": {"capacity": 1200}}, "fsx.capacity", "unknown key; see docs/configuration.md#fsx"),
     ],
 )
 def test_bad_input_is_one_clear_line_naming_field_value_and_rule(data, field, hint):
@@ -453,8 +453,8 @@ def test_lists_in_an_override_replace_the_default_list():
 
 def test_a_misspelt_key_inside_a_partial_section_is_still_an_error():
     assert problems_for({"hyperpod": {"worker_group": {"instance_typ": "ml.g7e.24xlarge"}}}) == [
-        "config error: hyperpod.worker_group.instance_typ: unknown field (check the spelling; see README "
-        "'Configuration reference')"
+        "config error: hyperpod.worker_group.instance_typ: unknown key; did you mean "
+        "'hyperpod.worker_group.instance_type'? see docs/configuration.md#hyperpod"
     ]
 
 
@@ -481,7 +481,7 @@ def test_the_example_file_is_valid_and_names_only_what_it_changes():
 
 
 @pytest.mark.parametrize(("region", "az_id"), [("us-west-2", "usw2-az4"), ("us-east-1", "use1-az6"),
-                                              ("ap-northeast-1", "apne1-az1"), ("us-gov-west-1", "usgw1-az1")])  # fmt: skip
+                                              ("ap-northeast-1", "apne1-az1"), ("eu-north-1", "eun1-az1")])  # fmt: skip
 def test_an_az_id_of_the_configured_region_is_accepted(region, az_id):
     config = validate_config({"env": {"region": region}, "network": {"hyperpod_az_id": az_id}})
     assert config.network.hyperpod_az_id == az_id
@@ -495,8 +495,8 @@ def test_an_az_id_of_another_region_is_one_line():
 
 
 def test_the_default_az_id_with_another_region_is_refused_too():
-    [line] = problems_for({"env": {"region": "eu-west-1"}})
-    assert "hyperpod_az_id 'usw2-az2'" in line and "euw1-az1" in line
+    [line] = problems_for({"env": {"region": "eu-west-2"}})
+    assert "hyperpod_az_id 'usw2-az2'" in line and "euw2-az1" in line
 
 
 @pytest.mark.parametrize(

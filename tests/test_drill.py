@@ -62,7 +62,7 @@ def test_path_map_rewrites_once(tmp_path):
 
 
 def test_pod_volumes_become_directories_and_the_job_script_a_file(manifests, tmp_path):
-    head = manifests.one("RayCluster")["spec"]["headGroupSpec"]["template"]
+    head = manifests.cluster_of(manifests.rayjobs()[0])["headGroupSpec"]["template"]
     mounts = pod_mounts(head, tmp_path, manifests)
     assert set(mounts) == {"/shared", "/opt/skyrl-job"}  # /dev/shm stays the machine's
     assert mounts["/shared"] == tmp_path / "volumes" / "pvc" / "fsx-shared"
@@ -73,7 +73,7 @@ def test_pod_volumes_become_directories_and_the_job_script_a_file(manifests, tmp
 
 
 def test_nodes_have_kuberays_start_params_scaled_to_the_machine(manifests, tmp_path):
-    spec = manifests.one("RayCluster")["spec"]
+    spec = manifests.cluster_of(manifests.rayjobs()[0])
     paths = PathMap(pod_mounts(spec["headGroupSpec"]["template"], tmp_path, manifests))
     nodes = plan_cluster(spec, paths=paths, base_env={"PATH": "/bin"}, temp_root=tmp_path / "ray", token="t0k")
     head, *workers = nodes
@@ -110,7 +110,7 @@ def test_param_map_follows_kuberay():
 
 
 def test_a_cluster_without_token_auth_is_refused(manifests, tmp_path):
-    spec = dict(manifests.one("RayCluster")["spec"], authOptions={"mode": "disabled"})
+    spec = dict(manifests.cluster_of(manifests.rayjobs()[0]), authOptions={"mode": "disabled"})
     with pytest.raises(ValueError, match="token authentication"):
         plan_cluster(spec, paths=PathMap({}), base_env={}, temp_root=tmp_path, token="t")
 

@@ -146,3 +146,67 @@ def test_a_failed_backup_fails_the_delete_so_the_file_system_stays(handler, fsx,
     stubber.activate()
     with pytest.raises(RuntimeError, match=rf"{BACKUP} of {FILE_SYSTEM} is {lifecycle} \(internal error\).*kept"):
         handler.is_complete(event("Delete", FILE_SYSTEM), fsx=client)
+
+
+# --- CloudFormation waits at most an hour: the delete gives up inside it, and a delete run again joins ---------
+
+WAIT = 3000
+STARTED = 1_800_000_000.0
+
+
+def delete_event(handler, request_id: str = REQUEST_ID) -> dict:
+    body = event("Delete", FILE_SYSTEM) | {"RequestId": request_id}
+    body["ResourceProperties"] = body["ResourceProperties"] | {handler.WAIT_PROPERTY: str(WAIT)}
+    return body
+
+
+def test_delete_sets_a_deadline_from_the_resources_wait(handler, fsx):
+    client, stubber = fsx
+    file_system_exists(stubber)
+    backup_created(handler, stubber)
+    stubber.activate()
+    answer = handler.on_event(delete_event(handler), fsx=client, clock=lambda: STARTED)
+    assert answer == {"PhysicalResourceId": FILE_SYSTEM, "Data": {handler.DEADLINE_KEY: str(int(STARTED) + WAIT)}}
+
+
+def test_a_backup_still_running_at_the_deadline_fails_the_delete_and_says_what_to_do(handler, fsx):
+    client, stubber = fsx
+    backups_listed(handler, stubber, ["CREATING"])
+    backups_listed(handler, stubber, ["CREATING"], ProgressPercent=40)
+    stubber.activate()
+    polled = delete_event(handler) | {"Data": {handler.DEADLINE_KEY: str(int(STARTED) + WAIT)}}
+    assert handler.is_complete(polled, fsx=client, clock=lambda: STARTED + WAIT - 1) == {"IsComplete": False}
+    with pytest.raises(RuntimeError) as error:
+        handler.is_complete(polled, fsx=client, clock=lambda: STARTED + WAIT)
+    message = str(error.value)
+    assert f"{BACKUP} (CREATING, 40% copied) of {FILE_SYSTEM}" in message
+    assert "the file system is kept" in message and "Delete the stack again (cdk destroy)" in message
+
+
+def test_a_delete_run_again_waits_for_the_running_backup_then_takes_its_own(handler, fsx):
+    client, stubber = fsx
+    again = "66666666-7777-8888-9999-000000000000"
+    # The first delete's backup is still running: FSx refuses a second one until it is done ...
+    file_system_exists(stubber)
+    add_modeled_error(client, stubber, "create_backup", "BackupInProgress", 400,
+                      create_request(handler) | {"ClientRequestToken": again, "Tags": [
+                          {"Key": "project", "Value": "skyrl-hp"}, {"Key": handler.FINAL_BACKUP_TAG, "Value": FILE_SYSTEM},
+                          {"Key": handler.REQUEST_TAG, "Value": again}]})  # fmt: skip
+    stubber.activate()
+    first = handler.on_event(delete_event(handler, again), fsx=client, clock=lambda: STARTED)
+    stubber.assert_no_pending_responses()
+    # ... once it is AVAILABLE, this delete still completes only on a backup it started itself (incremental,
+    # and nothing written since the first delete started is lost).
+    stubber.add_response("describe_backups", {"Backups": [{
+        "BackupId": BACKUP, "Lifecycle": "AVAILABLE", "Type": "USER_INITIATED", "CreationTime": 0,
+        "FileSystem": {"FileSystemId": FILE_SYSTEM}, "Tags": [{"Key": handler.REQUEST_TAG, "Value": REQUEST_ID}]}]},
+        {"Filters": [{"Name": "file-system-id", "Values": [FILE_SYSTEM]},
+                     {"Name": "backup-type", "Values": ["USER_INITIATED"]}]})  # fmt: skip
+    file_system_exists(stubber)
+    stubber.add_response("create_backup", {"Backup": {
+        "BackupId": "backup-0bbbbbbbbbbbbbbb0", "Lifecycle": "CREATING", "Type": "USER_INITIATED", "CreationTime": 0,
+        "FileSystem": {"FileSystemId": FILE_SYSTEM}}}, create_request(handler) | {"ClientRequestToken": again,
+        "Tags": [{"Key": "project", "Value": "skyrl-hp"}, {"Key": handler.FINAL_BACKUP_TAG, "Value": FILE_SYSTEM},
+                 {"Key": handler.REQUEST_TAG, "Value": again}]})  # fmt: skip
+    polled = delete_event(handler, again) | first
+    assert handler.is_complete(polled, fsx=client, clock=lambda: STARTED + 60) == {"IsComplete": False}

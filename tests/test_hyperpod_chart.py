@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import stat
@@ -15,14 +16,21 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 from cli_helpers import skyrl_hp
 from conftest import REPO_ROOT
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
-from skyrl_hyperpod.validation import fetch_hyperpod_chart
-from skyrl_hyperpod.validation.hyperpod_chart import check_charts, external_plugin_problems, values_path_problems
+from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
+from skyrl_hyperpod.validation.hyperpod_chart import (
+    check_charts,
+    external_plugin_problems,
+    installer_module,
+    render_chart,
+    values_path_problems,
+)
 
 PINNED = validate_config({}).versions.hyperpod_cli_commit
 # ../shared holds the chart at the pinned commit (never committed); override with HYPERPOD_CHARTS_DIR.
@@ -224,6 +232,133 @@ def test_without_a_helm_binary_the_render_is_skipped_not_passed():
     assert report.problems == []
     [line] = report.skipped
     assert line.startswith("SKIPPED chart check: health-monitoring-agent not rendered")
+
+
+# --- the render: the installer's assembly, Helm's template ---------------------------------------------------
+
+# What Helm's --output-dir writes for the chart: <chart name>/charts/<sub-chart>/templates/...
+RENDERED = "hyperpod-helm-chart/charts"
+# Disabled by the chart's values at v3.9.0 (and not enabled by ours): the chart's own values.yaml says so.
+DISABLED = {"cert-manager", "mlflow", "storage", "cluster-role-and-bindings", "namespaced-role-and-bindings",
+            "team-role-and-bindings", "hyperpod-inference-operator", "gpu-operator"}  # fmt: skip
+
+
+def rendered_docs(out: Path, sub_chart: str) -> list[dict]:
+    folder = out / RENDERED / sub_chart
+    return [d for f in sorted(folder.rglob("*")) if f.is_file() for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+def selected_instance_types(pod_spec: dict) -> set[str]:
+    terms = pod_spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return {
+        v
+        for t in terms
+        for e in t["matchExpressions"]
+        if e["key"] == "node.kubernetes.io/instance-type"
+        for v in e["values"]
+    }
+
+
+def test_render_installs_the_pinned_chart_as_the_installer_assembles_it(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert skyrl_hp("chart-check", "--render", str(out)) == 0
+    err = capsys.readouterr().err
+    assert (
+        "14 file:// sub-charts kept as folders" in err
+        and "stale archives removed: health-monitoring-agent-0.1.0.tgz" in err
+    )
+    rendered = {p.name for p in (out / RENDERED).iterdir()}
+    assert rendered == {"training-operators", "nvidia-device-plugin", "aws-efa-k8s-device-plugin", "neuron-device-plugin",
+                        "health-monitoring-agent", "mpi-operator", "deep-health-check", "job-auto-restart",
+                        "hyperpod-patching"}  # fmt: skip
+    # Every dependency the values disable renders nothing (and the chart's own Chart.yaml lists them all).
+    declared = {d["name"] for d in yaml.safe_load((CHART / "Chart.yaml").read_text())["dependencies"]}
+    assert declared > DISABLED and not DISABLED & rendered and declared - DISABLED == rendered
+    # The agent's DaemonSet comes from the folder (the stale archive has no g7e types) and selects the GPU group.
+    daemonsets = {
+        d["metadata"]["name"]: d for d in rendered_docs(out, "health-monitoring-agent") if d["kind"] == "DaemonSet"
+    }
+    daemonset = daemonsets["health-monitoring-agent"]  # the GPU nodes' one (there is a non-NVIDIA one too)
+    assert GPU_TYPE in selected_instance_types(daemonset["spec"]["template"]["spec"])
+    # The stand-in of the NVIDIA plugin shows the values Helm hands the real chart: our affinity, its tolerations.
+    [stand_in] = rendered_docs(out, "nvidia-device-plugin")
+    assert "offline stand-in" in stand_in["metadata"]["annotations"]["skyrl-hp/offline-stand-in"]
+    assert stand_in["metadata"]["namespace"] == "kube-system"  # the release's namespace, as the stack installs it
+    handed = json.loads(stand_in["data"]["values.json"])
+    assert handed["devicePlugin"] == {"enabled": True} and selected_instance_types(handed) == {GPU_TYPE}
+
+
+def test_the_old_package_every_local_sub_chart_step_fails_the_render(tmp_path, capsys, monkeypatch):
+    # What the installer did before: `helm package` of every file:// sub-chart into charts/, disabled ones too.
+    handler = installer_module()
+    helm = str(hyperpod_chart.helm_binary("1.33"))
+
+    def package_every_local_subchart(dependency, source, charts_dir):
+        env = handler.helm_environment(str(tmp_path), {"PATH": os.environ["PATH"]})
+        handler._run([helm, "package", source, "--destination", charts_dir], env, 120, quiet=True)
+        return source
+
+    monkeypatch.setattr(handler, "place_local_subchart", package_every_local_subchart)
+    assert skyrl_hp("chart-check", "--render", str(tmp_path / "out")) == 1
+    err = capsys.readouterr().err
+    assert "Error: found in Chart.yaml, but missing in charts/ directory: aws-mountpoint-s3-csi-driver" in err
+
+
+def test_a_helm_error_exits_1_with_helms_own_message(tmp_path, capsys):
+    commit = "5" * 40
+    charts = copy_chart(
+        tmp_path, commit, {"charts/mpi-operator/templates/deployment.yaml": lambda t: t + "\n{{ .Values.x.y.z }}\n"}
+    )
+    config = tmp_path / "c.yaml"
+    config.write_text(f"versions:\n  hyperpod_cli_commit: '{commit}'\n")
+    assert (
+        skyrl_hp("chart-check", "--config", str(config), "--charts-dir", str(charts), "--render", str(tmp_path / "o"))
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "mpi-operator/templates/deployment.yaml" in err and "nil pointer evaluating interface {}.y" in err
+
+
+def test_an_agent_that_misses_a_gpu_type_fails_in_the_render(tmp_path):
+    commit = "6" * 40
+    charts = copy_chart(tmp_path, commit, {HEALTH_AGENT_TEMPLATE: lambda t: without_line(t, f"- {GPU_TYPE}")})
+    config = validate_config({"versions": {"hyperpod_cli_commit": commit}})
+    report = render_chart(config, tmp_path / "out", charts_dir=charts)
+    assert report.problems == [
+        f"chart check: no rendered health-monitoring-agent DaemonSet selects GPU instance type {GPU_TYPE}"
+    ]
+
+
+def test_a_disabled_component_that_renders_fails(tmp_path, monkeypatch):
+    # The installer judges `storage` disabled while Helm (values edited) enables it: the render shows it.
+    commit = "7" * 40
+    charts = copy_chart(
+        tmp_path,
+        commit,
+        {"values.yaml": lambda t: t.replace("storage:\n  enabled: false", "storage:\n  enabled: true")},
+    )
+    handler = installer_module()
+    judged = handler.dependency_enabled
+    monkeypatch.setattr(handler, "dependency_enabled", lambda d, v: False if d.name == "storage" else judged(d, v))
+    report = render_chart(
+        validate_config({"versions": {"hyperpod_cli_commit": commit}}), tmp_path / "out", charts_dir=charts
+    )
+    [line] = report.problems
+    assert line.startswith("chart check: storage is disabled by the values but rendered ")
+
+
+def test_render_refuses_a_directory_it_did_not_write_and_a_tampered_archive(tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    assert skyrl_hp("chart-check", "--render", str(tmp_path / "mine")) == 2
+    assert "is not empty and holds no earlier render: refused" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    (archives / "nvidia-device-plugin-0.16.1.tgz").write_bytes(b"not the published archive")
+    assert skyrl_hp("chart-check", "--render", str(tmp_path / "out"), "--archives", str(archives)) == 2
+    err = capsys.readouterr().err
+    assert "nvidia-device-plugin-0.16.1.tgz has sha256 " in err and "expected a77b4e81" in err
 
 
 # --- fetch_hyperpod_chart ---------------------------------------------------------------------------

@@ -28,7 +28,9 @@ from skyrl_hyperpod.validation import CheckSkipped, cel_rules, kuberay_operator,
 from skyrl_hyperpod.validation import crds as crd_module
 
 STUB_SCRIPT = "print('train_job stub')\n"
-SELF_CONTAINED = {"training": {"jobs": {"self_contained_jobs": True}}}
+SELF_CONTAINED = {"training": {"jobs": {"self_contained_jobs": True}}}  # the default
+# Jobs on the long-lived RayCluster (clusterSelector): the RayCluster object and the selector's rules.
+SHARED = {"training": {"jobs": {"self_contained_jobs": False}}}
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +47,7 @@ def chart_manifests(overrides: dict) -> tuple[object, list[dict]]:
 
 @pytest.fixture(scope="module")
 def charts() -> dict[str, tuple[object, list[dict]]]:
-    return {"default": chart_manifests({}), "self-contained": chart_manifests(SELF_CONTAINED)}
+    return {"shared": chart_manifests(SHARED), "self-contained": chart_manifests({})}
 
 
 def chart_object(charts, variant: str, kind: str) -> tuple[object, dict]:
@@ -108,22 +110,22 @@ _LEGACY = {"onSuccess": {"policy": "DeleteSelf"}, "onFailure": {"policy": "Delet
 
 # (variant, kind, rule's schema path, the rule, mutation, JSON path of the failure)
 CEL_CASES = [
-    ("default", "RayCluster", "spec.managedBy", "self in [", _set(["spec", "managedBy"], "example.com/mine"), "spec.managedBy"),
-    ("default", "RayJob", "spec.managedBy", "self in [", _set(["spec", "managedBy"], "example.com/mine"), "spec.managedBy"),
+    ("shared", "RayCluster", "spec.managedBy", "self in [", _set(["spec", "managedBy"], "example.com/mine"), "spec.managedBy"),
+    ("shared", "RayJob", "spec.managedBy", "self in [", _set(["spec", "managedBy"], "example.com/mine"), "spec.managedBy"),
     ("self-contained", "RayJob", "spec.rayClusterSpec.managedBy", "self in [",
      _set(["spec", "rayClusterSpec", "managedBy"], "example.com/mine"), "spec.rayClusterSpec.managedBy"),
-    ("default", "RayJob", "spec.deletionStrategy", "!((has(self.onSuccess)",
+    ("shared", "RayJob", "spec.deletionStrategy", "!((has(self.onSuccess)",
      _set(["spec", "deletionStrategy"], {**_LEGACY, "deletionRules": [_RULE]}), "spec.deletionStrategy"),
-    ("default", "RayJob", "spec.deletionStrategy", "((has(self.onSuccess) && has(self.onFailure))",
+    ("shared", "RayJob", "spec.deletionStrategy", "((has(self.onSuccess) && has(self.onFailure))",
      _set(["spec", "deletionStrategy"], {"onSuccess": {"policy": "DeleteSelf"}}), "spec.deletionStrategy"),
-    ("default", "RayJob", "spec.deletionStrategy.deletionRules[*].condition", "!(has(self.jobStatus)",
+    ("shared", "RayJob", "spec.deletionStrategy.deletionRules[*].condition", "!(has(self.jobStatus)",
      _set(["spec", "deletionStrategy"], {"deletionRules": [_RULE, {"policy": "DeleteNone", "condition": {
          "jobStatus": "FAILED", "jobDeploymentStatus": "Failed"}}]}), "spec.deletionStrategy.deletionRules[1].condition"),
-    ("default", "RayJob", "spec.deletionStrategy.deletionRules[*].condition", "has(self.jobStatus) ||",
+    ("shared", "RayJob", "spec.deletionStrategy.deletionRules[*].condition", "has(self.jobStatus) ||",
      _set(["spec", "deletionStrategy"], {"deletionRules": [{"policy": "DeleteSelf", "condition": {"ttlSeconds": 60}}]}),
      "spec.deletionStrategy.deletionRules[0].condition"),
-    ("default", "RayService", "spec.managedBy", "self in [", _set(["spec", "managedBy"], "example.com/mine"), "spec.managedBy"),
-    ("default", "RayService", "spec.rayClusterConfig.managedBy", "self in [",
+    ("shared", "RayService", "spec.managedBy", "self in [", _set(["spec", "managedBy"], "example.com/mine"), "spec.managedBy"),
+    ("shared", "RayService", "spec.rayClusterConfig.managedBy", "self in [",
      _set(["spec", "rayClusterConfig", "managedBy"], "example.com/mine"), "spec.rayClusterConfig.managedBy"),
 ]  # fmt: skip
 
@@ -148,7 +150,7 @@ def test_every_cel_rule_that_applies_on_create_has_a_mutation_case():
 
 
 def test_update_only_rules_are_reported_not_evaluated_by_name(charts):
-    config, docs = charts["default"]
+    config, docs = charts["shared"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         problems, skipped = validation_report(docs, config=config)
@@ -243,77 +245,77 @@ NO_SHUTDOWN = _all(_set(["spec", "shutdownAfterJobFinishes"], False), _set(["spe
 # (id, variant, kind, mutation, JSON path, message, Go function)
 OPERATOR_CASES = [
     # RayClusterSpec (ValidateRayClusterSpec and what it calls), on the RayCluster
-    ("head-without-containers", "default", "RayCluster", _set([*HEAD, "template", "spec", "containers"], []),
+    ("head-without-containers", "shared", "RayCluster", _set([*HEAD, "template", "spec", "containers"], []),
      "spec.headGroupSpec.template.spec.containers", "the head pod template needs at least one container", "ValidateRayClusterSpec"),
-    ("worker-without-containers", "default", "RayCluster", _set([*WORKER, "template", "spec", "containers"], []),
+    ("worker-without-containers", "shared", "RayCluster", _set([*WORKER, "template", "spec", "containers"], []),
      "spec.workerGroupSpecs[0].template.spec.containers", "worker group gpu-workers needs at least one container", "ValidateRayClusterSpec"),
-    ("min-above-max", "default", "RayCluster", _set([*WORKER, "minReplicas"], 4),
+    ("min-above-max", "shared", "RayCluster", _set([*WORKER, "minReplicas"], 4),
      "spec.workerGroupSpecs[0].minReplicas", "worker group gpu-workers: minReplicas 4 > maxReplicas 3", "ValidateRayClusterSpec"),
-    ("negative-min", "default", "RayCluster", _set([*WORKER, "minReplicas"], -2),
+    ("negative-min", "shared", "RayCluster", _set([*WORKER, "minReplicas"], -2),
      "spec.workerGroupSpecs[0].minReplicas", "worker group gpu-workers has a negative minReplicas (-2)", "ValidateRayClusterSpec"),
-    ("resources-twice", "default", "RayCluster", _set([*HEAD, "resources"], {"CPU": "1"}),
+    ("resources-twice", "shared", "RayCluster", _set([*HEAD, "resources"], {"CPU": "1"}),
      "spec.headGroupSpec.resources", "the head group sets resources both here and in rayStartParams; use one", "validateRayGroupResources"),
-    ("labels-in-ray-start-params", "default", "RayCluster", _set([*WORKER, "rayStartParams", "labels"], "a=b"),
+    ("labels-in-ray-start-params", "shared", "RayCluster", _set([*WORKER, "rayStartParams", "labels"], "a=b"),
      "spec.workerGroupSpecs[0].rayStartParams.labels", "not supported for worker group gpu-workers; use the group's labels field", "validateRayGroupLabels"),
-    ("bad-group-label", "default", "RayCluster", _set([*WORKER, "labels"], {"zone": "not valid!"}),
+    ("bad-group-label", "shared", "RayCluster", _set([*WORKER, "labels"], {"zone": "not valid!"}),
      "spec.workerGroupSpecs[0].labels.zone", "'not valid!' is not a valid label value", "validateRayGroupLabels"),
-    ("idle-timeout-without-v2", "default", "RayCluster", _set([*WORKER, "idleTimeoutSeconds"], 60),
+    ("idle-timeout-without-v2", "shared", "RayCluster", _set([*WORKER, "idleTimeoutSeconds"], 60),
      "spec.workerGroupSpecs[0].idleTimeoutSeconds", "worker group gpu-workers: needs autoscaler v2 (autoscalerOptions.version: v2)", "validateWorkerGroupIdleTimeout"),
-    ("priority-without-v2", "default", "RayCluster", _set([*WORKER, "priority"], 1),
+    ("priority-without-v2", "shared", "RayCluster", _set([*WORKER, "priority"], 1),
      "spec.workerGroupSpecs[0].priority", "worker group gpu-workers: priority needs autoscaler v2", "validateWorkerGroupPriority"),
-    ("ft-annotation-and-options", "default", "RayCluster",
+    ("ft-annotation-and-options", "shared", "RayCluster",
      _all(_set(["metadata", "annotations"], {"ray.io/ft-enabled": "true"}), _set(["spec", "gcsFaultToleranceOptions"], {"redisAddress": "redis:6379"})),
      "spec.gcsFaultToleranceOptions", "the ray.io/ft-enabled annotation and gcsFaultToleranceOptions are both set; use only gcsFaultToleranceOptions", "ValidateRayClusterSpec"),
-    ("redis-address-env-without-ft", "default", "RayCluster", _env(HEAD_CONTAINER, "RAY_REDIS_ADDRESS"),
+    ("redis-address-env-without-ft", "shared", "RayCluster", _env(HEAD_CONTAINER, "RAY_REDIS_ADDRESS"),
      "spec.headGroupSpec.template.spec.containers[0].env", "RAY_REDIS_ADDRESS in the head container turns on GCS fault tolerance; set gcsFaultToleranceOptions instead", "ValidateRayClusterSpec"),
-    ("redis-password-with-ft", "default", "RayCluster",
+    ("redis-password-with-ft", "shared", "RayCluster",
      _all(_set(["spec", "gcsFaultToleranceOptions"], {"redisAddress": "redis:6379"}), _env(HEAD_CONTAINER, "REDIS_PASSWORD")),
      "spec.headGroupSpec.template.spec.containers[0].env", "REDIS_PASSWORD in the head container conflicts with gcsFaultToleranceOptions; use gcsFaultToleranceOptions.redisPassword", "ValidateRayClusterSpec"),
-    ("redis-username", "default", "RayCluster", _set([*HEAD, "rayStartParams", "redis-username"], "ray"),
+    ("redis-username", "shared", "RayCluster", _set([*HEAD, "rayStartParams", "redis-username"], "ray"),
      "spec.headGroupSpec", "a Redis user name in rayStartParams or REDIS_USERNAME is refused; use gcsFaultToleranceOptions.redisUsername", "ValidateRayClusterSpec"),
-    ("rocksdb-behind-its-gate", "default", "RayCluster", _set(["spec", "gcsFaultToleranceOptions"], {"backend": "rocksdb"}),
+    ("rocksdb-behind-its-gate", "shared", "RayCluster", _set(["spec", "gcsFaultToleranceOptions"], {"backend": "rocksdb"}),
      "spec.gcsFaultToleranceOptions.backend", "'rocksdb' needs the GCSFaultToleranceEmbeddedStorage feature gate, which is off", "validateGcsFaultToleranceBackend"),
-    ("redis-with-storage", "default", "RayCluster", _set(["spec", "gcsFaultToleranceOptions"], {"redisAddress": "r:6379", "storage": {"size": "1Gi"}}),
+    ("redis-with-storage", "shared", "RayCluster", _set(["spec", "gcsFaultToleranceOptions"], {"redisAddress": "r:6379", "storage": {"size": "1Gi"}}),
      "spec.gcsFaultToleranceOptions.storage", "applies only to the 'rocksdb' backend", "validateGcsFaultToleranceBackend"),
-    ("autoscaler-v2-env-without-autoscaling", "default", "RayCluster", _env(HEAD_CONTAINER, "RAY_enable_autoscaler_v2", "1"),
+    ("autoscaler-v2-env-without-autoscaling", "shared", "RayCluster", _env(HEAD_CONTAINER, "RAY_enable_autoscaler_v2", "1"),
      "spec.headGroupSpec.template.spec.containers[0].env", "RAY_enable_autoscaler_v2=1 needs enableInTreeAutoscaling: true", "ValidateRayClusterSpec"),
-    ("suspended-group-with-autoscaler", "default", "RayCluster", _all(AUTOSCALING, _set([*WORKER, "suspend"], True)),
+    ("suspended-group-with-autoscaler", "shared", "RayCluster", _all(AUTOSCALING, _set([*WORKER, "suspend"], True)),
      "spec.workerGroupSpecs[0].suspend", "worker group gpu-workers cannot be suspended with the autoscaler on", "ValidateRayClusterSpec"),
-    ("autoscaler-version-and-env", "default", "RayCluster",
+    ("autoscaler-version-and-env", "shared", "RayCluster",
      _all(AUTOSCALING, _set(["spec", "autoscalerOptions", "version"], "v1"), _env(HEAD_CONTAINER, "RAY_enable_autoscaler_v2", "0")),
      "spec.autoscalerOptions.version", "set autoscalerOptions.version or the head's RAY_enable_autoscaler_v2, not both", "ValidateRayClusterSpec"),
-    ("restart-policy-with-v2", "default", "RayCluster",
+    ("restart-policy-with-v2", "shared", "RayCluster",
      _all(AUTOSCALING, _set(["spec", "autoscalerOptions", "version"], "v2"), _set([*HEAD, "template", "spec", "restartPolicy"], "Always")),
      "spec.headGroupSpec.template.spec.restartPolicy", "restartPolicy must be Never or unset with autoscaler v2", "ValidateRayClusterSpec"),
-    ("negative-autoscaler-idle-timeout", "default", "RayCluster", _set(["spec", "autoscalerOptions", "idleTimeoutSeconds"], -1),
+    ("negative-autoscaler-idle-timeout", "shared", "RayCluster", _set(["spec", "autoscalerOptions", "idleTimeoutSeconds"], -1),
      "spec.autoscalerOptions.idleTimeoutSeconds", "must be non-negative", "ValidateRayClusterSpec"),
-    ("autoscaler-start-command", "default", "RayCluster", _set(["spec", "autoscalerOptions", "env"], [{"name": "KUBERAY_GEN_AUTOSCALER_START_CMD", "value": "x"}]),
+    ("autoscaler-start-command", "shared", "RayCluster", _set(["spec", "autoscalerOptions", "env"], [{"name": "KUBERAY_GEN_AUTOSCALER_START_CMD", "value": "x"}]),
      "spec.autoscalerOptions.env", "KUBERAY_GEN_AUTOSCALER_START_CMD is set by KubeRay and must not be set here", "ValidateRayClusterSpec"),
-    ("history-server-behind-its-gate", "default", "RayCluster", _set(["spec", "historyServerOptions"], {}),
+    ("history-server-behind-its-gate", "shared", "RayCluster", _set(["spec", "historyServerOptions"], {}),
      "spec.historyServerOptions", "needs the RayClusterHistoryServer feature gate, which is off", "ValidateRayClusterSpec"),
-    ("token-auth-on-old-ray", "default", "RayCluster", _all(_set(["spec", "authOptions"], {"mode": "token"}), _set(["spec", "rayVersion"], "2.51.0")),
+    ("token-auth-on-old-ray", "shared", "RayCluster", _all(_set(["spec", "authOptions"], {"mode": "token"}), _set(["spec", "rayVersion"], "2.51.0")),
      "spec.rayVersion", "authOptions.mode is 'token' but rayVersion is 2.51.0; Ray 2.52.0 or later is required", "ValidateRayClusterSpec"),
-    ("k8s-token-auth-without-token-mode", "default", "RayCluster", _set(["spec", "authOptions"], {"enableK8sTokenAuth": True}),
+    ("k8s-token-auth-without-token-mode", "shared", "RayCluster", _set(["spec", "authOptions"], {"enableK8sTokenAuth": True}),
      "spec.authOptions.enableK8sTokenAuth", "needs authOptions.mode: token", "ValidateRayClusterSpec"),
-    ("network-policy-behind-its-gate", "default", "RayCluster", _set(["spec", "networkPolicy"], {}),
+    ("network-policy-behind-its-gate", "shared", "RayCluster", _set(["spec", "networkPolicy"], {}),
      "spec.networkPolicy", "needs the RayClusterNetworkPolicy feature gate, which is off", "ValidateRayClusterSpec"),
-    ("tls-behind-its-gate", "default", "RayCluster", _set(["spec", "tlsOptions"], {}),
+    ("tls-behind-its-gate", "shared", "RayCluster", _set(["spec", "tlsOptions"], {}),
      "spec.tlsOptions", "needs the RayClusterMTLS feature gate, which is off", "ValidateRayClusterSpec"),
-    ("upgrade-strategy-of-a-service-cluster", "default", "RayCluster",
+    ("upgrade-strategy-of-a-service-cluster", "shared", "RayCluster",
      _all(_set(["metadata", "labels", "ray.io/originated-from-crd"], "RayService"), _set(["spec", "upgradeStrategy"], {"type": "Recreate"})),
      "spec.upgradeStrategy", "cannot be set on a RayCluster that a RayService creates", "ValidateRayClusterUpgradeOptions"),
-    ("cluster-name-not-dns-1035", "default", "RayCluster", _set(["metadata", "name"], "9-visgym"),
+    ("cluster-name-not-dns-1035", "shared", "RayCluster", _set(["metadata", "name"], "9-visgym"),
      "metadata.name", "'9-visgym' is not a DNS-1035 label (lowercase letters, digits, '-'; starts with a letter)", "ValidateRayClusterMetadata"),
     # RayJob (ValidateRayJobSpec and what it calls)
     ("suspend-without-shutdown", "self-contained", "RayJob", _all(_set(["spec", "suspend"], True), NO_SHUTDOWN),
      "spec.suspend", "a RayJob with shutdownAfterJobFinishes: false cannot be suspended", "ValidateRayJobSpec"),
-    ("ttl-without-shutdown", "default", "RayJob", _set(["spec", "ttlSecondsAfterFinished"], 60),
+    ("ttl-without-shutdown", "shared", "RayJob", _set(["spec", "ttlSecondsAfterFinished"], 60),
      "spec.ttlSecondsAfterFinished", "needs shutdownAfterJobFinishes: true", "validateDeletionConfiguration"),
-    ("no-cluster", "default", "RayJob", _set(["spec", "clusterSelector"], {}),
+    ("no-cluster", "shared", "RayJob", _set(["spec", "clusterSelector"], {}),
      "spec", "one of rayClusterSpec and clusterSelector must be set", "ValidateRayJobSpec"),
-    ("empty-cluster-name", "default", "RayJob", _set(["spec", "clusterSelector"], {"ray.io/cluster": ""}),
+    ("empty-cluster-name", "shared", "RayJob", _set(["spec", "clusterSelector"], {"ray.io/cluster": ""}),
      'spec.clusterSelector["ray.io/cluster"]', "the cluster name must not be empty", "ValidateRayJobSpec"),
-    ("backoff-with-cluster-selector", "default", "RayJob", _set(["spec", "backoffLimit"], 2),
+    ("backoff-with-cluster-selector", "shared", "RayJob", _set(["spec", "backoffLimit"], 2),
      "spec.backoffLimit", "2 > 0 is incompatible with clusterSelector (retries recreate the job's own cluster)", "ValidateRayJobSpec"),
     ("sidecar-with-submitter-template", "self-contained", "RayJob",
      _all(_set(["spec", "submissionMode"], "SidecarMode"), _set(["spec", "submitterConfig"], {})),
@@ -325,21 +327,22 @@ OPERATOR_CASES = [
      "spec.rayClusterSpec.workerGroupSpecs[0].minReplicas", "worker group gpu-workers: minReplicas 9 > maxReplicas 3", "ValidateRayClusterSpec"),
     ("upgrade-strategy-in-a-job-cluster", "self-contained", "RayJob", _set([*JOB_CLUSTER, "upgradeStrategy"], {"type": "Recreate"}),
      "spec.rayClusterSpec.upgradeStrategy", "cannot be set on a RayCluster that a RayJob creates", "ValidateRayClusterUpgradeOptions"),
-    ("runtime-env-not-a-mapping", "default", "RayJob", _set(["spec", "runtimeEnvYAML"], "- a\n- b\n"),
+    ("runtime-env-not-a-mapping", "shared", "RayJob", _set(["spec", "runtimeEnvYAML"], "- a\n- b\n"),
      "spec.runtimeEnvYAML", "must be a YAML mapping, got list", "ValidateRayJobSpec"),
     ("deletion-rules-with-shutdown", "self-contained", "RayJob",
-     _set(["spec", "deletionStrategy"], {"deletionRules": [_RULE]}),
+     _all(_set(["spec", "shutdownAfterJobFinishes"], True), _set(["spec", "deletionStrategy"], {"deletionRules": [_RULE]})),
      "spec.deletionStrategy.deletionRules", "cannot be combined with shutdownAfterJobFinishes: true", "validateDeletionConfiguration"),
-    ("legacy-delete-cluster-with-selector", "default", "RayJob",
+    ("legacy-delete-cluster-with-selector", "shared", "RayJob",
      _set(["spec", "deletionStrategy"], {"onSuccess": {"policy": "DeleteCluster"}, "onFailure": {"policy": "DeleteSelf"}}),
      "spec.deletionStrategy.onSuccess.policy", "DeleteCluster is not supported with clusterSelector", "validateLegacyDeletionPolicies"),
     ("legacy-delete-none-with-shutdown", "self-contained", "RayJob",
-     _set(["spec", "deletionStrategy"], {"onSuccess": {"policy": "DeleteNone"}, "onFailure": {"policy": "DeleteSelf"}}),
+     _all(_set(["spec", "shutdownAfterJobFinishes"], True),
+          _set(["spec", "deletionStrategy"], {"onSuccess": {"policy": "DeleteNone"}, "onFailure": {"policy": "DeleteSelf"}})),
      "spec.deletionStrategy", "DeleteNone contradicts shutdownAfterJobFinishes: true", "validateLegacyDeletionPolicies"),
-    ("rule-delete-workers-with-selector", "default", "RayJob",
+    ("rule-delete-workers-with-selector", "shared", "RayJob",
      _set(["spec", "deletionStrategy"], {"deletionRules": [{"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED"}}]}),
      "spec.deletionStrategy.deletionRules[0].policy", "DeleteWorkers is not supported with clusterSelector", "validateDeletionRules"),
-    ("duplicate-deletion-rule", "default", "RayJob",
+    ("duplicate-deletion-rule", "shared", "RayJob",
      _set(["spec", "deletionStrategy"], {"deletionRules": [_RULE, _RULE]}),
      "spec.deletionStrategy.deletionRules[1]", "duplicate rule for DeleteSelf and jobStatus SUCCEEDED", "validateDeletionRules"),
     ("deletion-ttls-out-of-order", "self-contained", "RayJob",
@@ -348,25 +351,25 @@ OPERATOR_CASES = [
          {"policy": "DeleteNone", "condition": {"jobStatus": "FAILED"}},
          {"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 60}}]})),
      "spec.deletionStrategy.deletionRules", "for jobStatus FAILED: DeleteSelf TTL (10) must be >= DeleteCluster TTL (60)", "validateTTLConsistency"),
-    ("job-name-not-dns-1035", "default", "RayJob", _set(["metadata", "name"], "a.b"),
+    ("job-name-not-dns-1035", "shared", "RayJob", _set(["metadata", "name"], "a.b"),
      "metadata.name", "'a.b' is not a DNS-1035 label (lowercase letters, digits, '-'; starts with a letter)", "ValidateRayJobMetadata"),
     # RayService (ValidateRayServiceSpec and what it calls)
-    ("k8s-token-auth-in-service", "default", "RayService",
+    ("k8s-token-auth-in-service", "shared", "RayService",
      _set([*SVC, "authOptions"], {"mode": "token", "enableK8sTokenAuth": True}),
      "spec.rayClusterConfig.authOptions.enableK8sTokenAuth", "Kubernetes token auth is not supported for RayService", "ValidateRayServiceSpec"),
-    ("head-service-name", "default", "RayService", _set([*SVC, "headGroupSpec", "headService"], {"metadata": {"name": "mine"}}),
+    ("head-service-name", "shared", "RayService", _set([*SVC, "headGroupSpec", "headService"], {"metadata": {"name": "mine"}}),
      "spec.rayClusterConfig.headGroupSpec.headService.metadata.name", "must not be set for a RayService", "ValidateRayServiceSpec"),
-    ("service-upgrade-type", "default", "RayService", _set(["spec", "upgradeStrategy", "type"], "Rolling"),
+    ("service-upgrade-type", "shared", "RayService", _set(["spec", "upgradeStrategy", "type"], "Rolling"),
      "spec.upgradeStrategy.type", "'Rolling' is not one of NewClusterWithIncrementalUpgrade, NewCluster, None", "ValidateRayServiceSpec"),
-    ("incremental-upgrade-without-options", "default", "RayService",
+    ("incremental-upgrade-without-options", "shared", "RayService",
      _all(_set(["spec", "upgradeStrategy", "type"], "NewClusterWithIncrementalUpgrade"), _set([*SVC, "enableInTreeAutoscaling"], True)),
      "spec.upgradeStrategy.clusterUpgradeOptions", "required for NewClusterWithIncrementalUpgrade", "ValidateClusterUpgradeOptions"),
-    ("incremental-upgrade-step-above-surge", "default", "RayService",
+    ("incremental-upgrade-step-above-surge", "shared", "RayService",
      _all(_set(["spec", "upgradeStrategy"], {"type": "NewClusterWithIncrementalUpgrade", "clusterUpgradeOptions": {
          "maxSurgePercent": 20, "stepSizePercent": 50, "intervalSeconds": 30, "gatewayClassName": "istio"}}),
          _set([*SVC, "enableInTreeAutoscaling"], True)),
      "spec.upgradeStrategy.clusterUpgradeOptions.stepSizePercent", "50 must not exceed maxSurgePercent 20", "ValidateClusterUpgradeOptions"),
-    ("initializing-timeout", "default", "RayService", _set(["metadata", "annotations"], {"ray.io/initializing-timeout": "-5m"}),
+    ("initializing-timeout", "shared", "RayService", _set(["metadata", "annotations"], {"ray.io/initializing-timeout": "-5m"}),
      'metadata.annotations["ray.io/initializing-timeout"]', "'-5m' must be a positive duration", "validateInitializingTimeout"),
 ]  # fmt: skip
 
@@ -402,7 +405,7 @@ GATED_CASES = [
 
 @pytest.mark.parametrize(("gate", "mutate", "path", "message", "source"), GATED_CASES)
 def test_rules_behind_a_feature_gate_apply_when_it_is_on(charts, gate, mutate, path, message, source):
-    _, doc = chart_object(charts, "default", "RayCluster")
+    _, doc = chart_object(charts, "shared", "RayCluster")
     mutate(doc)
     gates = {**kuberay_operator.FEATURE_GATES, gate: True}
     assert kuberay_operator.operator_problems(doc, gates=gates) == [f"{path}: {message} (KubeRay v1.7.0 {source})"]
@@ -417,7 +420,7 @@ def test_every_cited_go_function_has_a_mutation_case():
 
 @pytest.mark.parametrize("kind", ["RayCluster", "RayJob", "RayService"])
 def test_kuberay_name_limits_cite_the_operator(charts, kind):
-    config, doc = chart_object(charts, "default", kind)
+    config, doc = chart_object(charts, "shared", kind)
     limit = kuberay_operator.MAX_NAME_LENGTH[kind]
     doc["metadata"]["name"] = "a" * (limit + 1)
     assert problems_of(doc, config) == [
@@ -427,7 +430,7 @@ def test_kuberay_name_limits_cite_the_operator(charts, kind):
 
 
 def test_objects_another_controller_manages_are_not_checked_by_the_operator_rules(charts):
-    config, doc = chart_object(charts, "default", "RayJob")
+    config, doc = chart_object(charts, "shared", "RayJob")
     doc["spec"]["backoffLimit"] = 2
     assert len(problems_of(doc, config)) == 1
     doc["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"  # allowed by the CRD's CEL rule
@@ -435,7 +438,7 @@ def test_objects_another_controller_manages_are_not_checked_by_the_operator_rule
 
 
 def test_operator_rules_wait_for_the_api_server_layers(charts):
-    config, doc = chart_object(charts, "default", "RayJob")
+    config, doc = chart_object(charts, "shared", "RayJob")
     doc["spec"]["backoffLimit"] = 2
     doc["spec"]["managedBy"] = "example.com/mine"  # refused by a CEL rule: the operator never sees the object
     [problem] = problems_of(doc, config)
@@ -444,7 +447,7 @@ def test_operator_rules_wait_for_the_api_server_layers(charts):
 
 def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_not_evaluate(charts, tmp_path, capsys):
 
-    docs = copy.deepcopy(charts["default"][1])
+    docs = copy.deepcopy(charts["shared"][1])
     job = next(doc for doc in docs if doc["kind"] == "RayJob")
     service = next(doc for doc in docs if doc["kind"] == "RayService")
     job["spec"]["backoffLimit"] = 1
@@ -466,7 +469,7 @@ def test_the_validate_command_prints_each_layers_problems_and_the_rules_it_did_n
 
 def test_incremental_upgrade_is_refused_like_the_operator_would(charts):
     # The configuration offers only NewCluster and None; a hand-edited manifest is still caught.
-    config, service = chart_object(charts, "default", "RayService")
+    config, service = chart_object(charts, "shared", "RayService")
     service["spec"]["upgradeStrategy"]["type"] = "NewClusterWithIncrementalUpgrade"
     assert problems_of(service, config) == [
         f"{label(service)}: spec.rayClusterConfig.enableInTreeAutoscaling: NewClusterWithIncrementalUpgrade needs the "
@@ -476,7 +479,7 @@ def test_incremental_upgrade_is_refused_like_the_operator_would(charts):
 
 def test_a_service_name_kuberay_refuses(charts):
     # The configuration refuses it too (KUBERAY_NAME_PATTERN); a hand-edited manifest is still caught.
-    config, service = chart_object(charts, "default", "RayService")
+    config, service = chart_object(charts, "shared", "RayService")
     service["metadata"]["name"] = "2-serve"
     assert problems_of(service, config) == [
         "RayService/2-serve: metadata.name: '2-serve' is not a DNS-1035 label (lowercase letters, digits, '-'; "

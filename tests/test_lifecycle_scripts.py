@@ -471,3 +471,95 @@ def test_readme_states_the_scripts_actual_waits():
         [default] = re.findall(rf"\${{{variable}:-([0-9]+)}}", script)
         assert claim.format(default) in section
     assert STAMP in section and WAIT_UNIT in section
+
+
+# --- Other file systems under the state: pod volumes are never copied or deleted ----------------------------
+# Real mounts, in a private mount namespace (`unshare`): a tmpfs stands in for FSx for Lustre (another file
+# system, as a CSI volume is), a bind mount for a volume of the same file system (which -xdev cannot see).
+
+POD_VOLUME = "/var/lib/kubelet/pods/0a1b2c3d/volumes/kubernetes.io~csi/fsx-shared/mount"
+IN_NAMESPACE = r"""
+volume="$1" kind="$2" report="$3" script="$4"
+if [[ "$kind" == tmpfs ]]; then mount -t tmpfs lustre-stand-in "$volume"; else mount --bind "$BIND_SOURCE" "$volume"; fi
+echo checkpoint >"$volume/model.pt"
+bash "$script"
+rc=$?
+ls -A "$volume" >"$report"
+exit $rc
+"""
+
+
+def _unshare_works() -> bool:
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+needs_mount_namespace = pytest.mark.skipif(
+    shutil.which("unshare") is None or shutil.which("findmnt") is None or not _unshare_works(),
+    reason="needs util-linux unshare/findmnt and user+mount namespaces to make real mounts without privileges",
+)
+
+
+def run_with_pod_volume(node: Node, kind: str, scripts_dir: Path = LIFECYCLE_SCRIPTS_DIR):
+    """Run on_create.sh with a file system mounted at POD_VOLUME; return (result, what the volume holds after)."""
+    (node.root / POD_VOLUME.lstrip("/")).mkdir(parents=True)
+    bind_source = node.state / "bind-source"
+    bind_source.mkdir()
+    report = node.state / "volume-after"
+    result = subprocess.run(
+        ["unshare", "-rm", "bash", "-c", IN_NAMESPACE, "_", str(node.root / POD_VOLUME.lstrip("/")), kind,
+         str(report), str(scripts_dir / ON_CREATE_SCRIPT)],
+        env={**node.env, "BIND_SOURCE": str(bind_source)}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return result, report.read_text().split()
+
+
+def scripts_without(tmp_path: Path, *removed: tuple[str, str]) -> Path:
+    """A copy of the lifecycle scripts with each (text, replacement) substituted once: a mutant."""
+    copy = tmp_path / "mutant-scripts"
+    shutil.copytree(LIFECYCLE_SCRIPTS_DIR, copy)
+    script = copy / "prepare_node_storage.sh"
+    text = script.read_text()
+    for old, new in removed:
+        assert old in text, old
+        text = text.replace(old, new)
+    script.write_text(text)
+    return copy
+
+
+@needs_mount_namespace
+@pytest.mark.parametrize("kind", ["tmpfs", "bind"])
+def test_a_mount_under_the_state_stops_the_script_before_it_touches_anything(node, kind):
+    result, volume = run_with_pod_volume(node, kind)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "refusing to copy or delete state: file systems are mounted under it" in node.log
+    assert f"{node.root}{POD_VOLUME}" in node.log
+    assert volume == ["model.pt"]
+    # Nothing stopped, copied, deleted or installed (boot units requiring mounts that were never made).
+    assert node.systemctl_calls == []
+    assert not (node.root / UNIT_DIR).exists()
+    assert not node.exists("/opt/sagemaker/kubelet") and not node.exists(STAMP)
+    assert node.read("/var/lib/kubelet/kubeconfig") == "apiVersion: v1"
+
+
+@needs_mount_namespace
+def test_copy_and_delete_stay_on_one_file_system_even_without_the_check(node, tmp_path):
+    # The commands themselves do not cross into another file system (cp --one-file-system, find -xdev).
+    unguarded = scripts_without(tmp_path, ('refuse_mounts_below "${guarded[@]}"', ":"))
+    _, volume = run_with_pod_volume(node, "tmpfs", unguarded)
+    assert volume == ["model.pt"]
+    assert not node.exists(f"/opt/sagemaker/kubelet{POD_VOLUME.removeprefix('/var/lib/kubelet')}/model.pt")
+    assert node.read("/opt/sagemaker/kubelet/kubeconfig") == "apiVersion: v1"  # the rest was copied
+
+
+@needs_mount_namespace
+def test_without_the_check_and_the_flags_the_volume_is_emptied(node, tmp_path):
+    # The mutant the two tests above guard against: the commands as they were, with nothing checking mounts.
+    mutant = scripts_without(
+        tmp_path,
+        ('refuse_mounts_below "${guarded[@]}"', ":"),
+        ("cp -a --one-file-system", "cp -a"),
+        ('find "${ROOT}${state_dir}" -xdev -mindepth 1 -delete', 'find "${ROOT}${state_dir}" -mindepth 1 -delete'),
+    )
+    _, volume = run_with_pod_volume(node, "tmpfs", mutant)
+    assert volume == []  # the stand-in for FSx lost its checkpoint

@@ -7,7 +7,14 @@ import json
 import pytest
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, StackOutputs, load_stack_outputs
+from skyrl_hyperpod.ops.outputs import describe
+from skyrl_hyperpod.outputs import (
+    FIELD_BY_OUTPUT_KEY,
+    OperatorOutputKey,
+    OutputKey,
+    StackOutputs,
+    load_stack_outputs,
+)
 
 
 def deployed_file(tmp_path, config, drop: str | None = None):
@@ -30,6 +37,28 @@ def test_reads_values_from_this_projects_stacks_only(tmp_path, default_config):
     assert outputs.region == f"value-of-{OutputKey.REGION.value}"
     assert outputs.fsx_file_system_id == f"value-of-{OutputKey.FSX_FILE_SYSTEM_ID.value}"
     assert not outputs.is_placeholder
+
+
+def test_observability_outputs_are_read_when_that_stack_emits_them(tmp_path, default_config):
+    file = deployed_file(tmp_path, default_config)
+    without = load_stack_outputs(file, default_config)
+    assert (without.prometheus_workspace_id, without.grafana_workspace_url) == (None, None)
+    assert not any(line.startswith(("prometheus_", "grafana_")) for line in describe(without))
+
+    content = json.loads(file.read_text())
+    content[default_config.names.stack("observability")] = {
+        OperatorOutputKey.PROMETHEUS_WORKSPACE_ID.value: "ws-1",
+        OperatorOutputKey.PROMETHEUS_QUERY_ENDPOINT.value: "https://aps/workspaces/ws-1/api/v1/query",
+        OperatorOutputKey.GRAFANA_WORKSPACE_URL.value: "https://g-1.grafana",
+    }
+    # Another app's Grafana is not this project's.
+    content["someone-elses-stack"][OperatorOutputKey.GRAFANA_WORKSPACE_URL.value] = "https://g-other.grafana"
+    file.write_text(json.dumps(content))
+    outputs = load_stack_outputs(file, default_config)
+    assert outputs.prometheus_workspace_id == "ws-1"
+    assert outputs.prometheus_query_endpoint == "https://aps/workspaces/ws-1/api/v1/query"
+    assert outputs.grafana_workspace_url == "https://g-1.grafana"
+    assert "grafana_workspace_url: https://g-1.grafana" in describe(outputs)
 
 
 def test_a_missing_output_is_named(tmp_path, default_config):

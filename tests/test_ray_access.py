@@ -1,12 +1,16 @@
 """Ray closed by default: token authentication on every generated Ray cluster, and NetworkPolicies
-that admit Ray's ports only from the pods that need them, checked over every manifest of every chart.
+that admit Ray's ports only from the pods that need them and keep every pod of the namespace away from
+the instance metadata service, checked over every manifest of every chart.
 
-The policies are evaluated the way Kubernetes does: a pod selected by at least one policy accepts
-the union of those policies' rules and nothing else.
+The policies are evaluated the way Kubernetes does: a pod selected by at least one policy of a direction
+accepts (ingress) or opens (egress) the union of those policies' rules and nothing else. The evaluator
+here stands in for the VPC CNI's network policy agent, which enforces them on the nodes and cannot run
+without a cluster.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import cdk8s
@@ -63,6 +67,15 @@ def peer_key(peer: dict) -> str:
 
 
 SUBMITTER = pod_peer({"ray.io/originated-from-crd": "RayJob", "app.kubernetes.io/created-by": "kuberay-operator"})
+# The operator's pods as the kuberay-operator chart v1.7.0 labels them (templates/deployment.yaml: the chart's
+# name and the release, `kuberay-operator` as stacks/eks_stack.py installs it), in their namespace only.
+KUBERAY_OPERATOR_PODS = peer_key(
+    {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": KUBERAY_NAMESPACE}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kuberay-operator",
+                                        "app.kubernetes.io/instance": "kuberay-operator"}},
+    }
+)  # fmt: skip
 
 
 def ray_clusters(charts: dict[str, list[dict]]) -> list[tuple[str, str, dict]]:
@@ -96,11 +109,13 @@ def selects(selector: dict, labels: dict[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
 
 
-def policies_for(charts, namespace: str, labels: dict[str, str]) -> list[dict]:
+def policies_for(charts, namespace: str, labels: dict[str, str], direction: str = "Ingress") -> list[dict]:
     return [
         policy
         for policy in objects(charts, "NetworkPolicy")
-        if policy["metadata"]["namespace"] == namespace and selects(policy["spec"]["podSelector"], labels)
+        if policy["metadata"]["namespace"] == namespace
+        and direction in policy["spec"]["policyTypes"]
+        and selects(policy["spec"]["podSelector"], labels)
     ]
 
 
@@ -144,8 +159,8 @@ def test_every_namespace_with_ray_pods_denies_ingress_by_default(variant):
     namespaces = {namespace for _, namespace, _ in ray_pods(charts)}
     assert namespaces
     for namespace in namespaces:
-        deny = [p for p in objects(charts, "NetworkPolicy")
-                if p["metadata"]["namespace"] == namespace and p["spec"]["podSelector"] == {}]  # fmt: skip
+        deny = [p for p in objects(charts, "NetworkPolicy") if p["metadata"]["namespace"] == namespace
+                and p["spec"]["podSelector"] == {} and "Ingress" in p["spec"]["policyTypes"]]  # fmt: skip
         assert len(deny) == 1 and "ingress" not in deny[0]["spec"]
         # In the first chart: in place before any Ray pod is created.
         assert deny[0] in charts["01-platform"]
@@ -166,7 +181,7 @@ def test_ray_ports_admit_only_the_pods_that_need_them(variant):
     endpoint = (
         {namespace_peer(config.ray_endpoint_operator.namespace)} if config.ray_endpoint_operator.enabled else set()
     )
-    kuberay = namespace_peer(KUBERAY_NAMESPACE)
+    kuberay = KUBERAY_OPERATOR_PODS
     external = set()
     if training.cluster.head_service_type != "ClusterIP":
         ranges = training.cluster.head_service_source_ranges or [config.network.vpc_cidr]
@@ -214,7 +229,12 @@ def test_cluster_ip_head_has_no_service_override(default_config):
 @pytest.mark.parametrize(("ranges", "expected"), [([], ["10.192.0.0/16"]), (["10.8.0.0/24", "192.168.4.0/22"], None)])
 def test_load_balancer_head_is_internal_with_source_ranges(ranges, expected):
     config = validate_config(
-        {"training": {"cluster": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges}}}
+        {
+            "training": {
+                "cluster": {"head_service_type": "LoadBalancer", "head_service_source_ranges": ranges},
+                "jobs": {"self_contained_jobs": False},  # the long-lived RayCluster
+            }
+        }
     )
     charts = synth(config)
     (cluster,) = objects(charts, "RayCluster")
@@ -249,3 +269,197 @@ def test_rayjob_submitter_is_left_to_kuberay_which_gives_it_the_token(variant):
     for job in jobs:
         assert job["spec"]["submissionMode"] == "K8sJobMode"
         assert "submitterPodTemplate" not in job["spec"] and "submitterConfig" not in job["spec"]
+
+
+# --- egress: no pod of the namespace reaches the instance metadata service ----------------------------
+
+
+def selector_matches(selector: dict, labels: dict[str, str]) -> bool:
+    """A label selector; `{}` selects everything."""
+    assert set(selector) <= {"matchLabels"}, f"evaluate {selector} in this test before relying on it"
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def peer_matches(peer: dict, policy_namespace: str, endpoint: dict) -> bool:
+    """Whether a NetworkPolicy peer covers an endpoint: {"ip": ...} and, for a pod, "namespace" and "labels".
+    ipBlock is applied to pod IPs too, as the VPC CNI's agent does (the API leaves that to the plugin)."""
+    if "ipBlock" in peer:
+        block = peer["ipBlock"]
+        address = ipaddress.ip_address(endpoint["ip"])
+        return address in ipaddress.ip_network(block["cidr"]) and not any(
+            address in ipaddress.ip_network(cidr) for cidr in block.get("except", [])
+        )
+    if "namespace" not in endpoint:  # selectors only ever match pods
+        return False
+    namespace_labels = {"kubernetes.io/metadata.name": endpoint["namespace"]}
+    if "namespaceSelector" in peer:
+        in_namespace = selector_matches(peer["namespaceSelector"], namespace_labels)
+    else:
+        in_namespace = endpoint["namespace"] == policy_namespace
+    return in_namespace and selector_matches(peer.get("podSelector", {}), endpoint["labels"])
+
+
+def port_matches(rule_ports: list[dict] | None, protocol: str, port: int) -> bool:
+    if rule_ports is None:
+        return True
+    return any(
+        p.get("protocol", "TCP") == protocol
+        and (p.get("port") is None or p["port"] <= port <= p.get("endPort", p["port"]))
+        for p in rule_ports
+    )
+
+
+def may_connect(charts, namespace: str, labels: dict[str, str], endpoint: dict, protocol: str, port: int) -> bool:
+    """Whether a pod with these labels may open a connection to the endpoint (Kubernetes' egress semantics)."""
+    policies = policies_for(charts, namespace, labels, "Egress")
+    if not policies:
+        return True  # not egress-isolated
+    return any(
+        port_matches(rule.get("ports"), protocol, port)
+        and (not rule.get("to") or any(peer_matches(peer, namespace, endpoint) for peer in rule["to"]))
+        for policy in policies
+        for rule in policy["spec"].get("egress", [])
+    )
+
+
+def namespace_pods(charts, config) -> list[tuple[str, dict[str, str]]]:
+    """(description, labels) of every kind of pod the manifests put in the namespace, plus any other pod."""
+    pods = [(description, labels) for description, _, labels in ray_pods(charts)]
+    pods.append(("RayJob submitter", json.loads(SUBMITTER)["podSelector"]["matchLabels"]))
+    for job in objects(charts, "Job"):
+        pods.append((f"Job/{job['metadata']['name']}", job["spec"]["template"].get("metadata", {}).get("labels", {})))
+    pods.append(("a pod with no labels", {}))
+    return pods
+
+
+INSTANCE_METADATA = {"ip": "169.254.169.254"}
+
+
+def needed_destinations(config) -> list[tuple[str, dict, str, int]]:
+    """What a training or serving run connects to, with an address of the kind it has on EKS."""
+    vpc = ipaddress.ip_network(config.network.vpc_cidr)
+    in_vpc = str(vpc.network_address + 1234)
+    return [
+        ("kube-dns Service (ClusterIP)", {"ip": "172.20.0.10"}, "UDP", 53),
+        ("kube-dns Service (ClusterIP, TCP)", {"ip": "10.100.0.10"}, "TCP", 53),
+        ("a CoreDNS pod", {"ip": in_vpc, "namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}}, "UDP", 53),
+        ("the API server's Service", {"ip": "172.20.0.1"}, "TCP", 443),
+        ("the EKS API endpoint's ENI in the VPC", {"ip": in_vpc}, "TCP", 443),
+        ("S3 (a public address)", {"ip": "203.0.113.10"}, "TCP", 443),
+        ("the model hub (a public address)", {"ip": "198.51.100.20"}, "TCP", 443),
+        ("FSx for Lustre (LNET)", {"ip": in_vpc}, "TCP", 988),
+        ("FSx for Lustre (1018-1023)", {"ip": in_vpc}, "TCP", 1021),
+        ("the EKS Pod Identity agent", {"ip": "169.254.170.23"}, "TCP", 80),
+        ("another Ray pod (NCCL bootstrap, GCS)", {"ip": in_vpc, "namespace": config.workloads.namespace,
+                                                   "labels": {"app.kubernetes.io/component": "ray-training"}},
+         "TCP", 6379),
+    ]  # fmt: skip
+
+
+def test_no_pod_of_the_namespace_reaches_instance_metadata(variant):
+    config, charts = variant
+    namespace = config.workloads.namespace
+    pods = namespace_pods(charts, config)
+    assert len(pods) >= 7
+    for description, labels in pods:
+        for port in (80, 443):
+            assert not may_connect(charts, namespace, labels, INSTANCE_METADATA, "TCP", port), description
+
+
+def test_every_pod_still_reaches_what_the_run_needs(variant):
+    config, charts = variant
+    namespace = config.workloads.namespace
+    for description, labels in namespace_pods(charts, config):
+        for what, endpoint, protocol, port in needed_destinations(config):
+            assert may_connect(charts, namespace, labels, endpoint, protocol, port), f"{description} -> {what}"
+
+
+def test_the_egress_policy_is_in_place_before_any_pod(default_config):
+    charts = synth(default_config)
+    egress = [p for p in objects(charts, "NetworkPolicy") if "Egress" in p["spec"]["policyTypes"]]
+    assert egress and all(policy in charts["01-platform"] for policy in egress)
+    assert all(p["spec"]["podSelector"] == {} for p in egress)  # every pod, whoever creates it
+
+
+@pytest.mark.parametrize(
+    ("mutation", "broken"),
+    [
+        (lambda rule: rule["to"][0]["ipBlock"].pop("except"), "instance metadata reachable"),
+        (lambda rule: rule.update(ports=[{"protocol": "TCP", "port": 443}]), "DNS and FSx unreachable"),
+        (lambda rule: rule["to"][0]["ipBlock"].update(cidr="10.0.0.0/8"), "S3 and the hub unreachable"),
+    ],
+    ids=["no-except", "https-only", "vpc-only"],
+)
+def test_the_egress_checks_catch_a_broken_policy(default_config, mutation, broken):
+    charts = synth(default_config)
+    namespace = default_config.workloads.namespace
+    [policy] = [p for p in objects(charts, "NetworkPolicy") if "Egress" in p["spec"]["policyTypes"]]
+    mutation(policy["spec"]["egress"][0])
+    metadata = may_connect(charts, namespace, {}, INSTANCE_METADATA, "TCP", 80)
+    needed = all(may_connect(charts, namespace, {}, endpoint, protocol, port)
+                 for _, endpoint, protocol, port in needed_destinations(default_config))  # fmt: skip
+    assert metadata or not needed, broken
+
+
+def ingress_sources(charts, namespace: str, labels: dict[str, str], port: int, source: dict) -> bool:
+    """Whether a pod `source` ({"namespace", "labels", "ip"}) may open a TCP connection to `port` of the pod."""
+    return any(
+        port_matches(rule.get("ports"), "TCP", port)
+        and (not rule.get("from") or any(peer_matches(peer, namespace, source) for peer in rule["from"]))
+        for policy in policies_for(charts, namespace, labels)
+        for rule in policy["spec"].get("ingress", [])
+    )
+
+
+def test_only_the_kuberay_operator_pods_of_its_namespace_reach_the_job_api(variant):
+    config, charts = variant
+    operator = {"app.kubernetes.io/name": "kuberay-operator", "app.kubernetes.io/instance": "kuberay-operator",
+                "app.kubernetes.io/component": "kuberay-operator"}  # fmt: skip
+    # Outside every source range a NodePort/LoadBalancer head admits (those admit whoever holds the address).
+    pod_ip = "100.64.7.7"
+    heads = [(d, ns, labels) for d, ns, labels in ray_pods(charts) if labels["ray.io/node-type"] == "head"]
+    assert len(heads) >= 2
+    for description, namespace, labels in heads:
+        sources = {
+            "the operator": (KUBERAY_NAMESPACE, operator),
+            "another pod of kuberay-system": (KUBERAY_NAMESPACE, {"app": "something-else"}),
+            "a pod with only the operator's name label": (
+                KUBERAY_NAMESPACE,
+                {"app.kubernetes.io/name": "kuberay-operator"},
+            ),
+            "the operator's labels in another namespace": ("default", operator),
+        }
+        admitted_sources = {
+            name
+            for name, (source_namespace, source_labels) in sources.items()
+            if ingress_sources(
+                charts,
+                namespace,
+                labels,
+                DASHBOARD,
+                {"namespace": source_namespace, "labels": source_labels, "ip": pod_ip},
+            )
+        }
+        assert admitted_sources == {"the operator"}, description
+
+
+@pytest.mark.parametrize(
+    ("operator", "annotations"),
+    [
+        ({}, {}),
+        (ENDPOINT["ray_endpoint_operator"], {"access.sagemaker.amazonaws.com/enabled": "true"}),
+        ({**ENDPOINT["ray_endpoint_operator"], "enable_endpoints_by_default": True}, {}),
+    ],
+    ids=["operator-off", "opt-in", "endpoints-by-default"],
+)
+def test_the_training_cluster_opts_in_to_an_endpoint_only_when_the_operator_needs_it(operator, annotations):
+    # AWS: with enableEndpointsByDefault false the operator serves only resources annotated
+    # access.sagemaker.amazonaws.com/enabled: "true" (sagemaker-hyperpod-ray-endpoint-operator.html).
+    # The long-lived RayCluster (interactive work) is the one an endpoint reaches.
+    shared = {"training": {"jobs": {"self_contained_jobs": False}}}
+    charts = synth(validate_config({"ray_endpoint_operator": operator, **shared}))
+    [cluster] = objects(charts, "RayCluster")
+    assert cluster["metadata"].get("annotations", {}) == annotations
+    # The serving cluster gets no endpoint of its own unless every resource does.
+    [service] = objects(charts, "RayService")
+    assert "annotations" not in service["metadata"]

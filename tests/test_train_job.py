@@ -399,3 +399,28 @@ def test_exit_code_of_skyrl_is_the_exit_code_of_the_job(shared, skyrl, tmp_path)
     [entry] = calls(skyrl, "entrypoint")
     assert entry["cwd"] == str(skyrl)
     assert entry["argv"][:3] == ["--env_variant", "sft", "trainer.epochs=3"]
+
+
+def test_another_runs_checkpoints_stop_the_job_before_skyrl_starts(shared, skyrl, capsys):
+    ckpt = shared / "runs" / "maze-grpo" / "ckpt"
+    (ckpt / "global_step_40").mkdir(parents=True)
+    (ckpt / train_job.RUN_MARKER).write_text(json.dumps({"run_name": "other-run"}))
+    execute = FakeExec()
+    overrides = (f"trainer.ckpt_path={ckpt}", "trainer.run_name=maze-grpo")
+    assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 1
+    assert execute.calls == []
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert line.startswith(f"train_job: error: checkpoint directory {ckpt} belongs to run 'other-run'")
+
+
+def test_the_runs_own_directory_is_claimed_then_resumed(shared, skyrl, capsys):
+    ckpt = shared / "runs" / "maze-grpo" / "ckpt"
+    overrides = (f"trainer.ckpt_path={ckpt}", "trainer.run_name=maze-grpo")
+    execute = FakeExec()
+    assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 0
+    assert json.loads((ckpt / train_job.RUN_MARKER).read_text())["run_name"] == "maze-grpo"
+    (ckpt / "global_step_8").mkdir()
+    (ckpt / "latest_ckpt_global_step.txt").write_text("8")
+    assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 0
+    assert len(execute.calls) == 2
+    assert "resumes after its newest complete checkpoint, global_step_8" in capsys.readouterr().err

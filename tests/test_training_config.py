@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skyrl_hyperpod.config import ConfigError, validate_config
-from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank, training_head_size
+from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank, publications, training_head_size
 from skyrl_hyperpod.config.training import DERIVED_KEYS, OVERRIDABLE_KEYS
 from skyrl_hyperpod.config.training_runs import resolve_runs
 
@@ -38,7 +38,10 @@ def test_defaults_are_the_reference_knobs(default_config):
     assert knobs.colocate_all and knobs.tensor_parallel_size == 1
     assert knobs.gpu_memory_utilization == 0.45
     assert (knobs.n_samples_per_prompt, knobs.max_turns) == (8, 15)
-    assert (knobs.ckpt_interval, knobs.hf_save_interval, knobs.eval_interval) == (20, 20, 10)
+    # The intervals are derived from the failure budget (test_checkpoint_budget.py); the resolved run has 20.
+    assert (knobs.ckpt_interval, knobs.hf_save_interval, knobs.eval_interval) == (None, None, 10)
+    (run,) = default_config.derived.runs
+    assert (run.knobs.ckpt_interval, run.knobs.hf_save_interval) == (20, 20)
     assert knobs.resume_mode == "latest"
     assert (knobs.max_prompt_length, knobs.max_input_length, knobs.max_generate_length) == (2048, 8192, 1024)
     assert (knobs.temperature, knobs.max_model_len) == (0.7, 60000)
@@ -56,9 +59,11 @@ def test_reference_run_places_one_engine_per_gpu(default_config):
     assert run.export_path == "/shared/runs/maze-grpo"
     assert run.ckpt_path.startswith(run.export_path + "/") and run.ckpt_path != run.export_path
     assert run.lora_sync_path.startswith("/shared/")
-    # The published step exists: exported every hf_save_interval up to the last step.
-    assert run.total_steps >= default_config.serving.publish.step
-    assert default_config.serving.publish.step % run.knobs.hf_save_interval == 0
+    # The published step exists: the run's last step, which is also a multiple of hf_save_interval.
+    [pub] = publications(default_config.serving, default_config.derived)
+    assert pub.step == run.total_steps == 160
+    assert pub.step % run.knobs.hf_save_interval == 0
+    assert pub.adapter_name == "maze-grpo"
 
 
 def test_default_schedule_is_the_reference_runs(default_config):
@@ -254,25 +259,32 @@ def test_heads_that_cannot_share_the_head_node_are_rejected(data, fields):
     assert fields in message and "ml.r5d.16xlarge" in message
 
 
+SHARED = {"self_contained_jobs": False}
+
+
 def test_retries_are_set_only_for_jobs_that_own_their_cluster(default_config):
+    # By default every job owns its cluster and is retried twice (a node replacement, then one more failure).
+    assert default_config.training.jobs.self_contained_jobs is True
     assert default_config.training.jobs.job_backoff_limit is None
-    assert default_config.training.jobs.effective_job_backoff_limit is None
-    own = validate_config({"training": {"jobs": {"self_contained_jobs": True}}}).training.jobs
-    assert own.effective_job_backoff_limit == 1
-    no_retry = validate_config(
-        {"training": {"jobs": {"self_contained_jobs": True, "job_backoff_limit": 0}}}
-    ).training.jobs
+    assert default_config.training.jobs.effective_job_backoff_limit == 2
+    no_retry = validate_config({"training": {"jobs": {"job_backoff_limit": 0}}}).training.jobs
     assert no_retry.effective_job_backoff_limit == 0
-    assert (
-        validate_config({"training": {"jobs": {"job_backoff_limit": 0}}}).training.jobs.effective_job_backoff_limit
-        is None
-    )
+    shared = validate_config({"training": {"jobs": SHARED | {"job_backoff_limit": 0}}}).training.jobs
+    assert shared.effective_job_backoff_limit is None
 
 
 def test_retries_on_the_shared_cluster_are_rejected():
     # KubeRay rejects backoffLimit > 0 with clusterSelector (a retry recreates the job's cluster).
-    message = only_problem({"training": {"jobs": {"job_backoff_limit": 2}}})
+    message = only_problem({"training": {"jobs": SHARED | {"job_backoff_limit": 2}}})
     assert "training.jobs: job_backoff_limit = 2" in message and "self_contained_jobs" in message
+
+
+def test_a_failed_head_kept_shorter_than_its_workers_is_refused():
+    # KubeRay v1.7.0 validateTTLConsistency: DeleteCluster's TTL must be at least DeleteWorkers'.
+    message = only_problem(
+        {"training": {"jobs": {"job_ttl_seconds_after_finished": 7200, "failed_head_ttl_seconds": 600}}}
+    )
+    assert message.startswith("config error: training.jobs: failed_head_ttl_seconds = 600: shorter than")
 
 
 def test_lora_rank_above_max_lora_rank_is_rejected():

@@ -61,8 +61,12 @@ def test_skyrl_is_installed_at_the_configured_release(default_config, capsys):
 def test_the_manifests_ray_version_is_the_images(default_config):
     from test_charts import one, synth
 
+    from skyrl_hyperpod.drill.manifests import Manifests
+
     charts = synth(default_config)
-    assert one(charts, "RayCluster")["spec"]["rayVersion"] == default_config.training_image.ray_version
+    manifests = Manifests(tuple(doc for docs in charts.values() for doc in docs))
+    for rayjob in manifests.rayjobs():  # its own cluster, or the shared one it selects
+        assert manifests.cluster_of(rayjob)["rayVersion"] == default_config.training_image.ray_version
     assert (
         one(charts, "RayService")["spec"]["rayClusterConfig"]["rayVersion"] == default_config.serving_image.ray_version
     )

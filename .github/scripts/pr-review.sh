@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The PR review gate, run by .github/workflows/pr-review.yml once both trees are synthesized; runs the same
-# on a laptop:
+# The PR review gate, run by .github/workflows/pr-review.yml from the default branch's checkout (never the pull
+# request's) on the default branch's synthesis and the pull request's (an artifact of
+# .github/workflows/pr-synthesis.yml); runs the same on a laptop:
 #
 #   .github/scripts/pr-review.sh BASE_DIR HEAD_DIR COMMENT_FILE
 #
 # BASE_DIR and HEAD_DIR each hold cdk.out/, dist/ and cost.json (`skyrl-hp cost --json` of that tree).
 # COMMENT_FILE receives the pull-request comment: a marker line (the workflow finds its own comment by it),
 # the review's Markdown and the gate's verdict.
-# Environment: PYTHON (default python3) runs the CLI of the checkout under review;
+# Environment: PYTHON (default python3) runs the reviewer's CLI (in CI: the base branch's);
 # ALLOW_STATEFUL_REPLACEMENT=true when a maintainer set the label ALLOW_LABEL (default allow-stateful-replacement).
 # Exit: 0 pass (or allowed by the label), 1 stateful replacement not allowed, 2 the review could not run.
 set -euo pipefail

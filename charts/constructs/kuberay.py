@@ -141,6 +141,9 @@ class RayJobProps:
     # Exactly one of: an existing cluster's name, or the spec of a cluster the job creates.
     cluster_name: str | None = None
     cluster_spec: RayClusterSpecProps | None = None
+    # A job that owns its cluster: KubeRay deletionRules (a list of {condition, policy}); without them,
+    # shutdownAfterJobFinishes deletes it ttl_seconds_after_finished after the job ends, whatever the outcome.
+    deletion_rules: tuple[dict, ...] = ()
     ttl_seconds_after_finished: int = 0
     # Retries delete and recreate the job's cluster: only for a job that owns one.
     backoff_limit: int | None = None
@@ -151,6 +154,8 @@ class RayJobProps:
             raise ValueError("RayJobProps needs exactly one of cluster_name and cluster_spec")
         if self.cluster_name is not None and self.backoff_limit:
             raise ValueError("RayJobProps: KubeRay rejects backoff_limit with an existing cluster (clusterSelector)")
+        if self.cluster_name is not None and self.deletion_rules:
+            raise ValueError("RayJobProps: deletion rules delete the job's own cluster; a shared one is never deleted")
 
 
 class RayJob(_RayObject):
@@ -171,11 +176,16 @@ class RayJob(_RayObject):
             spec["clusterSelector"] = {CLUSTER_LABEL: props.cluster_name}
             spec["shutdownAfterJobFinishes"] = False
         elif props.cluster_spec is not None:
-            # The job owns its cluster: delete it (after a grace period to read logs) when done.
-            # deletionStrategy is deliberately unset: it cannot be combined with this.
             spec["rayClusterSpec"] = ray_cluster_spec(props.cluster_spec)
-            spec["shutdownAfterJobFinishes"] = True
-            spec["ttlSecondsAfterFinished"] = props.ttl_seconds_after_finished
+            if props.deletion_rules:
+                # KubeRay v1.7.0 refuses deletionRules beside shutdownAfterJobFinishes: true
+                # (utils/validation.go validateDeletionConfiguration); the rules replace it.
+                spec["deletionStrategy"] = {"deletionRules": [dict(rule) for rule in props.deletion_rules]}
+                spec["shutdownAfterJobFinishes"] = False
+            else:
+                # The job owns its cluster: delete it (after a grace period to read logs) when done.
+                spec["shutdownAfterJobFinishes"] = True
+                spec["ttlSecondsAfterFinished"] = props.ttl_seconds_after_finished
         super().__init__(scope, construct_id, name=name, namespace=namespace, spec=spec)
 
 

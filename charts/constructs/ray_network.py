@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import cdk8s
 from constructs import Construct
 
+from skyrl_hyperpod.constants import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_CHART, KUBERAY_OPERATOR_RELEASE
+
 API_VERSION = "networking.k8s.io/v1"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 # KubeRay's labels (ray-operator/controllers/ray/utils/constant.go, v1.7.0).
@@ -46,8 +48,24 @@ def pod_peer(labels: dict[str, str]) -> dict:
     return {"podSelector": {"matchLabels": dict(labels)}}
 
 
-def cidr_peer(cidr: str) -> dict:
-    return {"ipBlock": {"cidr": cidr}}
+def namespaced_pod_peer(namespace: str, labels: dict[str, str]) -> dict:
+    """Pods with these labels in that namespace only (both selectors in one peer: their intersection)."""
+    return {**namespace_peer(namespace), **pod_peer(labels)}
+
+
+def cidr_peer(cidr: str, *, except_: tuple[str, ...] = ()) -> dict:
+    block: dict = {"cidr": cidr}
+    if except_:
+        block["except"] = list(except_)
+    return {"ipBlock": block}
+
+
+# The KubeRay operator's own pods, by the selector labels its chart puts on them (constants.py), not every
+# pod of its namespace: whatever else runs in kuberay-system does not reach a head's job API.
+KUBERAY_OPERATOR_PEER = namespaced_pod_peer(
+    KUBERAY_NAMESPACE,
+    {"app.kubernetes.io/name": KUBERAY_OPERATOR_CHART, "app.kubernetes.io/instance": KUBERAY_OPERATOR_RELEASE},
+)
 
 
 # The RayJob submitter (K8sJobMode) is a Job pod KubeRay creates with these labels; it calls the
@@ -76,6 +94,13 @@ def network_policy_spec(pod_labels: dict[str, str], rules: list[IngressRule]) ->
     if rules:
         spec["ingress"] = [rule.to_json() for rule in rules]
     return spec
+
+
+def egress_policy_spec(pod_labels: dict[str, str], peers: tuple[dict, ...]) -> dict:
+    """Egress-only policy: the selected pods may open connections (any port, any protocol) to the peers
+    and nowhere else."""
+    selector = {"matchLabels": dict(pod_labels)} if pod_labels else {}
+    return {"podSelector": selector, "policyTypes": ["Egress"], "egress": [{"to": [dict(peer) for peer in peers]}]}
 
 
 class NetworkPolicy(Construct):

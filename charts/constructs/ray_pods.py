@@ -26,6 +26,12 @@ JOB_SCRIPT_VOLUME = "job-script"
 HEAD_PORTS = (("gcs-server", RAY_GCS_PORT), ("dashboard", RAY_DASHBOARD_PORT), ("client", RAY_CLIENT_PORT))
 SERVE_PORT = ("serve", 8000)
 
+# HyperPod labels every node with its health; AWS recommends selecting `Schedulable` for workloads, which
+# keeps pods off nodes under deep health checks or waiting for a reboot or a replacement
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html).
+NODE_HEALTH_STATUS_LABEL = "sagemaker.amazonaws.com/node-health-status"
+SCHEDULABLE_NODE = ((NODE_HEALTH_STATUS_LABEL, "Schedulable"),)
+
 
 @dataclass(frozen=True)
 class SharedVolume:
@@ -66,6 +72,9 @@ class RayPodProps:
     run_as: tuple[int, int] | None = None
     init_containers: tuple[dict, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    # (label, value) pairs the node must carry: a required node affinity, so a node that loses
+    # one is not picked for new pods (running pods stay: IgnoredDuringExecution).
+    required_node_labels: tuple[tuple[str, str], ...] = ()
 
 
 def allocatable_pod(group: InstanceGroupConfig) -> tuple[int, int]:
@@ -127,6 +136,15 @@ def ray_pod_template(props: RayPodProps) -> dict:
         # Tolerate the GPU taint only: HyperPod's node-health taint keeps Ray off nodes under
         # deep health checks or repair.
         spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    if props.required_node_labels:
+        expressions = [{"key": key, "operator": "In", "values": [value]} for key, value in props.required_node_labels]
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": expressions}]
+                }
+            }
+        }
     if props.init_containers:
         spec["initContainers"] = list(props.init_containers)
     template: dict = {"spec": spec}

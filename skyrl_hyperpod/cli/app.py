@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.ops import cost as cost_module
 from skyrl_hyperpod.ops import outputs as outputs_module
 from skyrl_hyperpod.ops import preflight as preflight_module
@@ -17,28 +21,76 @@ from skyrl_hyperpod.ops import teardown as teardown_module
 from skyrl_hyperpod.outputs import load_stack_outputs
 from skyrl_hyperpod.runtime import fail
 
+from .cluster import COMMANDS as cluster_commands
 from .common import (
+    CONFIG_HELP,
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
     aws_errors,
+    cli_state,
     clients_from_context,
     config_option,
+    echo,
+    flush_header,
+    json_option,
     load_project_config,
+    load_project_config_with_source,
+    print_json,
     profile_option,
     region_option,
+    report_checks,
     resolve_region,
 )
+from .nodes import nodes
 from .offline import COMMANDS as offline_commands
+from .operate import COMMANDS as operate_commands
+from .serving import COMMANDS as serving_commands
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-def cli() -> None:
+class OneLineErrors(click.Group):
+    """Click's usage errors (unknown option, missing argument, bad value) as one line naming the command and
+    where its help is, exit 2, instead of the usage block."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as error:
+            command = error.ctx.command_path if error.ctx else "skyrl-hp"
+            click.echo(f"{command}: {error.format_message()} (see {command} --help)", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(EXIT_FINDINGS)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        sys.exit(0)
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None, help=CONFIG_HELP
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None) -> None:
     """Operator tooling for the SkyRL-on-HyperPod platform.
 
-    Every command reads the project configuration (--config FILE, default $SKYRL_HP_CONFIG, else the
-    built-in defaults). Exit codes: 0 fine, 1 findings (failed check, risky change, refused write),
-    2 bad input.
+    Every command reads the one project configuration: `skyrl-hp --config FILE COMMAND`, else
+    $SKYRL_HP_CONFIG, else ./skyrl-hp.yaml, else the built-in defaults (the CDK and cdk8s apps read it the
+    same way), and first prints, on stderr, which configuration, region and cluster it acts on.
+    Commands that print data take --json. Exit codes: 0 fine, 1 findings (failed check, risky change,
+    refused action, cluster or AWS error), 2 bad input.
     """
+    cli_state(ctx).config_path = config_path
 
 
 @cli.command()
@@ -59,7 +111,7 @@ def cli() -> None:
     show_default=True,
     help="Length of one training run in hours.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option
 @click.option(
     "--live", is_flag=True, help="Read HyperPod instance prices from the AWS Price List API (needs credentials)."
 )
@@ -76,11 +128,11 @@ def cost(
     profile: str | None,
 ) -> None:
     """Hourly and monthly cost estimate of the configured platform, per component."""
-    config = load_project_config(config_path)
+    config = load_project_config(config_path, region=region)
     chosen = resolve_region(region, config)
     if chosen is None and prices_file is None:
         chosen = cost_module.DEFAULT_PRICE_REGION
-        click.echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
+        echo(f"note: no region set (--region, env.region, AWS_REGION); using {chosen} prices", err=True)
     try:
         file, book = cost_module.price_book_for(chosen, prices_file)
         if live:
@@ -90,7 +142,7 @@ def cost(
                     config, book, clients("pricing", cost_module.PRICE_LIST_API_REGION)
                 )
             for instance_type in missing:
-                click.echo(
+                echo(
                     f"note: the Price List API has no HyperPod price for {instance_type} in {book.region}; "
                     "keeping the file's figure",
                     err=True,
@@ -98,7 +150,7 @@ def cost(
         result = cost_module.estimate(config, book, price_file=cost_module.display_path(file), run_hours=run_hours)
     except cost_module.PriceError as error:
         fail(error.problems, EXIT_BAD_INPUT)
-    click.echo(cost_module.render_json(result) if as_json else cost_module.render_table(result))
+    echo(cost_module.render_json(result) if as_json else cost_module.render_table(result))
 
 
 @cli.command()
@@ -111,21 +163,23 @@ def cost(
     show_default=True,
     help="CDK bootstrap qualifier.",
 )
+@json_option
 @click.pass_context
 def preflight(
-    ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, qualifier: str
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    qualifier: str,
+    as_json: bool,
 ) -> None:
-    """Read-only checks before a deploy: credentials, region, AZ offerings, quotas, CDK bootstrap, name collisions."""
-    config = load_project_config(config_path)
+    """Read-only checks before a deploy: credentials, cluster access (admin principals, a route to a private
+    endpoint), region, AZ offerings, quotas, CDK bootstrap, name collisions."""
+    config = load_project_config(config_path, region=region)
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     results = preflight_module.run_preflight(config, clients, chosen, qualifier)
-    for result in results:
-        click.echo(result.line())
-    failed = sum(1 for r in results if r.status == "FAIL")
-    click.echo(f"{failed} check(s) failed" if failed else "all checks passed")
-    if failed:
-        sys.exit(EXIT_FINDINGS)
+    report_checks(results, as_json)
 
 
 @cli.command()
@@ -191,7 +245,7 @@ def review(
     if output_file:
         output_file.write_text(markdown, encoding="utf-8")
     else:
-        click.echo(markdown, nl=False)
+        echo(markdown, nl=False)
     stateful = result.stateful_replacements
     if fail_on_stateful_replacement and stateful:
         fail(
@@ -216,6 +270,7 @@ def review(
     help="Outputs file to write (or check).",
 )
 @click.option("--check", is_flag=True, help="Only validate an existing outputs file (offline) and print its values.")
+@json_option
 @click.pass_context
 def outputs(
     ctx: click.Context,
@@ -224,15 +279,19 @@ def outputs(
     profile: str | None,
     outputs_file: Path,
     check: bool,
+    as_json: bool,
 ) -> None:
     """Write the stack outputs file the charts read (`cdk deploy --outputs-file` format), from CloudFormation."""
-    config = load_project_config(config_path)
+    config = load_project_config(config_path, region=region)
     if check:
         try:
             values = load_stack_outputs(outputs_file, config)
         except ConfigError as error:
             fail(error.problems, EXIT_BAD_INPUT)
-        click.echo("\n".join(outputs_module.describe(values)))
+        if as_json:
+            print_json(values.model_dump())
+        else:
+            echo("\n".join(outputs_module.describe(values)))
         return
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
@@ -244,23 +303,38 @@ def outputs(
     with aws_errors("outputs error: CloudFormation"):
         content, warnings = outputs_module.fetch_stack_outputs(clients("cloudformation", chosen), config)
     for warning in warnings:
-        click.echo(warning, err=True)
+        echo(warning, err=True)
     try:
         values = outputs_module.write_outputs_file(content, outputs_file, config)
     except outputs_module.OutputsError as error:
         fail(error.problems, EXIT_FINDINGS)
     count = sum(len(v) for v in content.values())
-    click.echo(f"wrote {outputs_file}: {count} outputs from {len(content)} stack(s) in {values.region}")
+    if as_json:
+        print_json({"file": str(outputs_file), "outputs": values.model_dump()})
+        return
+    echo(f"wrote {outputs_file}: {count} outputs from {len(content)} stack(s) in {values.region}")
 
 
 @cli.command()
 @config_option
 @region_option
 @profile_option
+@click.option("--kube-context", default=None, help="kubeconfig context of the EKS cluster (default: the current one).")
+@click.option("--no-jobs", is_flag=True, help="Skip the RayJobs (no Kubernetes access needed).")
+@json_option
 @click.pass_context
-def status(ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None) -> None:
-    """Live HyperPod node counts per instance group against the configured targets (read-only)."""
-    config = load_project_config(config_path)
+def status(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    kube_context: str | None,
+    no_jobs: bool,
+    as_json: bool,
+) -> None:
+    """Live HyperPod node counts per instance group against the configured targets, and each RayJob's retries
+    and newest checkpoint (read-only)."""
+    config = load_project_config(config_path, region=region)
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
     if not chosen:
@@ -276,27 +350,139 @@ def status(ctx: click.Context, config_path: Path | None, region: str | None, pro
             [f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
             EXIT_FINDINGS,
         )
-    click.echo("\n".join(status_module.render(report)))
-    if report.problems():
+    jobs: list[status_module.RayJobStatus] = []
+    if not no_jobs:
+        try:
+            core, custom = status_module.kubernetes_apis(kube_context)
+            jobs = status_module.fetch_job_statuses(config, core, custom)
+        except Exception as error:  # kubeconfig missing, API unreachable or forbidden: one line, not a traceback
+            fail([f"status error: Kubernetes: {one_line(error)} (pass --no-jobs to skip the RayJobs)"], EXIT_FINDINGS)
+    job_problems = [problem for job in jobs for problem in job.problems()]
+    if as_json:
+        print_json({**status_module.as_dict(report), "rayjobs": [dataclasses.asdict(job) for job in jobs]})
+    else:
+        echo("\n".join(status_module.render(report)))
+        echo("RayJobs: not read (--no-jobs)" if no_jobs else "\n".join(status_module.render_jobs(jobs)))
+    if report.problems() or job_problems:
         sys.exit(EXIT_FINDINGS)
 
 
 @cli.command()
 @config_option
+@click.option("--plan", "plan_only", is_flag=True, help="Print the ordered teardown steps (runs nothing).")
 @click.option(
-    "--plan",
-    "plan_only",
+    "--execute",
     is_flag=True,
-    required=True,
-    help="Print the ordered teardown steps (required: this command never deletes anything itself).",
+    help="Carry the plan out for this configuration's stacks and region, after you type the name prefix.",
 )
-def teardown(config_path: Path | None, plan_only: bool) -> None:
-    """Print the order of operations that tears the platform down without losing data (offline)."""
-    config = load_project_config(config_path)
-    click.echo(teardown_module.render_plan(teardown_module.plan(config), teardown_module.leftovers(config)))
+@region_option
+@profile_option
+@click.option("--timeout", type=click.FloatRange(min=1), default=7200.0, show_default=True,
+              help="Seconds each wait (namespace, each round of stacks) may take.")  # fmt: skip
+@json_option
+@click.pass_context
+def teardown(
+    ctx: click.Context,
+    config_path: Path | None,
+    plan_only: bool,
+    execute: bool,
+    region: str | None,
+    profile: str | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Tear the platform down without losing data: --plan prints the steps (offline), --execute runs them."""
+    if plan_only == execute:
+        fail(
+            ["teardown: pass --plan (print the steps) or --execute (run them, after a typed confirmation)"],
+            EXIT_BAD_INPUT,
+        )
+    config, source = load_project_config_with_source(config_path, region=region)
+    chosen = resolve_region(region, config)
+    remaining = teardown_module.leftovers(config)
+    if plan_only:
+        steps = teardown_module.plan(config, str(source.path) if source.path else None, chosen)
+        if as_json:
+            print_json(
+                {
+                    "steps": [dataclasses.asdict(s) for s in steps],
+                    "leftovers": [dataclasses.asdict(r) for r in remaining],
+                }
+            )
+            return
+        echo(teardown_module.render_plan(steps, remaining))
+        return
+    _teardown_execute(ctx, config, region, profile, timeout)
+    echo("What remains, and how to remove it when you are sure:")
+    for item in remaining:
+        echo(f"- {item.what}: {item.removal}")
 
 
-for _command in offline_commands:
+def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profile: str | None, timeout: float) -> None:
+    from skyrl_hyperpod.ops import teardown_run
+
+    from .cluster import cluster_errors, connect, poll_interval
+
+    if config.studio.enabled:
+        fail(
+            [
+                "teardown: studio.enabled: remove Studio's apps, spaces and user profiles first (skyrl-hp teardown --plan, "
+                "steps 4 to 6), then set studio.enabled: false and run --execute"
+            ],  # fmt: skip
+            EXIT_BAD_INPUT,
+        )
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    if not chosen:
+        fail(
+            ["teardown error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
+    flush_header()
+    prefix = config.name_prefix
+    typed = click.prompt(
+        f"This deletes the workloads and every stack {prefix}-* in {chosen} (FSx keeps a final backup). "
+        f"Type the name prefix {prefix!r} to go on",
+        default="",
+        show_default=False,
+        err=True,
+    )
+    if typed.strip() != prefix:
+        fail([f"teardown: you typed {typed.strip()!r}, not {prefix!r}: nothing was deleted"], EXIT_FINDINGS)
+    cloudformation = clients("cloudformation", chosen)
+    poll = poll_interval(ctx)
+    with aws_errors("teardown error: CloudFormation"):
+        fsx_id = teardown_run.fsx_file_system_id(cloudformation, config)
+    if fsx_id:
+        echo(
+            f"FSx file system {fsx_id}: its final backup: aws fsx describe-backups --filters Name=file-system-id,Values={fsx_id}"
+        )
+    fsx = clients("fsx", chosen)
+    with aws_errors("teardown error: FSx"):
+        replaced = teardown_run.replaced_file_systems(fsx, config, fsx_id)
+    if replaced:
+        fail(
+            [f"teardown: FSx file system(s) {', '.join(replaced)} were replaced by an update and kept with their data: "
+             "delete them first (skyrl-hp teardown --plan, 'Delete the FSx file systems that updates replaced'); "
+             "nothing was deleted"],
+            EXIT_FINDINGS,
+        )  # fmt: skip
+    try:
+        with cluster_errors():
+            teardown_run.delete_workloads(
+                connect(ctx, config, chosen, profile), config, echo, poll=poll, timeout=timeout
+            )
+        if fsx_id:
+            with aws_errors("teardown error: FSx"):
+                teardown_run.full_backup(fsx, fsx_id, echo, poll=poll, timeout=timeout)
+        with aws_errors("teardown error: CloudFormation"):
+            deleted = teardown_run.delete_stacks(cloudformation, config, echo, poll=poll, timeout=timeout)
+    except teardown_run.TeardownError as error:
+        fail(error.problems, EXIT_FINDINGS)
+    echo(f"deleted {len(deleted)} stack(s) in {chosen}")
+
+
+for _command in [*cluster_commands, *serving_commands, *operate_commands, *offline_commands, nodes]:
     cli.add_command(_command)
 
 

@@ -1,16 +1,21 @@
-"""What every subcommand shares: the --config option, one-line errors, region resolution, boto3 clients."""
+"""What every subcommand shares: the configuration (one --config, $SKYRL_HP_CONFIG, ./skyrl-hp.yaml), the
+first line naming configuration, region and cluster, one-line errors, region resolution, boto3 clients."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
-from skyrl_hyperpod.config import CONFIG_ENV_VAR, ConfigError, ProjectConfig, load_config
+from skyrl_hyperpod.config import CONFIG_ENV_VAR, ConfigError, ProjectConfig
+from skyrl_hyperpod.config.loader import DEFAULT_CONFIG_FILE, ConfigSource, load_config_with_source
 from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.runtime import fail
 
@@ -19,15 +24,44 @@ EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 
 
+CONFIG_HELP = (
+    f"Project configuration YAML (default: ${CONFIG_ENV_VAR}, else ./{DEFAULT_CONFIG_FILE} when it exists, "
+    "else the built-in defaults)."
+)
+
+
 def config_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`--config FILE`; without it the configuration comes from $SKYRL_HP_CONFIG, else the defaults."""
+    """`--config FILE` after a sub-command too (hidden): `skyrl-hp --config FILE CMD` is the documented place,
+    and both mean the same everywhere."""
     return click.option(
         "--config",
         "config_path",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help=f"Project configuration YAML (default: ${CONFIG_ENV_VAR}, else the built-in defaults).",
+        hidden=True,
+        help=CONFIG_HELP,
     )(command)
+
+
+def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout instead of text.")(command)
+
+
+def print_json(data: Any) -> None:
+    echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def report_checks(results: Sequence[Any], as_json: bool) -> None:
+    """Print check results (preflight, verify: each with `status` and `line()`) as lines or JSON; exit 1 on a FAIL."""
+    failed = sum(1 for result in results if result.status == "FAIL")
+    if as_json:
+        print_json({"checks": [dataclasses.asdict(result) for result in results], "failed": failed})
+    else:
+        for result in results:
+            echo(result.line())
+        echo(f"{failed} check(s) failed" if failed else "all checks passed")
+    if failed:
+        sys.exit(EXIT_FINDINGS)
 
 
 def region_option(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -44,12 +78,83 @@ def profile_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
-def load_project_config(config_path: Path | None) -> ProjectConfig:
-    """The typed configuration, or one line per problem on stderr and exit 2."""
+class CliState:
+    """What the group hands every command (click's context object): the group-level --config, the AWS client
+    factory and the Kubernetes client factory. Tests pass one with stubbed clients."""
+
+    def __init__(
+        self,
+        aws: AwsClients | None = None,
+        kube: Any = None,
+        config_path: Path | None = None,
+        poll_seconds: float | None = None,
+    ):
+        self.aws = aws or AwsClients()
+        self.kube = kube  # None: the EKS cluster's client (cli/cluster.py); tests: an ApiClient of a fake server
+        self.poll_seconds = poll_seconds  # None: the commands' own interval
+        # (namespace, pod, port) -> a connected socket; None: the Kubernetes port-forward (ops/portforward.py)
+        self.connector: Any = None
+        self.config_path = config_path
+        self.announced = False
+        self.pending_header: str | None = None
+
+
+def cli_state(ctx: click.Context | None = None) -> CliState:
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    if not isinstance(root.obj, CliState):
+        root.obj = CliState(aws=root.obj if isinstance(root.obj, AwsClients) else None)
+    return root.obj
+
+
+def load_project_config(config_path: Path | None, *, region: str | None = None, announce: bool = True) -> ProjectConfig:
+    """The typed configuration, or one line per problem on stderr and exit 2. The first line on stderr names
+    the configuration file, the region and the cluster the command acts on."""
+    return load_project_config_with_source(config_path, region=region, announce=announce)[0]
+
+
+def load_project_config_with_source(
+    config_path: Path | None, *, region: str | None = None, announce: bool = True
+) -> tuple[ProjectConfig, ConfigSource]:
+    state = cli_state()
+    if config_path is not None and state.config_path is not None and config_path != state.config_path:
+        fail(
+            [f"config error: two configurations given: --config {state.config_path} and --config {config_path}"],
+            EXIT_BAD_INPUT,
+        )
     try:
-        return load_config(config_path)
+        config, source = load_config_with_source(config_path or state.config_path)
     except ConfigError as error:
         fail(error.problems, EXIT_BAD_INPUT)
+    if announce and not state.announced:
+        state.announced = True
+        state.pending_header = header_line(config, source, resolve_region(region, config))
+    return config, source
+
+
+def flush_header() -> None:
+    """Print the pending first line (configuration, region, cluster) on stderr, once. `echo` calls it before
+    any output; a command that fails before printing anything prints only its one error line."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    state = cli_state(ctx)
+    if state.pending_header is not None:
+        click.echo(state.pending_header, err=True)
+        state.pending_header = None
+
+
+def echo(message: Any = None, *, err: bool = False, nl: bool = True) -> None:
+    """click.echo, after the command's first line."""
+    flush_header()
+    click.echo(message, err=err, nl=nl)
+
+
+def header_line(config: ProjectConfig, source: ConfigSource, region: str | None) -> str:
+    return (
+        f"skyrl-hp: config {source.describe()} | region {region or 'not set'} | "
+        f"cluster {config.names.eks_cluster} (HyperPod {config.names.hyperpod_cluster})"
+    )
 
 
 def resolve_region(explicit: str | None, config: ProjectConfig, session_region: str | None = None) -> str | None:
@@ -106,7 +211,7 @@ def new_session(profile: str | None, region: str | None) -> Any:
 
 
 def clients_from_context(ctx: click.Context, profile: str | None, region: str | None) -> AwsClients:
-    base = ctx.obj if isinstance(ctx.obj, AwsClients) else AwsClients()
+    base = cli_state(ctx).aws
     try:
         return base.with_session(profile, region)
     except Exception as error:  # botocore.exceptions.ProfileNotFound and friends

@@ -22,15 +22,27 @@ from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.validation import crds as crds_module
 from skyrl_hyperpod.validation import hyperpod_chart as chart_module
 
-from .common import EXIT_BAD_INPUT, EXIT_FINDINGS, config_option, load_project_config
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDINGS,
+    config_option,
+    echo,
+    json_option,
+    load_project_config,
+    print_json,
+    resolve_region,
+)
 
 
-def print_findings(problems: list[str], skipped: list[str]) -> None:
-    """SKIPPED lines on stderr, one problem a line on stdout; exit 1 when there is any problem."""
-    for line in skipped:
-        click.echo(line, err=True)
-    for line in problems:
-        click.echo(line)
+def print_findings(problems: list[str], skipped: list[str], as_json: bool = False) -> None:
+    """SKIPPED lines on stderr, one problem a line on stdout (or both as JSON); exit 1 when there is any problem."""
+    if as_json:
+        print_json({"problems": problems, "skipped": skipped})
+    else:
+        for line in skipped:
+            echo(line, err=True)
+        for line in problems:
+            echo(line)
     if problems:
         sys.exit(EXIT_FINDINGS)
 
@@ -45,9 +57,14 @@ def image() -> None:
 
 @image.command()
 @config_option
-def tag(config_path: Path | None) -> None:
+@json_option
+def tag(config_path: Path | None, as_json: bool) -> None:
     """Print the training image tag (what the charts run and the build pushes)."""
-    click.echo(load_project_config(config_path).training_image.tag)
+    image_tag = load_project_config(config_path).training_image.tag
+    if as_json:
+        print_json({"tag": image_tag})
+    else:
+        echo(image_tag)
 
 
 @image.command("build-args")
@@ -57,8 +74,8 @@ def build_args(config_path: Path | None) -> None:
     image_config = load_project_config(config_path).training_image
     flags = image_module.build_arg_flags(image_config)
     steps = image_module.base_digest_steps(image_config)
-    click.echo("\n# ".join([f"# set ${image_module.DIGEST_VARIABLE} first:", *steps]), err=True)
-    click.echo("\n".join(image_module.shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
+    echo("\n# ".join([f"# set ${image_module.DIGEST_VARIABLE} first:", *steps]), err=True)
+    echo("\n".join(image_module.shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
 
 
 @image.command("buildx-command")
@@ -70,6 +87,14 @@ def buildx_command(config_path: Path | None, repository_uri: str | None, outputs
     """Print the docker buildx build + push commands."""
     if repository_uri and outputs_file:
         fail(["image error: pass --repository-uri or --outputs-file, not both"], EXIT_BAD_INPUT)
+    if outputs_file is not None and not outputs_file.is_file():
+        fail(
+            [
+                f"image error: --outputs-file {outputs_file} does not exist: write it with `skyrl-hp outputs --file "
+                f"{outputs_file}` (or cdk deploy --outputs-file {outputs_file}), or pass --repository-uri"
+            ],
+            EXIT_BAD_INPUT,
+        )
     config = load_project_config(config_path)
     if repository_uri:
         uri, placeholder = repository_uri, False
@@ -79,15 +104,17 @@ def buildx_command(config_path: Path | None, repository_uri: str | None, outputs
         except ConfigError as error:
             fail(error.problems, EXIT_BAD_INPUT)
     if placeholder:
-        click.echo(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", err=True)
-    click.echo(image_module.buildx_command(config.training_image, uri))
+        echo(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", err=True)
+    echo(image_module.buildx_command(config.training_image, uri))
 
 
 @image.command("start-build-command")
 @config_option
-def start_build_command(config_path: Path | None) -> None:
+@click.option("--region", default=None, help="AWS region (default: env.region, else AWS_REGION).")
+def start_build_command(config_path: Path | None, region: str | None) -> None:
     """Print the commands that run the in-cloud build (CodeBuild) and follow its log."""
-    click.echo(image_module.start_build_command(load_project_config(config_path)))
+    config = load_project_config(config_path, region=region)
+    echo(image_module.start_build_command(config, resolve_region(region, config)))
 
 
 # --- validate ------------------------------------------------------------------------------------------------
@@ -99,7 +126,8 @@ def start_build_command(config_path: Path | None) -> None:
 @click.option("--crds-dir", type=click.Path(path_type=Path), default=None,
               help=f"KubeRay {KUBERAY_TAG} CRDs (default: ${crds_module.CRDS_DIR_ENV_VAR}).")  # fmt: skip
 @click.option("--deployable", is_flag=True, help="Also fail on placeholder stack outputs.")
-def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, deployable: bool) -> None:
+@json_option
+def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, deployable: bool, as_json: bool) -> None:
     """Validate the synthesized manifests in DIRECTORY (default dist/): one line per problem, exit 1 if any.
 
     Skipped checks are printed as SKIPPED lines on stderr."""
@@ -108,10 +136,8 @@ def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, d
         result = validate_manifests(directory, config=config, crds_dir=crds_dir, deployable=deployable)
     except ConfigError as error:
         fail(error.problems, EXIT_BAD_INPUT)
-    print_findings(result.problems, result.skipped)
-    click.echo(
-        f"{result.documents} manifests in {directory} are valid{' and deployable' if deployable else ''}", err=True
-    )
+    print_findings(result.problems, result.skipped, as_json)
+    echo(f"{result.documents} manifests in {directory} are valid{' and deployable' if deployable else ''}", err=True)
 
 
 # --- fetch ---------------------------------------------------------------------------------------------------
@@ -141,8 +167,8 @@ def fetch_crds_command(dest: Path | None, if_missing: bool) -> None:
     except OSError as exc:
         fail([f"fetch_crds: cannot write to {target}: {exc}"], EXIT_FINDINGS)
     for path in written:
-        click.echo(f"verified {path}")
-    click.echo(f"export {crds_module.CRDS_DIR_ENV_VAR}={target.resolve()}")
+        echo(f"verified {path}")
+    echo(f"export {crds_module.CRDS_DIR_ENV_VAR}={target.resolve()}")
 
 
 @fetch.command("hyperpod-chart")
@@ -166,8 +192,8 @@ def fetch_hyperpod_chart_command(dest: Path | None, commit: str, if_missing: boo
     except OSError as exc:
         fail([f"fetch_hyperpod_chart: cannot write to {target}: {exc}"], EXIT_FINDINGS)
     if outcome == "fetched":
-        click.echo(f"verified {directory / chart_module.HYPERPOD_CHART_PATH}")
-        click.echo(f"export {chart_module.CHARTS_DIR_ENV_VAR}={target.resolve()}")
+        echo(f"verified {directory / chart_module.HYPERPOD_CHART_PATH}")
+        echo(f"export {chart_module.CHARTS_DIR_ENV_VAR}={target.resolve()}")
 
 
 # --- chart-check ---------------------------------------------------------------------------------------------
@@ -177,15 +203,52 @@ def fetch_hyperpod_chart_command(dest: Path | None, commit: str, if_missing: boo
 @config_option
 @click.option("--charts-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help=f"Chart copies by commit (default: ${chart_module.CHARTS_DIR_ENV_VAR}).")  # fmt: skip
-def chart_check(config_path: Path | None, charts_dir: Path | None) -> None:
+@click.option("--render", "render_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also assemble the chart with the installer's code, render it with Helm and write the "
+                   "manifests here (absent, empty, or an earlier render).")  # fmt: skip
+@click.option("--archives", "archives_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help="With --render: the remote sub-chart archives (as `helm pull` names them), "
+                                 "verified against the pins; without it, offline stand-ins.")  # fmt: skip
+@json_option
+def chart_check(
+    config_path: Path | None,
+    charts_dir: Path | None,
+    render_dir: Path | None,
+    archives_dir: Path | None,
+    as_json: bool,
+) -> None:
     """Check the values this project gives the HyperPod charts against the chart at the pinned commit."""
     config = load_project_config(config_path)
+    if archives_dir is not None and render_dir is None:
+        fail(["chart check: --archives is only read with --render OUT"], EXIT_BAD_INPUT)
     try:
         report = chart_module.check_charts(config, charts_dir=charts_dir)
     except ConfigError as exc:
         fail(exc.problems, EXIT_BAD_INPUT)
-    print_findings(report.problems, report.skipped)
-    click.echo(
+    problems, skipped = list(report.problems), list(report.skipped)
+    if render_dir is not None:
+        try:
+            render = chart_module.render_chart(config, render_dir, charts_dir=charts_dir, archives_dir=archives_dir)
+        except ConfigError as exc:
+            fail(exc.problems, EXIT_BAD_INPUT)
+        except chart_module.installer_module().InstallError as exc:
+            # Helm's own message (the installer keeps the end of its output).
+            fail([f"chart check: {line}" for line in str(exc).splitlines() if line.strip()], EXIT_FINDINGS)
+        problems += render.problems
+        click.echo(render.assembly, err=True)
+        if render.stand_ins:
+            click.echo(
+                f"stand-ins (no download offline; they show what Helm enables and the values it passes, not the "
+                f"charts' content): {', '.join(render.stand_ins)}",
+                err=True,
+            )
+        click.echo(
+            f"rendered {render.documents} documents from {len([s for s in render.rendered if s])} sub-charts to "
+            f"{render_dir} in {render.seconds:.1f}s; disabled, rendering nothing: {', '.join(render.disabled) or '-'}",
+            err=True,
+        )
+    print_findings(problems, skipped, as_json)
+    echo(
         f"chart values for commit {config.versions.hyperpod_cli_commit} are valid "
         f"(GPU types: {', '.join(chart_module.gpu_instance_types(config))})",
         err=True,
@@ -203,7 +266,7 @@ def config_group() -> None:
 @config_group.command("reference")
 def config_reference() -> None:
     """Print the configuration reference (docs/configuration.md) generated from the typed configuration."""
-    click.echo(render_reference(), nl=False)
+    echo(render_reference(), nl=False)
 
 
 COMMANDS = [image, validate, fetch, chart_check, config_group]

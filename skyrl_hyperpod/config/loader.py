@@ -1,8 +1,16 @@
-"""Load the configuration from defaults + an optional YAML file, and report errors in one line each."""
+"""Load the configuration from defaults + an optional YAML file, and report errors in one line each.
+
+Which file: `--config FILE` (the CLI) or `path`, else $SKYRL_HP_CONFIG, else `skyrl-hp.yaml` in the working
+directory, else none (the built-in defaults). The CDK app, the cdk8s app and every `skyrl-hp` command
+resolve it the same way (`resolve_config_source`).
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,29 +18,176 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ProblemsError
+from ..k8s_names import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
 from .project import ProjectConfig
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
+# Picked up from the working directory when neither --config nor $SKYRL_HP_CONFIG names a file.
+DEFAULT_CONFIG_FILE = "skyrl-hp.yaml"
+# Where every key is documented: one `## <section>` heading per top-level section (config/reference.py).
+REFERENCE_DOC = "docs/configuration.md"
 
 
 class ConfigError(ProblemsError):
     """Invalid configuration. `problems` holds one human-readable line per problem."""
 
 
+@dataclass(frozen=True)
+class ConfigSource:
+    """The file a configuration came from (None: the built-in defaults) and how it was chosen."""
+
+    path: Path | None
+    origin: str  # "--config", "$SKYRL_HP_CONFIG", "./skyrl-hp.yaml" or "defaults"
+
+    def describe(self) -> str:
+        if self.path is None:
+            return "built-in defaults (no --config, $SKYRL_HP_CONFIG or ./skyrl-hp.yaml)"
+        return f"{self.path} ({self.origin})"
+
+
+def resolve_config_source(
+    path: str | os.PathLike[str] | None = None, *, explicit_origin: str = "--config"
+) -> ConfigSource:
+    """`path`, else $SKYRL_HP_CONFIG, else ./skyrl-hp.yaml when it exists, else the defaults."""
+    if path is not None:
+        return ConfigSource(Path(path), explicit_origin)
+    from_env = os.environ.get(CONFIG_ENV_VAR)
+    if from_env:
+        return ConfigSource(Path(from_env), f"${CONFIG_ENV_VAR}")
+    local = Path(DEFAULT_CONFIG_FILE)
+    if local.is_file():
+        return ConfigSource(local, f"./{DEFAULT_CONFIG_FILE}")
+    return ConfigSource(None, "defaults")
+
+
+# Patterns the models use, each as the sentence a user reads instead of the regular expression.
+# tests/test_config.py checks that every pattern in the configuration has one.
+PATTERN_SENTENCES: dict[str, str] = {
+    DNS1123_LABEL_PATTERN: "must be a Kubernetes name: lowercase letters, digits and '-', starting and ending with a "
+    "letter or digit",
+    DNS1035_LABEL_PATTERN: "must be a Kubernetes service name: lowercase letters, digits and '-', starting with a "
+    "letter and ending with a letter or digit",
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$": "must be a Kubernetes name: at most 63 lowercase letters, digits and "
+    "'-', starting and ending with a letter or digit",
+    r"^[a-z][a-z0-9-]*[a-z0-9]$": "must be lowercase letters, digits and '-', starting with a letter and ending with "
+    "a letter or digit",
+    r"^[a-z0-9][a-z0-9._-]*$": "must be lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
+    r"^[0-9]{12}$": 'must be a 12-digit AWS account id, in quotes ("111111111111")',
+    r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$": "must be an AWS region name such as us-west-2",
+    r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$": "must be a SageMaker training plan ARN "
+    "(arn:aws:sagemaker:<region>:<account>:training-plan/<name>)",
+    r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/.+$": "must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)",
+    r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?|https://\S+)$": "must be s3://bucket/prefix or an https:// URL",
+    r"^[0-9]+\.[0-9]+\.[0-9]+$": "must be an exact version such as 2.57.0",
+    r"^sha256:[0-9a-f]{64}$": "must be an image digest: sha256: and 64 lowercase hex characters",
+    r"^[0-9]+(\.[0-9]+)*$": "must be a version number such as 2.6.1",
+    r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$": "must be a Hugging Face model id such as Qwen/Qwen3-VL-8B-Instruct",
+    r"^/[A-Za-z0-9_./-]+$": "must be an absolute path of letters, digits, '_', '.', '/' and '-'",
+    r"^[^:@\s]+(:[A-Za-z0-9_][A-Za-z0-9_.-]*|@sha256:[0-9a-f]{64})$": "must be an image pinned by tag or digest "
+    "(repository:tag or repository@sha256:...)",
+    r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$": "must be letters, digits, '_' and '-', starting with a letter or digit",
+    r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$": "must be letters, digits, '.', '_' and '-', starting with a letter or digit",
+    r"^[a-zA-Z0-9][a-zA-Z0-9_./-]*[a-zA-Z0-9]$": "must be a relative path of letters, digits, '_', '.', '/' and '-'",
+    r"^/[a-zA-Z0-9_./-]*[a-zA-Z0-9]$": "must be an absolute path of letters, digits, '_', '.', '/' and '-'",
+}
+
+
+# pydantic's type errors, as what to write instead.
+TYPE_SENTENCES: dict[str, str] = {
+    "list_type": "must be a list: one '- item' line per entry (or [a, b])",
+    "dict_type": "must be a section of 'key: value' lines indented below it",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+}
+
+
 def _location(loc: tuple[Any, ...]) -> str:
     # pydantic appends the validator kind ("function-after[...]") to some locations; drop it.
-    parts = [str(p) for p in loc if not (isinstance(p, str) and "[" in p and p.endswith("]"))]
-    return ".".join(parts) or "(top level)"
+    text = ""
+    for part in loc:
+        if isinstance(part, str) and "[" in part and part.endswith("]"):
+            continue
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _model_at(path: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class whose fields sit at `path` (the parent of an error's field), following nested sections."""
+    model: type[BaseModel] = ProjectConfig
+    for part in path:
+        if isinstance(part, int) or (isinstance(part, str) and part.endswith("]")):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        found = _submodel(field.annotation)
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _submodel(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def reference_anchor(section: str) -> str:
+    """`docs/configuration.md#<section>`: the heading config/reference.py writes for each top-level section."""
+    return f"{REFERENCE_DOC}#{re.sub(r'[^a-z0-9_-]', '', section.lower())}"
+
+
+def _unknown_field(loc: tuple[Any, ...]) -> str:
+    where = _location(loc)
+    parent = tuple(p for p in loc[:-1] if not (isinstance(p, str) and p.endswith("]")))
+    name = str(loc[-1])
+    model = _model_at(parent)
+    known = list(model.model_fields) if model is not None else []
+    guess = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean {'.'.join([*map(str, parent), guess[0]])!r}? " if guess else ""
+    kind = "section" if not parent else "key"
+    section = str(parent[0]) if parent else (guess[0] if guess else "")
+    if not section:
+        return (
+            f"config error: {where}: unknown {kind}; the sections are {', '.join(ProjectConfig.model_fields)} "
+            f"(see {REFERENCE_DOC})"
+        )
+    return f"config error: {where}: unknown {kind}; {hint}see {reference_anchor(section)}"
 
 
 def _describe(error: dict[str, Any], model: type = ProjectConfig) -> str:
     loc = _location(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return f"config error: {loc}: unknown field (check the spelling; see README 'Configuration reference')"
+        return _unknown_field(tuple(error["loc"]))
     if error["type"] == "missing":
         return f"config error: {loc}: required field is missing"
     value = error.get("input")
+    if error["type"] == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        # YAML reads 111111111111 or 2.10 as a number (and drops leading zeros): the user meant text.
+        return f'config error: {loc} = {value!r}: YAML read a number; quote it: {loc.rsplit(".", 1)[-1]}: "{value}"'
+    if error["type"] in TYPE_SENTENCES and not isinstance(value, (dict, BaseModel)):
+        return f"config error: {loc} = {value!r}: {TYPE_SENTENCES[error['type']]}"
+    if error["type"] in ("model_type", "dict_type"):
+        return f"config error: {loc} = {value!r}: {TYPE_SENTENCES['dict_type']}"
+    if error["type"] == "string_pattern_mismatch":
+        pattern = (error.get("ctx") or {}).get("pattern", "")
+        sentence = PATTERN_SENTENCES.get(
+            pattern, f"is not in the allowed form (see {reference_anchor(loc.split('.')[0])})"
+        )
+        return f"config error: {loc} = {value!r}: {sentence}"
     # A section-level rule (its input is the whole section, a mapping or an already-built model) names
     # the field and value in its own message.
     if isinstance(value, (dict, BaseModel)):
@@ -74,7 +229,9 @@ def validate_config(data: dict[str, Any]) -> ProjectConfig:
         raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
 
 
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_yaml(path: str | os.PathLike[str], *, empty_ok: bool = False) -> dict[str, Any]:
+    """The mapping in a YAML file, or one line naming the file, the line and the reason. An empty configuration
+    file is refused (it is almost always the wrong file); `empty_ok` reads it as an empty mapping."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError([f"config error: file {str(file)!r} does not exist"])
@@ -88,16 +245,38 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError([f"config error: cannot read {file}: {exc.strerror or exc}"]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError([f"config error: {file} is not valid YAML{where}"]) from None
-    if data is None:
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        reason = getattr(exc, "problem", None)
+        context = getattr(exc, "context", None)
+        because = f": {reason}" + (f" ({context})" if context else "") if reason else ""
+        hint = (
+            "; indent with spaces, never tabs"
+            if reason and ("'\\t'" in reason or "tab" in reason)
+            else "; check the indentation and the ':' after each key"
+            if reason
+            else ""
+        )
+        raise ConfigError([f"config error: {file} is not valid YAML{where}{because}{hint}"]) from None
+    if data is None and empty_ok:
         return {}
+    if data is None:
+        raise ConfigError(
+            [
+                f"config error: {file} is empty: name at least one key (see config/example.yaml), or leave the file "
+                "out to use the defaults"
+            ]
+        )
     if not isinstance(data, dict):
         raise ConfigError([f"config error: {file} must hold a mapping at the top level, not {type(data).__name__}"])
     return data
 
 
+def load_config_with_source(path: str | os.PathLike[str] | None = None) -> tuple[ProjectConfig, ConfigSource]:
+    """The configuration and the file it came from (see `resolve_config_source`)."""
+    source = resolve_config_source(path)
+    return validate_config(read_yaml(source.path) if source.path else {}), source
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> ProjectConfig:
-    """Defaults, overridden by the YAML file at `path` (or $SKYRL_HP_CONFIG when `path` is None)."""
-    chosen = path if path is not None else os.environ.get(CONFIG_ENV_VAR) or None
-    return validate_config(read_yaml(chosen) if chosen else {})
+    """Defaults, overridden by the YAML file at `path` (else $SKYRL_HP_CONFIG, else ./skyrl-hp.yaml)."""
+    return load_config_with_source(path)[0]

@@ -6,9 +6,14 @@ rejects unknown keys, so a misspelt key in a user's YAML is an error, not a sile
 
 from __future__ import annotations
 
+import difflib
+import functools
+import importlib.util
 import ipaddress
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -71,8 +76,61 @@ Cidr = Annotated[str, AfterValidator(_cidr)]
 class EnvironmentConfig(StrictModel):
     """Target account and region. Both optional: synth stays environment-agnostic without them."""
 
-    account: str | None = Field(default=None, pattern=r"^[0-9]{12}$")
-    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$")
+    account: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]{12}$",
+        description="12-digit account id, in quotes. Set, it makes `cdk synth` look up the account's availability "
+        "zones, which needs credentials; leave it unset to synthesize offline.",
+    )
+    region: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$",
+        description="A region where SageMaker HyperPod offers both groups' instance types (checked at config time).",
+    )
+
+
+def _cfn_lint_data() -> Path:
+    """cfn-lint's bundled CloudFormation resource data (the package is located, not imported: its import is slow)."""
+    spec = importlib.util.find_spec("cfnlint")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("the cfn-lint package is not installed (requirements.txt): run `make setup`")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "schemas"
+
+
+@functools.cache
+def aws_regions() -> frozenset[str]:
+    """Every region cfn-lint ships resource schemas for (data/schemas/providers/<region>.json)."""
+    return frozenset(p.stem for p in (_cfn_lint_data() / "providers").glob("*-*-*.json"))
+
+
+@functools.cache
+def hyperpod_instance_types_by_region() -> dict[str, frozenset[str]]:
+    """AWS::SageMaker::Cluster InstanceType values per region, as cfn-lint ships them (its schema extension,
+    refreshed from the SageMaker price list with each release); a region missing here has no HyperPod."""
+    file = _cfn_lint_data() / "extensions" / "aws_sagemaker_cluster" / "instancetype_enum.json"
+    data = json.loads(file.read_text(encoding="utf-8"))
+    return {region: frozenset(entry["enum"]) for region, entry in data.items() if isinstance(entry, dict)}
+
+
+def region_problem(region: str, groups: dict[str, str]) -> str | None:
+    """One line when `region` is not an AWS region, has no HyperPod, or lacks a group's instance type
+    (`groups`: config key -> instance type); None when HyperPod offers every group there."""
+    regions = aws_regions()
+    if region not in regions:
+        guess = difflib.get_close_matches(region, sorted(regions), n=1, cutoff=0.7)
+        hint = f"; did you mean {guess[0]}?" if guess else ""
+        return f"region = {region!r}: not an AWS region{hint}"
+    offered = hyperpod_instance_types_by_region()
+    if region not in offered:
+        return (
+            f"region = {region!r}: SageMaker HyperPod is not offered there; regions with HyperPod: "
+            f"{', '.join(sorted(offered))}"
+        )
+    for key, instance_type in groups.items():
+        if instance_type not in offered[region]:
+            elsewhere = sorted(r for r, types in offered.items() if instance_type in types)
+            return f"{key} = {instance_type!r}: not offered by HyperPod in {region}; it is in {', '.join(elsewhere)}"
+    return None
 
 
 # AZ ids start with the region's short code: the country, the initials of the direction words, the
@@ -193,7 +251,14 @@ class EksConfig(StrictModel):
         "outside the VPC.",
     )
     admin_principal_arns: list[str] = Field(
-        default_factory=list, description="IAM role/user ARNs granted cluster-admin through EKS access entries."
+        default_factory=list,
+        description="IAM role/user ARNs granted cluster-admin through EKS access entries. List yourself (aws sts "
+        "get-caller-identity): the stacks grant nobody access implicitly, and `preflight` fails without it.",
+    )
+    private_network_access: bool = Field(
+        default=False,
+        description="True when a VPN, Direct Connect or bastion reaches the VPC: `preflight` then accepts a private "
+        "endpoint without public_access_cidrs or Studio. Nothing is deployed for it.",
     )
     control_plane_log_types: list[ControlPlaneLogType] = Field(default_factory=lambda: list(DEFAULT_CONTROL_PLANE_LOGS))
 
@@ -261,7 +326,9 @@ class InstanceGroupConfig(StrictModel):
     @classmethod
     def _known_type(cls, value: str) -> str:
         if value not in INSTANCE_CATALOG:
-            raise ValueError(f"unknown instance type; the catalog has {', '.join(sorted(INSTANCE_CATALOG))}")
+            guess = difflib.get_close_matches(value, sorted(INSTANCE_CATALOG), n=1, cutoff=0.8)
+            hint = f"did you mean {guess[0]}? " if guess else ""
+            raise ValueError(f"unknown instance type; {hint}the catalog has {', '.join(sorted(INSTANCE_CATALOG))}")
         return value
 
     @model_validator(mode="after")
@@ -514,17 +581,16 @@ class HelmInstallerConfig(StrictModel):
 
     archive_sha256: Annotated[dict[str, str], AfterValidator(_archive_digests)] = Field(
         default_factory=dict,
-        description="Pins: archive file name -> sha256. Unpinned archives are trusted on first use, then enforced.",
+        description="Pins: archive file name -> sha256, added to (and overriding) the pins this project ships "
+        "for the pinned commit's remote sub-charts.",
     )
-    require_pinned_digests: bool = Field(default=False, description="Refuse any archive without a pin.")
+    require_pinned_digests: bool = Field(
+        default=True,
+        description="Refuse any remote sub-chart archive without a pin. false: unpinned archives are trusted on "
+        "first use, then enforced.",
+    )
     archive_mirror: str | None = Field(
         default=None,
         pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?|https://\S+)$",
         description="s3://bucket/prefix or https://host/path holding every archive under its upstream file name.",
     )
-
-    @model_validator(mode="after")
-    def _pins_for_required(self) -> HelmInstallerConfig:
-        if self.require_pinned_digests and not self.archive_sha256:
-            raise ValueError("require_pinned_digests is true but archive_sha256 is empty: pin every archive first")
-        return self

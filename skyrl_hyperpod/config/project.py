@@ -23,6 +23,7 @@ from .platform import (
     StudioConfig,
     VersionsConfig,
     az_id_prefix,
+    region_problem,
 )
 from .serving import ServingConfig, check_serving
 from .training import TrainingConfig
@@ -91,12 +92,17 @@ class ProjectConfig(StrictModel):
         Each problem is reported against the section it names."""
         errors: list[InitErrorDetails] = []
         for section, check in (
+            ("env", self._check_region),
+            ("hyperpod", self._check_instance_types_in_region),
             ("network", self._check_az_in_region),
             ("training", lambda: self.derived),
             # Serving reads the training runs: checked only when those resolved.
             ("serving", self._check_serving),
         ):
             if section == "serving" and any(e["loc"] == ("training",) for e in errors):
+                continue
+            # Instance types and AZ ids are checked against a region only once the region itself is known.
+            if section in ("hyperpod", "network") and any(e["loc"] == ("env",) for e in errors):
                 continue
             try:
                 check()
@@ -106,6 +112,22 @@ class ProjectConfig(StrictModel):
         if errors:
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
+
+    def _check_region(self) -> None:
+        problem = region_problem(self.env.region, {}) if self.env.region else None
+        if problem:
+            raise ValueError(problem)
+
+    def _check_instance_types_in_region(self) -> None:
+        if self.env.region is None:
+            return
+        groups = {
+            f"{name}.instance_type": getattr(self.hyperpod, name).instance_type
+            for name in ("head_group", "worker_group")
+        }
+        problem = region_problem(self.env.region, groups)
+        if problem:
+            raise ValueError(problem)
 
     def _check_az_in_region(self) -> None:
         region = self.env.region

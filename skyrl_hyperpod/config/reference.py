@@ -75,7 +75,12 @@ def _rows(model: BaseModel, prefix: str) -> list[str]:
     return rows
 
 
+TABLE_HEADER = ["| key | type | default | notes |", "|---|---|---|---|"]
+
+
 def render() -> str:
+    """The whole reference: top-level keys first, then one `## <section>` heading (the anchor the
+    configuration errors point to) and table per section."""
     config = ProjectConfig()
     header = [
         "# Configuration reference",
@@ -84,7 +89,24 @@ def render() -> str:
         "Every key is optional: a YAML file names only what it changes (see `config/example.yaml`).",
         "Unknown keys are errors. Defaults reproduce the reference deployment.",
         "",
-        "| key | type | default | notes |",
-        "|---|---|---|---|",
     ]
-    return "\n".join(header + _rows(config, "")) + "\n"
+    top_level: list[str] = []
+    sections: list[str] = []
+    for name, field in ProjectConfig.model_fields.items():
+        value = getattr(config, name)
+        if _submodel(field.annotation) is None or not isinstance(value, BaseModel):
+            top_level += _rows_for_field(config, name)
+            continue
+        doc = (type(value).__doc__ or "").strip().splitlines()
+        sections += ["", f"## {name}", ""]
+        if doc:
+            sections += [doc[0], ""]
+        sections += TABLE_HEADER + _rows(value, f"{name}.")
+    return "\n".join(header + TABLE_HEADER + top_level + sections) + "\n"
+
+
+def _rows_for_field(model: BaseModel, name: str) -> list[str]:
+    field = type(model).model_fields[name]
+    description = (field.description or "").replace("|", "\\|")
+    default = _default(model, name).replace("|", "\\|")
+    return [f"| `{name}` | `{_type_name(field.annotation)}` | `{default}` | {description} |"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -29,15 +30,24 @@ REMOTE_LORA_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
 
 
 class PublishAdapterConfig(StrictModel):
-    """The Job that copies one trained adapter from /shared to the S3 prefix the RayService reads."""
+    """The Jobs that copy trained adapters from /shared to the S3 prefix the RayService reads: one Job per
+    experiment, each adapter named after its experiment unless `adapter_name` says otherwise."""
 
-    experiment: str | None = Field(default=None, description="Experiment whose run is published. Default: the first.")
-    step: int = Field(default=160, gt=0, description="global_step_<N> to publish (a multiple of hf_save_interval).")
-    adapter_name: str = Field(
-        default="maze-grpo",
+    experiment: str | None = Field(
+        default=None, description="Publish only this experiment. Default: every experiment that trains a LoRA adapter."
+    )
+    step: int | None = Field(
+        default=None,
+        gt=0,
+        description="global_step_<N> to publish: a multiple of hf_save_interval, or the run's last step. Default: "
+        "each run's last step (SkyRL always exports the final model).",
+    )
+    adapter_name: str | None = Field(
+        default=None,
         pattern=K8S_NAME_PATTERN,
         max_length=40,
-        description="S3 folder name = the adapter's name in requests (model='<model_id>:<adapter_name>').",
+        description="S3 folder name = the adapter's name in requests (model='<model_id>:<adapter_name>'). Default: "
+        "the experiment's name. Only with `experiment` (two experiments would share one folder).",
     )
     image: str = Field(
         default="public.ecr.aws/aws-cli/aws-cli:2.32.9",
@@ -46,9 +56,69 @@ class PublishAdapterConfig(StrictModel):
     )
 
 
+@dataclass(frozen=True)
+class Publication:
+    """One adapter to publish: which run, which exported step, under which S3 folder name."""
+
+    run: ResolvedRun
+    step: int
+    adapter_name: str
+
+    @property
+    def job_name(self) -> str:
+        # Job specs are immutable: the step is in the name, so publishing another step is a new Job.
+        return f"publish-{self.adapter_name}-step-{self.step}"
+
+
+# Job names are DNS labels: "publish-" + adapter + "-step-" + up to 6 digits within 63 characters.
+ADAPTER_NAME_MAX = 40
+
+
+def exported_steps_problem(run: ResolvedRun, step: int) -> str | None:
+    """None when SkyRL exports `step` for `run` (ResolvedRun.export_steps), else why not, in one line."""
+    if run.knobs.lora_rank == 0:
+        return f"experiment {run.experiment.name!r} is a full fine-tune (LoRA rank 0): it has no adapter to publish"
+    if step not in run.export_steps:
+        return (
+            f"step {step} is never exported: run {run.run_id!r} exports every {run.knobs.hf_save_interval} steps, "
+            f"at each epoch's end ({run.steps_per_epoch} steps) and at its last step {run.total_steps}"
+        )
+    return None
+
+
+def publication(run: ResolvedRun, step: int | None = None, adapter_name: str | None = None) -> Publication:
+    """The publication of `run` at `step` (default: its last step) under `adapter_name` (default: the experiment's
+    name); ValueError in one line when that step is never exported."""
+    chosen = step or run.total_steps
+    problem = exported_steps_problem(run, chosen)
+    if problem:
+        raise ValueError(problem)
+    name = adapter_name or run.experiment.name
+    if len(name) > ADAPTER_NAME_MAX or not re.fullmatch(K8S_NAME_PATTERN, name):
+        raise ValueError(
+            f"adapter name {name!r}: at most {ADAPTER_NAME_MAX} lowercase letters, digits and '-', starting and ending "
+            "with a letter or digit"
+        )
+    return Publication(run=run, step=chosen, adapter_name=name)
+
+
+def publications(serving: ServingConfig, derived: DerivedValues) -> list[Publication]:
+    """What the publish chart writes: one Job per published experiment (none when serving is off)."""
+    if not serving.enabled:
+        return []
+    publish = serving.publish
+    runs = [derived.run(publish.experiment)] if publish.experiment else [r for r in derived.runs if r.knobs.lora_rank]
+    return [publication(run, publish.step, publish.adapter_name) for run in runs]
+
+
 class ServingConfig(StrictModel):
     """Ray Serve LLM RayService serving the SFT base model plus LoRA adapters from S3."""
 
+    enabled: bool = Field(
+        default=True,
+        description="False: neither the RayService nor the publish Jobs are synthesized, and the training head may "
+        "use the whole head node.",
+    )
     rayservice_name: str = Field(default="visgym-serve", max_length=RAYJOB_NAME_MAX, pattern=KUBERAY_NAME_PATTERN)
     application_name: str = Field(default="visgym-llm", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$")
     model_id: str = Field(default="visgym-qwen3vl", pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$")
@@ -112,8 +182,9 @@ def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpo
     """(vCPUs, GiB) of the training head pod: explicit, or what one head node has left after the
     serving head, so the RayService head schedules beside the training RayCluster."""
     head = hyperpod.head_group
-    cpus = training.cluster.head_cpus or head.allocatable_vcpus - serving.head_cpus
-    memory = training.cluster.head_memory_gib or head.allocatable_memory_gib - serving.head_memory_gib
+    serving_cpus, serving_memory = (serving.head_cpus, serving.head_memory_gib) if serving.enabled else (0, 0)
+    cpus = training.cluster.head_cpus or head.allocatable_vcpus - serving_cpus
+    memory = training.cluster.head_memory_gib or head.allocatable_memory_gib - serving_memory
     return cpus, memory
 
 
@@ -157,7 +228,9 @@ def check_serving(
     serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, derived: DerivedValues
 ) -> None:
     """Cross-checks against the training runs, the GPU group and the head node the two heads share;
-    ValueError naming field, value, rule."""
+    ValueError naming field, value, rule. Nothing to check when serving is off."""
+    if not serving.enabled:
+        return
     rank = effective_max_lora_rank(serving, derived.runs)
     for run in derived.runs:
         if run.knobs.lora_rank > rank:
@@ -208,11 +281,25 @@ def check_serving(
         raise ValueError(
             f"publish.experiment = {publish.experiment!r}: not one of the experiments ({', '.join(names)})"
         )
-    run = derived.run(publish.experiment or names[0])
-    if run.knobs.lora_rank == 0:
-        raise ValueError(f"publish.experiment = {run.experiment.name!r}: a full fine-tune (LoRA rank 0) has no adapter")
-    if publish.step % run.knobs.hf_save_interval or publish.step > run.total_steps:
+    lora_runs = [run for run in derived.runs if run.knobs.lora_rank]
+    if not lora_runs:
         raise ValueError(
-            f"publish.step = {publish.step}: run {run.run_id!r} exports every {run.knobs.hf_save_interval} steps up to "
-            f"step {run.total_steps}"
+            "enabled = true but every experiment is a full fine-tune (LoRA rank 0): the RayService serves LoRA "
+            "adapters; set serving.enabled: false, or give an experiment trainer.policy.model.lora.rank"
         )
+    if publish.adapter_name is not None and publish.experiment is None and len(lora_runs) > 1:
+        raise ValueError(
+            f"publish.adapter_name = {publish.adapter_name!r}: {len(lora_runs)} experiments would publish into that "
+            "one folder; set publish.experiment too, or leave adapter_name unset (each adapter is named after its "
+            "experiment)"
+        )
+    for pub_run in [derived.run(publish.experiment)] if publish.experiment else lora_runs:
+        try:
+            publication(pub_run, publish.step, publish.adapter_name)
+        except ValueError as exc:
+            key = (
+                f"publish.experiment = {pub_run.experiment.name!r}"
+                if pub_run.knobs.lora_rank == 0
+                else f"publish.step = {publish.step or pub_run.total_steps}"
+            )
+            raise ValueError(f"{key}: {exc}") from None

@@ -42,6 +42,18 @@ DEFAULT_PLACEMENT_GROUP_TIMEOUT_SECONDS = 7200
 RECIPE_TRAIN_BATCH_SIZE = 32
 RECIPE_MINI_BATCH_SIZE = 16
 RECIPE_MICRO_BATCH_SIZE = 4
+REFERENCE_TARGET_STEPS = 160
+
+# Wall time of one reference run (160 steps). No public figure for the reference run's duration was
+# found, so this is a stated assumption, shared with `skyrl-hp cost` (its default run length): a day.
+REFERENCE_RUN_HOURS = 24.0
+# The step time the checkpoint interval is derived from, until a measured one replaces it.
+REFERENCE_STEP_SECONDS = REFERENCE_RUN_HOURS * 3600 / REFERENCE_TARGET_STEPS
+# GPU time one failure may cost by default: the reference's checkpoint interval (20 steps) on its
+# 6 GPUs at the assumed step time, so the derived interval reproduces the reference's 20.
+REFERENCE_CKPT_INTERVAL = 20
+REFERENCE_GPUS = 6
+DEFAULT_FAILURE_BUDGET_GPU_HOURS = REFERENCE_CKPT_INTERVAL * REFERENCE_GPUS * REFERENCE_STEP_SECONDS / 3600
 
 Scalar = str | int | float | bool
 
@@ -107,8 +119,13 @@ class SkyRLKnobs(StrictModel):
         "trainer.epochs", None, "Default: enough epochs to reach training.data.target_steps.", gt=0
     )
     max_prompt_length: int = _key("trainer.max_prompt_length", 2048, gt=0)
-    ckpt_interval: int = _key("trainer.ckpt_interval", 20, gt=0)
-    hf_save_interval: int = _key("trainer.hf_save_interval", 20, gt=0)
+    ckpt_interval: int | None = _key(
+        "trainer.ckpt_interval",
+        None,
+        "Default: the most steps training.jobs.failure_budget_gpu_hours allows (20 for the reference).",
+        gt=0,
+    )
+    hf_save_interval: int | None = _key("trainer.hf_save_interval", None, "Default: as trainer.ckpt_interval.", gt=0)
     eval_interval: int = _key("trainer.eval_interval", 10, gt=0)
     resume_mode: Literal["latest", "none"] = _key("trainer.resume_mode", "latest")
     logger: str = _key("trainer.logger", "console", "console prints eval/all/pass_at_1 to the job log.")
@@ -166,8 +183,9 @@ class Experiment(StrictModel):
         return self.run_id or self.name
 
 
-# One retry on a fresh cluster: rides out a lost node; resume_mode=latest continues from the checkpoint.
-DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT = 1
+# Retries on a fresh cluster: a replaced GPU node fails one attempt, and the retry can land while a
+# second node is still in HyperPod's repair; resume_mode=latest continues from the newest checkpoint.
+DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT = 2
 
 
 class TrainingDataConfig(StrictModel):
@@ -184,7 +202,9 @@ class TrainingDataConfig(StrictModel):
     train_rows: int = Field(default=256, gt=0)
     eval_rows: int = Field(default=64, gt=0)
     eval_seed: int = Field(default=42, ge=0)
-    target_steps: int = Field(default=160, gt=0, description="Steps the derived epoch count reaches (reference: 160).")
+    target_steps: int = Field(
+        default=REFERENCE_TARGET_STEPS, gt=0, description="Steps the derived epoch count reaches (reference: 160)."
+    )
 
     @field_validator("model_dir", "data_dir", "runs_dir")
     @classmethod
@@ -247,31 +267,64 @@ class TrainingClusterConfig(StrictModel):
 
 
 class TrainingJobsConfig(StrictModel):
-    """How the RayJobs run: on the shared RayCluster or each on its own, retries, deadlines, environment."""
+    """How the RayJobs run: each on its own cluster (retried, resumed) or on the shared RayCluster, deadlines,
+    what a failure may cost, environment."""
 
     self_contained_jobs: bool = Field(
-        default=False,
-        description="false: submit to the long-lived RayCluster (clusterSelector); true: each RayJob creates its own "
-        "cluster and deletes it when done.",
+        default=True,
+        description="true: each RayJob creates its own RayCluster, is retried on a fresh one and resumes from its "
+        "newest checkpoint; false: submit to the long-lived RayCluster (clusterSelector), which KubeRay never "
+        "retries (docs/failures.md).",
     )
     job_backoff_limit: int | None = Field(
         default=None,
         ge=0,
         description="Self-contained jobs only: retries, each on a fresh cluster (resume_mode=latest resumes from the "
-        "last checkpoint). Default: 1. KubeRay cannot retry a job on the shared RayCluster (clusterSelector).",
+        "newest complete checkpoint). Default: 2. KubeRay cannot retry a job on the shared RayCluster (clusterSelector).",
     )
     job_active_deadline_seconds: int = Field(
-        default=172800, gt=0, description="Give up after this long (default 48 h)."
+        default=172800, gt=0, description="Give up after this long (default 48 h); KubeRay does not retry past it."
     )
     placement_group_timeout_seconds: int = Field(
         default=DEFAULT_PLACEMENT_GROUP_TIMEOUT_SECONDS,
         gt=0,
         description="How long SkyRL waits for its GPUs (SKYRL_RAY_PG_TIMEOUT_IN_S) before the job fails: long enough "
-        "to queue behind one other job on the shared RayCluster (default 2 h), short enough to surface a scheduling "
-        "fault. Raise it (up to job_active_deadline_seconds) for longer queues.",
+        "to queue behind one other job (default 2 h), short enough to surface a scheduling fault. Raise it (up to "
+        "job_active_deadline_seconds) for longer queues.",
     )
     job_ttl_seconds_after_finished: int = Field(
-        default=3600, ge=0, description="Self-contained jobs: keep the finished cluster this long to read its logs."
+        default=3600,
+        ge=0,
+        description="Self-contained jobs: after success, delete the job's cluster this long after it finished; after "
+        "the last failed attempt, delete its GPU workers this long after (their logs readable until then).",
+    )
+    failed_head_ttl_seconds: int = Field(
+        default=86400,
+        ge=0,
+        description="Self-contained jobs: after the last failed attempt, keep the head pod (driver and Ray logs) this "
+        "long before the cluster is deleted; at least job_ttl_seconds_after_finished (KubeRay's rule).",
+    )
+    failure_budget_gpu_hours: float = Field(
+        default=DEFAULT_FAILURE_BUDGET_GPU_HOURS,
+        gt=0,
+        description="The most GPU time one failure may cost in redone steps: trainer.ckpt_interval (and "
+        "hf_save_interval) default to the most steps that fit, at estimated_step_seconds on every GPU the job "
+        "holds, rounded down to a divisor of data.target_steps. The default reproduces the reference's 20.",
+    )
+    estimated_step_seconds: float = Field(
+        default=REFERENCE_STEP_SECONDS,
+        gt=0,
+        description="Wall time of one training step, for the checkpoint interval. Default: an assumed 24 h reference "
+        "run / 160 steps (no public duration of the reference run was found); replace it with a measured figure.",
+    )
+    stall_alert_minutes: int = Field(
+        default=30,
+        ge=5,
+        description="Alert when a RayJob stays Running this long while the GPUs' mean utilisation stays below "
+        "stall_gpu_utilization_percent (longer than the start-up model load and a checkpoint write).",
+    )
+    stall_gpu_utilization_percent: float = Field(
+        default=10, gt=0, lt=100, description="GPU utilisation (DCGM_FI_DEV_GPU_UTIL, %) below which a job is idle."
     )
     runtime_env_vars: dict[str, str] = Field(
         default_factory=dict,
@@ -302,6 +355,16 @@ class TrainingJobsConfig(StrictModel):
         if not self.self_contained_jobs:
             return None
         return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
+
+    @model_validator(mode="after")
+    def _failed_head_outlives_workers(self) -> TrainingJobsConfig:
+        # KubeRay v1.7.0 validateTTLConsistency: for one job status, DeleteCluster's TTL >= DeleteWorkers'.
+        if self.failed_head_ttl_seconds < self.job_ttl_seconds_after_finished:
+            raise ValueError(
+                f"failed_head_ttl_seconds = {self.failed_head_ttl_seconds}: shorter than job_ttl_seconds_after_finished "
+                f"({self.job_ttl_seconds_after_finished}); KubeRay deletes a failed job's workers first, then its cluster"
+            )
+        return self
 
     @model_validator(mode="after")
     def _placement_wait_within_deadline(self) -> TrainingJobsConfig:

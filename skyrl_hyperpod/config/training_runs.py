@@ -20,6 +20,7 @@ from .training import (
     Scalar,
     SkyRLKnobs,
     TrainingConfig,
+    TrainingJobsConfig,
     rayjob_name,
 )
 from .vllm_memory import engine_memory, lora_target_modules_problem, max_model_len_problem
@@ -69,6 +70,29 @@ class ResolvedRun:
     export_path: str
     lora_sync_path: str
     total_steps: int
+    # The job's GPUs and the step time the failure cost is priced with (docs/failures.md).
+    gpus: int
+    step_seconds: float
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.total_steps // self.knobs.epochs
+
+    @property
+    def export_steps(self) -> tuple[int, ...]:
+        """Steps SkyRL exports an adapter (global_step_<N>/policy under export_path) at: multiples of
+        hf_save_interval, epoch ends and the last step (skyrl/train/trainer.py, `hf_model_save`)."""
+        return checkpoint_steps(self.knobs.hf_save_interval, self.steps_per_epoch, self.total_steps)
+
+    @property
+    def failure_cost(self) -> FailureCost:
+        return FailureCost(
+            interval=self.knobs.ckpt_interval,
+            steps_per_epoch=self.steps_per_epoch,
+            total_steps=self.total_steps,
+            gpus=self.gpus,
+            step_seconds=self.step_seconds,
+        )
 
     def overrides(self) -> dict[str, str]:
         """SkyRL `key=value` pairs in a stable order: every knob, then the run's paths. The model
@@ -213,6 +237,62 @@ def batch_sizes(knobs: SkyRLKnobs) -> BatchSizes:
     )
 
 
+def checkpoint_steps(interval: int, steps_per_epoch: int, total_steps: int) -> tuple[int, ...]:
+    """The steps after which SkyRL saves, for an interval: its multiples, every epoch end, and the last step."""
+    steps = {s for s in range(1, total_steps + 1) if s % interval == 0 or s % steps_per_epoch == 0}
+    return tuple(sorted(steps | {total_steps}))
+
+
+@dataclass(frozen=True)
+class FailureCost:
+    """The steps one failure makes a run redo, and their GPU time.
+
+    SkyRL saves a checkpoint after step N when N is a multiple of trainer.ckpt_interval or ends an epoch,
+    and after the last step (skyrl/train/trainer.py, `train`: `is_epoch_end or global_step % ckpt_interval
+    == 0`, then the final save; epoch-end saves since SkyRL PR #1490, in skyrl 0.3.0). A retry resumes after
+    the newest complete checkpoint, so a failure just before a save completes redoes the whole gap."""
+
+    interval: int
+    steps_per_epoch: int
+    total_steps: int
+    gpus: int
+    step_seconds: float
+
+    @property
+    def checkpoint_steps(self) -> tuple[int, ...]:
+        return checkpoint_steps(self.interval, self.steps_per_epoch, self.total_steps)
+
+    @property
+    def gaps(self) -> tuple[int, ...]:
+        marks = (0, *self.checkpoint_steps)
+        return tuple(b - a for a, b in zip(marks, marks[1:], strict=False))
+
+    @property
+    def worst_case_steps(self) -> int:
+        return max(self.gaps)
+
+    @property
+    def mean_steps(self) -> float:
+        """Expected redone steps for a failure at a uniformly random moment of the run."""
+        return sum(gap * gap for gap in self.gaps) / (2 * self.total_steps)
+
+    def gpu_hours(self, steps: float) -> float:
+        return steps * self.gpus * self.step_seconds / 3600
+
+    def hours(self, steps: float) -> float:
+        return steps * self.step_seconds / 3600
+
+
+def budget_interval(jobs: TrainingJobsConfig, gpus: int, total_steps: int, target_steps: int) -> int:
+    """The most steps between checkpoints whose redo fits jobs.failure_budget_gpu_hours on `gpus` GPUs at
+    jobs.estimated_step_seconds, rounded down to a divisor of data.target_steps so that a checkpoint and an
+    adapter export land on the target step (serving.publish.step); at least 1, at most the run's steps."""
+    # The tolerance keeps a budget that is an exact multiple (18 GPU-hours = 20 steps) from rounding down.
+    fits = math.floor(jobs.failure_budget_gpu_hours * 3600 / (gpus * jobs.estimated_step_seconds) + 1e-9)
+    limit = max(1, min(total_steps, fits))
+    return max(d for d in _divisors(target_steps) if d <= limit) if limit < target_steps else limit
+
+
 def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig) -> SkyRLKnobs:
     nodes = knobs.policy_num_nodes or layout.replicas
     gpus_per_node = knobs.policy_num_gpus_per_node or layout.gpus_per_pod
@@ -222,9 +302,13 @@ def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingCo
     batches = derive_batches(knobs, policy_gpus, ref_gpus if knobs.use_kl_loss else None)
     train = batches.train
     epochs = knobs.epochs
+    steps_per_epoch = max(1, training.data.train_rows // train)
     if epochs is None:
-        steps_per_epoch = max(1, training.data.train_rows // train)
         epochs = math.ceil(training.data.target_steps / steps_per_epoch)
+    # The job's cluster holds every worker GPU while a failed interval is redone.
+    ckpt_interval = knobs.ckpt_interval or budget_interval(
+        training.jobs, layout.total_gpus, steps_per_epoch * epochs, training.data.target_steps
+    )
     return knobs.model_copy(
         update={
             "policy_num_nodes": nodes,
@@ -236,6 +320,8 @@ def _resolve_knobs(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingCo
             "policy_mini_batch_size": batches.mini,
             "micro_train_batch_size_per_gpu": batches.micro_train,
             "epochs": epochs,
+            "ckpt_interval": ckpt_interval,
+            "hf_save_interval": knobs.hf_save_interval or ckpt_interval,
         }
     )
 
@@ -352,6 +438,8 @@ def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: 
                 export_path=run_dir,
                 lora_sync_path=posixpath.join(run_dir, "lora_sync"),
                 total_steps=steps_per_epoch * knobs.epochs,
+                gpus=layout.total_gpus,
+                step_seconds=training.jobs.estimated_step_seconds,
             )
         )
     return runs

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, read_yaml
 from skyrl_hyperpod.config.platform import InstanceGroupConfig, StrictModel
+from skyrl_hyperpod.config.training import REFERENCE_RUN_HOURS
 from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.outputs import PLACEHOLDER_REGION
 
@@ -30,8 +31,9 @@ SHIPPED_PRICES_LABEL = "skyrl_hyperpod/prices"
 PRICE_LIST_API_REGION = "us-east-1"
 # Without any region setting, price the reference deployment's region (the default hyperpod_az_id is in it).
 DEFAULT_PRICE_REGION = PLACEHOLDER_REGION
-# No public number for the reference run's wall time was found; a day is the stated default.
-DEFAULT_RUN_HOURS = 24.0
+# No public number for the reference run's wall time was found; a day is the stated default, shared with
+# the step time the checkpoint interval is derived from.
+DEFAULT_RUN_HOURS = REFERENCE_RUN_HOURS
 # How read_yaml (shared with the config loader) starts its problems; price-file problems say "cost error: ".
 _READ_YAML_PREFIX = "config error: "
 
@@ -115,7 +117,7 @@ def apply_live_prices(config: ProjectConfig, book: PriceBook, pricing_client: An
 def load_price_book(file: Path | Traversable) -> PriceBook:
     try:
         with resources.as_file(file) as path:
-            data = read_yaml(path)
+            data = read_yaml(path, empty_ok=True)
     except ConfigError as exc:
         # read_yaml words its one-line problems for the config file; these are about the price file.
         problems = [f"cost error: {problem.removeprefix(_READ_YAML_PREFIX)}" for problem in exc.problems]

@@ -73,4 +73,8 @@ def write_outputs_file(content: dict[str, dict[str, str]], file: Path, config: P
 
 
 def describe(outputs: StackOutputs) -> list[str]:
-    return [f"{name}: {value}" for name, value in outputs.model_dump(exclude={"is_placeholder"}).items()]
+    return [
+        f"{name}: {value}"
+        for name, value in outputs.model_dump(exclude={"is_placeholder"}).items()
+        if value is not None  # an optional stack's output while that stack is off
+    ]

@@ -93,7 +93,10 @@ def check_region(region: str | None, session: Any) -> CheckResult:
     return CheckResult("PASS", "region", region)
 
 
-def check_credentials(config: ProjectConfig, clients: AwsClients, region: str) -> tuple[CheckResult, str | None]:
+def check_credentials(
+    config: ProjectConfig, clients: AwsClients, region: str
+) -> tuple[CheckResult, str | None, str | None]:
+    """(result, account, caller ARN)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -107,6 +110,7 @@ def check_credentials(config: ProjectConfig, clients: AwsClients, region: str) -
                 "configure credentials (aws configure sso / AWS_PROFILE) for the target account",
             ),
             None,
+            None,
         )
     account = identity["Account"]
     if config.env.account and config.env.account != account:
@@ -118,8 +122,71 @@ def check_credentials(config: ProjectConfig, clients: AwsClients, region: str) -
                 "switch profile or fix env.account",
             ),
             account,
+            identity["Arn"],
         )
-    return CheckResult("PASS", "credentials", f"account {account} as {identity['Arn']}"), account
+    return CheckResult("PASS", "credentials", f"account {account} as {identity['Arn']}"), account, identity["Arn"]
+
+
+def principal_arn(caller_arn: str) -> str:
+    """The IAM principal behind an sts:GetCallerIdentity ARN: an assumed-role session becomes its role's ARN
+    (without the role's path, which the session ARN does not carry)."""
+    if ":assumed-role/" in caller_arn:
+        head, rest = caller_arn.split(":assumed-role/", 1)
+        return head.replace(":sts::", ":iam::") + ":role/" + rest.split("/", 1)[0]
+    return caller_arn
+
+
+def _same_principal(configured: str, caller: str) -> bool:
+    if configured == caller:
+        return True
+    # arn:aws:iam::<account>:role/<path>/<name> matches a session of role <name> in that account.
+    conf_head, _, conf_name = configured.partition(":role/")
+    call_head, _, call_name = caller.partition(":role/")
+    return bool(conf_name) and conf_head == call_head and conf_name.rsplit("/", 1)[-1] == call_name
+
+
+def check_cluster_access(config: ProjectConfig, caller_arn: str) -> list[CheckResult]:
+    """Whoever deploys must be able to use the cluster afterwards: an EKS access entry for the caller
+    (`eks.admin_principal_arns`; the stacks grant nobody cluster-admin implicitly) and a network path to the
+    API endpoint (public CIDRs, a Studio domain inside the VPC, or a stated VPN/Direct Connect)."""
+    caller = principal_arn(caller_arn)
+    admins = config.eks.admin_principal_arns
+    results = []
+    if any(_same_principal(arn, caller) for arn in admins):
+        results.append(CheckResult("PASS", "cluster access", f"{caller} is in eks.admin_principal_arns"))
+    else:
+        results.append(
+            CheckResult(
+                "FAIL",
+                "cluster access",
+                f"{caller} is not in eks.admin_principal_arns ({len(admins)} listed): after the deploy every "
+                "kubectl and skyrl-hp cluster command would be refused",
+                f'add it: eks: {{admin_principal_arns: ["{caller}"]}}',
+            )
+        )
+    eks = config.eks
+    if eks.public_access_cidrs:
+        route = f"public endpoint for {', '.join(eks.public_access_cidrs)}"
+    elif config.studio.enabled:
+        route = "private endpoint, reached from the SageMaker Studio domain in the VPC"
+    elif eks.private_network_access:
+        route = "private endpoint, reached over the network stated in eks.private_network_access"
+    else:
+        route = ""
+    if route:
+        results.append(CheckResult("PASS", "API endpoint reachable", route))
+    else:
+        results.append(
+            CheckResult(
+                "FAIL",
+                "API endpoint reachable",
+                "the EKS API endpoint is private (eks.public_access_cidrs is empty) and nothing reaches the VPC: no "
+                "Studio domain (studio.enabled) and no VPN or Direct Connect stated (eks.private_network_access)",
+                "list your egress CIDR in eks.public_access_cidrs (curl https://checkip.amazonaws.com), or set "
+                "studio.enabled: true, or eks.private_network_access: true if a VPN reaches the VPC",
+            )
+        )
+    return results
 
 
 def _instance_counts(config: ProjectConfig) -> Counter[str]:
@@ -343,10 +410,11 @@ def run_preflight(
     region_result = check_region(region, clients.session)
     if region_result.status == "FAIL" or region is None:
         return [region_result, CheckResult("SKIP", "remaining checks", "they need a valid region")]
-    credentials, account = check_credentials(config, clients, region)
+    credentials, account, caller = check_credentials(config, clients, region)
     results = [region_result, credentials]
-    if account is None:
+    if account is None or caller is None:
         return [*results, CheckResult("SKIP", "remaining checks", "they need working credentials")]
+    results += check_cluster_access(config, caller)
     results += _guard("hyperpod AZ offerings", lambda: check_instance_offerings(config, clients, region))
     results += _guard("quotas", lambda: check_quotas(config, clients, region))
     results += _guard("cdk bootstrap", lambda: check_bootstrap(clients, region, account, qualifier))

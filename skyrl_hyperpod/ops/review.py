@@ -24,14 +24,18 @@ Which source decides which verdict (see README, "skyrl-hp review"):
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import gzip
 import json
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import yaml
 
 from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.manifests import read_manifest_documents
@@ -93,6 +97,15 @@ GPU_RESOURCE = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
+# The git Helm installer (stacks/components/git_helm_installer_handler/index.py). A change of a release's identity
+# makes it answer with a new physical id: it installs the new release and CloudFormation's clean-up deletes the
+# old resource, which uninstalls the old release (objects deleted, CRDs in templates with their custom resources).
+# A new ServiceToken or logical id creates a second resource that takes the release over; the old one's Delete
+# then leaves it installed (owner label), but the release is upgraded by a new resource.
+HELM_RELEASE_TYPE = "Custom::HelmChartFromGit"
+HELM_RELEASE_IDENTITY = ("ClusterName", "Namespace", "Release")
+HELM_INSTALLER_SOURCE = "README.md#the-git-helm-installer"
+
 VerdictKind = Literal["REPLACE", "REPLACE_OR_FAIL", "MAY_REPLACE"]
 ResourceAction = Literal["ADD", "REMOVE", "MODIFY", "REPLACE"]
 ManifestAction = Literal["ADD", "REMOVE", "MODIFY"]
@@ -123,8 +136,23 @@ def _read_json(file: Path, what: str) -> Any:
         raise ReviewError([f"review error: {what} {file} is not valid JSON (line {exc.lineno})"]) from None
 
 
-def read_assembly(directory: Path) -> dict[str, dict[str, Any]]:
-    """Stack name -> template, following nested assemblies (CDK stages)."""
+def _inside_assembly(root: Path, directory: Path, relative: str, field: str, artifact_id: str) -> Path:
+    # The head's manifest is the pull request's output (the PR review gate reads it as data): a path it names
+    # must not lead the reviewer out of the assembly, by `..`, an absolute path or a symbolic link.
+    path = (directory / relative).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ReviewError(
+            [
+                f"review error: {field} {relative!r} of artifact {artifact_id!r} in {directory / 'manifest.json'} "
+                f"is outside the cloud assembly {root}: only paths inside it are read"
+            ]
+        )
+    return path
+
+
+def read_assembly(directory: Path, root: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Stack name -> template, following nested assemblies (CDK stages) inside `root` (default: `directory`)."""
+    root = root or directory
     manifest = _read_json(directory / "manifest.json", "cloud assembly manifest")
     artifacts = manifest.get("artifacts") if isinstance(manifest, dict) else None
     if not isinstance(artifacts, dict):
@@ -144,12 +172,14 @@ def read_assembly(directory: Path) -> dict[str, dict[str, Any]]:
                 raise ReviewError(
                     [f"review error: stack artifact {artifact_id!r} in {directory} names no templateFile"]
                 )
-            template = _read_json(directory / template_file, f"template of stack {artifact_id}")
+            template_path = _inside_assembly(root, directory, template_file, "templateFile", artifact_id)
+            template = _read_json(template_path, f"template of stack {artifact_id}")
             if not isinstance(template, dict) or not isinstance(template.get("Resources", {}), dict):
                 raise ReviewError([f"review error: {directory / template_file} is not a CloudFormation template"])
             stacks[properties.get("stackName") or artifact_id] = template
         elif artifact.get("type") == "cdk:cloud-assembly" and isinstance(properties.get("directoryName"), str):
-            stacks.update(read_assembly(directory / properties["directoryName"]))
+            nested = _inside_assembly(root, directory, properties["directoryName"], "directoryName", artifact_id)
+            stacks.update(read_assembly(nested, root))
     return stacks
 
 
@@ -695,6 +725,7 @@ class Disruption:
     subject: str
     text: str
     source: str
+    details: tuple[str, ...] = ()  # one sub-bullet each (per instance type, the verdict)
 
 
 @dataclass
@@ -829,6 +860,8 @@ def _diff_resource(
         elif verdict.text not in change.possible:
             change.possible.append(verdict.text)
             replace_or_fail = replace_or_fail or verdict.kind == "REPLACE_OR_FAIL"
+    if resource_type == HELM_RELEASE_TYPE:
+        replace = _helm_release_replaced(change, old_props, new_props) or replace
     if not found and not resource_type.startswith("Custom::"):
         change.reasons.append("no resource schema known for this type: replacement cannot be ruled out")
     if replace:
@@ -843,6 +876,25 @@ def _diff_resource(
             )
             change.stateful_loss = True
     return change
+
+
+def _helm_release_replaced(change: ResourceChange, old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the git Helm installer replaces this release (see HELM_RELEASE_IDENTITY)."""
+    moved = [key for key in HELM_RELEASE_IDENTITY if old.get(key) != new.get(key)]
+    if moved:
+        before = f"{old.get('Namespace')}/{old.get('Release')}"
+        after = f"{new.get('Namespace')}/{new.get('Release')}"
+        change.reasons.append(f"Helm release identity ({', '.join(moved)}) changed: {before} → {after}")
+        change.risks.append(
+            f"release {before} is uninstalled after {after} is installed (its objects are deleted); Helm refuses to "
+            f"install objects {before} still owns: migrate first ({HELM_INSTALLER_SOURCE})"
+        )
+        change.stateful_loss = True
+        return True
+    if old.get("ServiceToken") != new.get("ServiceToken"):
+        change.reasons.append("new ServiceToken: CloudFormation creates a new custom resource and deletes this one")
+        return True
+    return False
 
 
 def _propagate(
@@ -1024,6 +1076,29 @@ def _groups(cluster: dict[str, Any]) -> dict[str, dict[str, Any]]:
     )
 
 
+def helm_release_disruptions(stacks: list[StackDiff]) -> list[Disruption]:
+    """Every replaced or removed git Helm installer release: Helm upgrades or uninstalls a live release."""
+    found = []
+    for stack in stacks:
+        added = {c.logical_id for c in stack.resources if c.action == "ADD" and c.resource_type == HELM_RELEASE_TYPE}
+        for change in stack.resources:
+            if change.resource_type != HELM_RELEASE_TYPE or change.action not in ("REPLACE", "REMOVE"):
+                continue
+            if change.action == "REPLACE":
+                text = "replaced: " + "; ".join(change.reasons[-1:])
+            elif added:
+                text = (
+                    f"removed while {', '.join(f'`{a}`' for a in sorted(added))} is added: a new resource takes the "
+                    "release over and this one's delete leaves it installed only if the release names match"
+                )
+            else:
+                text = "removed: the installer uninstalls the release it owns"
+            found.append(
+                Disruption(f"Helm release `{change.cdk_path or change.logical_id}`", text, HELM_INSTALLER_SOURCE)
+            )
+    return found
+
+
 def hyperpod_disruptions(
     base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], replaced: set[Node]
 ) -> list[Disruption]:
@@ -1187,8 +1262,9 @@ def rayservice_disruptions(
             Disruption(
                 f"`{key}`",
                 f"rayClusterConfig changed: KubeRay builds a new RayCluster (upgradeStrategy {strategy or 'unset = NewCluster'})"
-                f" and switches traffic when it is ready; needs {'; '.join(parts) or 'no GPUs'}: {verdict}",
+                " and switches traffic when it is ready",
                 KUBERAY_SOURCE,
+                details=(*(f"needs {part}" for part in parts or ["no GPUs"]), f"verdict: {verdict}"),
             )
         )
     return found
@@ -1208,6 +1284,7 @@ def review(
     if base.stacks is not None and head.stacks is not None:
         stacks, paths = diff_platform(base.stacks, head.stacks, facts)
         replaced = {c.node for s in stacks for c in s.resources if c.action == "REPLACE"}
+        disruptions += helm_release_disruptions(stacks)
         disruptions += hyperpod_disruptions(resolve_platform(base.stacks), resolve_platform(head.stacks), replaced)
     elif (base.stacks is None) != (head.stacks is None):
         notes.append("only one side has a cloud assembly: CloudFormation templates were not compared")
@@ -1229,13 +1306,93 @@ def review(
 
 
 def _property_lines(changes: list[PropertyChange], indent: str = "  ") -> list[str]:
-    lines = [
-        f"{indent}- `{display_path(c.path)}`: `{display_value(c.old)}` → `{display_value(c.new)}`"
-        + (" **(replacement)**" if c.create_only else "")
-        for c in changes[:MAX_PROPERTY_LINES]
-    ]
+    lines: list[str] = []
+    for c in changes[:MAX_PROPERTY_LINES]:
+        suffix = " **(replacement)**" if c.create_only else ""
+        detail = _structured_diff(c.old, c.new)
+        if detail:
+            lines.append(f"{indent}- `{display_path(c.path)}`{suffix}:")
+            lines += [f"{indent}  - {line}" for line in detail]
+        else:
+            lines.append(
+                f"{indent}- `{display_path(c.path)}`: `{display_value(c.old)}` → `{display_value(c.new)}`{suffix}"
+            )
     if len(changes) > MAX_PROPERTY_LINES:
         lines.append(f"{indent}- … and {len(changes) - MAX_PROPERTY_LINES} more")
+    return lines
+
+
+def _as_mapping(value: Any) -> dict[str, Any] | list[Any] | None:
+    """A JSON or YAML document held in a string (Helm `Values`, `serveConfigV2`), else None."""
+    if isinstance(value, (dict, list)):
+        return value
+    if not isinstance(value, str) or not value.lstrip().startswith(("{", "[")) and "\n" not in value:
+        return None
+    try:
+        loaded = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return None
+    return loaded if isinstance(loaded, (dict, list)) else None
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for index, item in enumerate(value):
+            out.update(_flatten(item, f"{prefix}[{index}]"))
+        return out
+    return {prefix or "(value)": value}
+
+
+def _arguments(value: Any) -> list[str] | None:
+    """A command line's arguments (a RayJob entrypoint), when `value` is one."""
+    if not isinstance(value, str) or "\n" in value.strip() or value.count(" ") < 3:
+        return None
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _structured_diff(old: Any, new: Any) -> list[str]:
+    """What changed inside a long value, one line each: a JSON/YAML document by key, a command line by
+    argument. Empty when the values are short or unstructured (the one-line `old → new` says it all)."""
+    if old is _MISSING or new is _MISSING:
+        return []
+    old_doc, new_doc = _as_mapping(old), _as_mapping(new)
+    if old_doc is not None and new_doc is not None:
+        before, after = _flatten(old_doc), _flatten(new_doc)
+        lines = []
+        for key in [*before, *(k for k in after if k not in before)]:
+            if before.get(key, _MISSING) != after.get(key, _MISSING):
+                lines.append(
+                    f"`{key}`: `{display_value(before.get(key, _MISSING))}` → `{display_value(after.get(key, _MISSING))}`"
+                )
+        return _capped(lines)
+    old_args, new_args = _arguments(old), _arguments(new)
+    if old_args is not None and new_args is not None:
+        lines = []
+        matcher = difflib.SequenceMatcher(a=old_args, b=new_args, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            removed, added = " ".join(old_args[i1:i2]), " ".join(new_args[j1:j2])
+            if tag == "replace":
+                lines.append(f"argument `{removed}` → `{added}`")
+            elif tag == "delete":
+                lines.append(f"argument removed: `{removed}`")
+            elif tag == "insert":
+                lines.append(f"argument added: `{added}`")
+        return _capped(lines)
+    return []
+
+
+def _capped(lines: list[str]) -> list[str]:
+    if len(lines) > MAX_PROPERTY_LINES:
+        return [*lines[:MAX_PROPERTY_LINES], f"… and {len(lines) - MAX_PROPERTY_LINES} more"]
     return lines
 
 
@@ -1313,7 +1470,9 @@ def render_markdown(result: Review) -> str:
             lines += [f"  - risk: {r}" for r in c.risks]
     if result.disruptions:
         lines += ["", "### ⚠️ Disruptive updates (no replacement, but workloads are interrupted)", ""]
-        lines += [f"- {d.subject}: {d.text} ([source]({d.source}))" for d in result.disruptions]
+        for d in result.disruptions:
+            lines.append(f"- {d.subject}: {d.text} ([source]({d.source}))")
+            lines += [f"  - {detail}" for detail in d.details]
     if result.cost is not None:
         lines += ["", "### Cost", "", *_cost_lines(*result.cost)]
     for stack in result.stacks:

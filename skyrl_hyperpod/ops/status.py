@@ -3,11 +3,17 @@
 With continuous provisioning a deploy succeeds before any node runs, and HyperPod keeps retrying nodes
 that fail (a lifecycle script error, no capacity): this command shows how far each group is from its
 configured count and why nodes failed. Calls: sagemaker:DescribeCluster, sagemaker:ListClusterNodes.
+
+With Kubernetes access (a kubeconfig for the EKS cluster) it also shows each experiment's RayJob: KubeRay's
+deployment status, how many attempts failed and were retried, and the newest complete checkpoint its
+current attempt's driver log names (read-only: list rayjobs and pods, read one pod log).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,3 +141,148 @@ def render(status: ClusterStatus) -> list[str]:
     lines += [f"FAIL {problem}" for problem in problems]
     lines.append(f"{len(problems)} problem(s)" if problems else "every group runs its configured node count")
     return lines
+
+
+# --- RayJobs: retries and the newest checkpoint (Kubernetes API, read-only) ----------------------------------
+
+# SkyRL's log lines (skyrl/train/trainer.py): save_checkpoints logs this after latest_ckpt_global_step.txt is
+# written, so it names a complete checkpoint; load_checkpoints logs the step a retry resumes from.
+SAVED_CHECKPOINT = re.compile(r"Successfully saved checkpoint for global_step_(\d+)")
+RESUMED_CHECKPOINT = re.compile(r"Resuming from global_step: (\d+)")
+RAY_GROUP, RAY_VERSION, RAYJOB_PLURAL = "ray.io", "v1", "rayjobs"
+# Kubernetes labels every pod of a Job with its Job's name; KubeRay names a RayJob's submitter Job after it.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+@dataclass(frozen=True)
+class RayJobStatus:
+    name: str
+    deployment_status: str  # KubeRay's jobDeploymentStatus; "not applied" when the RayJob does not exist
+    job_status: str
+    failed_attempts: int
+    backoff_limit: int | None
+    checkpoint_step: int | None  # newest complete checkpoint the submitter's log names
+    checkpoint_note: str = ""
+
+    @property
+    def retries(self) -> str:
+        limit = "no retries (shared cluster)" if self.backoff_limit is None else f"of {self.backoff_limit}"
+        # status.failed counts every failed attempt, the last one too.
+        retried = max(0, self.failed_attempts - (1 if self.deployment_status == "Failed" else 0))
+        return f"{retried} {limit}"
+
+    def problems(self) -> list[str]:
+        if self.deployment_status in ("Failed", "ValidationFailed"):
+            return [f"RayJob {self.name}: {self.deployment_status} after {self.failed_attempts} failed attempt(s)"]
+        return []
+
+
+def checkpoint_from_log(lines: Iterable[str]) -> int | None:
+    newest = None
+    for line in lines:
+        for pattern in (SAVED_CHECKPOINT, RESUMED_CHECKPOINT):
+            for match in pattern.finditer(line):
+                newest = max(newest or 0, int(match.group(1)))
+    return newest
+
+
+def _submitter_checkpoint(core: Any, namespace: str, job_name: str) -> tuple[int | None, str]:
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={job_name}").items
+    if not pods:
+        return None, "no submitter pod (its log holds the driver's output)"
+    pod = max(pods, key=lambda p: p.metadata.creation_timestamp)
+    response = core.read_namespaced_pod_log(pod.metadata.name, namespace, _preload_content=False)
+    try:
+        lines = (raw.decode("utf-8", errors="replace") for raw in response.stream(amt=65536))
+        step = checkpoint_from_log(_split_lines(lines))
+    finally:
+        response.release_conn()
+    return step, "" if step is not None else "none in the current attempt's log yet"
+
+
+def _split_lines(chunks: Iterable[str]) -> Iterator[str]:
+    rest = ""
+    for chunk in chunks:
+        rest += chunk
+        *complete, rest = rest.split("\n")
+        yield from complete
+    if rest:
+        yield rest
+
+
+def fetch_job_statuses(config: ProjectConfig, core: Any, custom: Any) -> list[RayJobStatus]:
+    """Each configured experiment's RayJob: KubeRay's status (failed attempts, backoffLimit) and the newest
+    complete checkpoint its current attempt's driver log names."""
+    namespace = config.workloads.namespace
+    listed = custom.list_namespaced_custom_object(RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL)
+    by_name = {item["metadata"]["name"]: item for item in listed.get("items", [])}
+    statuses = []
+    for run in config.derived.runs:
+        item = by_name.get(run.job_name)
+        if item is None:
+            statuses.append(RayJobStatus(run.job_name, "not applied", "-", 0, None, None))
+            continue
+        status, spec = item.get("status") or {}, item.get("spec") or {}
+        step, note = _submitter_checkpoint(core, namespace, run.job_name)
+        statuses.append(
+            RayJobStatus(
+                name=run.job_name,
+                deployment_status=status.get("jobDeploymentStatus") or "New",
+                job_status=status.get("jobStatus") or "-",
+                failed_attempts=int(status.get("failed") or 0),
+                backoff_limit=spec.get("backoffLimit"),
+                checkpoint_step=step,
+                checkpoint_note=note,
+            )
+        )
+    return statuses
+
+
+def render_jobs(jobs: list[RayJobStatus]) -> list[str]:
+    header = ("rayjob", "deployment", "job", "retries", "newest checkpoint")
+    rows = [
+        (
+            job.name,
+            job.deployment_status,
+            job.job_status,
+            job.retries if job.deployment_status != "not applied" else "-",
+            f"global_step_{job.checkpoint_step}" if job.checkpoint_step is not None else (job.checkpoint_note or "-"),
+        )
+        for job in jobs
+    ]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+    return lines + [f"FAIL {problem}" for job in jobs for problem in job.problems()]
+
+
+def kubernetes_apis(context: str | None) -> tuple[Any, Any]:
+    """CoreV1Api and CustomObjectsApi from the kubeconfig (`aws eks update-kubeconfig` writes one)."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(context=context)
+    return client.CoreV1Api(api), client.CustomObjectsApi(api)
+
+
+def as_dict(status: ClusterStatus) -> dict[str, Any]:
+    """`skyrl-hp status --json`."""
+    return {
+        "cluster": status.name,
+        "status": status.status,
+        "failure_message": status.failure_message,
+        "groups": [
+            {
+                "name": group.name,
+                "instance_type": group.instance_type,
+                "configured": group.configured,
+                "target": group.target,
+                "running": group.running,
+                "nodes": dict(group.nodes),
+            }
+            for group in status.groups
+        ],
+        "unexpected_groups": status.unexpected_groups,
+        "problems": status.problems(),
+    }

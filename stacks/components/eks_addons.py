@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks as eks_l1
@@ -43,6 +41,29 @@ FSX_CSI_NAMESPACE = "kube-system"
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 
 
+def managed_addon(
+    scope: Construct,
+    construct_id: str,
+    *,
+    cluster: eks.ICluster,
+    name: str,
+    version: str | None,
+    pod_identity_associations: list[eks_l1.CfnAddon.PodIdentityAssociationProperty] | None = None,
+    configuration_values: str | None = None,
+) -> eks_l1.CfnAddon:
+    """An EKS managed add-on that takes over what the cluster bootstrapped (vpc-cni, kube-proxy, coredns)."""
+    return eks_l1.CfnAddon(
+        scope,
+        construct_id,
+        addon_name=name,
+        cluster_name=cluster.cluster_name,
+        addon_version=version,
+        resolve_conflicts="OVERWRITE",
+        pod_identity_associations=pod_identity_associations,
+        configuration_values=configuration_values,
+    )
+
+
 def check_vpc_cni_version(version: str | None) -> None:
     """Reject a pinned vpc-cni older than HyperPod's minimum with a one-line message."""
     if version is None:
@@ -58,7 +79,8 @@ def check_vpc_cni_version(version: str | None) -> None:
 
 
 class EksAddons(Construct):
-    """vpc-cni, kube-proxy, coredns, eks-pod-identity-agent, aws-fsx-csi-driver (+ Spaces when asked)."""
+    """vpc-cni, kube-proxy, coredns, eks-pod-identity-agent, aws-fsx-csi-driver. The SageMaker Spaces add-on
+    needs nodes and is the Ray endpoint operator's (components/ray_endpoint_operator.py)."""
 
     def __init__(
         self,
@@ -67,7 +89,6 @@ class EksAddons(Construct):
         *,
         cluster: eks.ICluster,
         versions: VersionsConfig,
-        sagemaker_spaces_configuration: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         check_vpc_cni_version(versions.vpc_cni_addon)
@@ -122,18 +143,6 @@ class EksAddons(Construct):
         # The agent hands the controller its credentials.
         self.fsx_csi_driver.node.add_dependency(self.pod_identity_agent)
 
-        self.sagemaker_spaces: eks_l1.CfnAddon | None = None
-        if sagemaker_spaces_configuration is not None:
-            # Needed by the HyperPod Ray endpoint operator, with web browser access enabled by the given
-            # configuration values. No version knob yet: EKS picks the default.
-            self.sagemaker_spaces = self._addon(
-                "SageMakerSpaces",
-                "amazon-sagemaker-spaces",
-                None,
-                configuration_values=cdk.Stack.of(self).to_json_string(dict(sagemaker_spaces_configuration)),
-            )
-            self.sagemaker_spaces.node.add_dependency(self.pod_identity_agent)
-
     def _addon(
         self,
         construct_id: str,
@@ -142,14 +151,12 @@ class EksAddons(Construct):
         pod_identity_associations: list[eks_l1.CfnAddon.PodIdentityAssociationProperty] | None = None,
         configuration_values: str | None = None,
     ) -> eks_l1.CfnAddon:
-        addon = eks_l1.CfnAddon(
+        addon = managed_addon(
             self,
             construct_id,
-            addon_name=name,
-            cluster_name=self._cluster.cluster_name,
-            addon_version=version,
-            # The cluster bootstraps self-managed vpc-cni/kube-proxy/coredns; the managed add-on takes them over.
-            resolve_conflicts="OVERWRITE",
+            cluster=self._cluster,
+            name=name,
+            version=version,
             pod_identity_associations=pod_identity_associations,
             configuration_values=configuration_values,
         )

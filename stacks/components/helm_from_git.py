@@ -2,8 +2,10 @@
 
 Some charts (the HyperPod dependencies chart, the HyperPod Ray endpoint operator) are not published
 in any Helm repository. `HelmChartFromGit` is a custom resource whose handler downloads the GitHub
-tarball of one commit at deploy time, fetches the remote sub-charts, verifies the sha256 of every
-archive, and runs `helm upgrade --install` (no --wait); `helm uninstall` on delete. Deadlines,
+tarball of one commit at deploy time, verifies every file of the chart against this project's sha256
+list for that commit (skyrl_hyperpod/validation/hyperpod_chart_sums/, sent as `ChartFileDigests`),
+assembles the chart as Helm loads it (remote sub-charts downloaded and checked against their pins), and
+runs `helm upgrade --install` (no --wait); on delete, `helm uninstall` of a release it owns. Deadlines,
 SIGTERM before SIGKILL, recovery of releases left pending and bounded retries keep a failure from
 wedging the stack (git_helm_installer_handler/index.py). The handler Lambda (`GitHelmInstaller`) is created once
 per cluster and shared by every chart; it reuses the cluster's kubectl and AWS CLI layers, so no
@@ -12,11 +14,9 @@ extra layer asset is staged.
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import aws_cdk as cdk
@@ -27,31 +27,25 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.validation.hyperpod_chart import INSTALLER_HANDLER, chart_file_digests, installer_module
+
 from .eks_cluster import CLUSTER_ADMIN_POLICY
 from .iam_wildcards import acknowledge_iam_wildcards, nag_rule, vpc_lambda_managed_policies
+from .log_encryption import LogsKey
 
-HANDLER_DIR = Path(__file__).with_name("git_helm_installer_handler")
+HANDLER_DIR = INSTALLER_HANDLER.parent
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
 HTTPS = 443
-FUNCTION_TIMEOUT = cdk.Duration.minutes(15)
+# The handler's recovery of pending releases counts on this limit.
+_HANDLER = installer_module()
+FUNCTION_TIMEOUT = cdk.Duration.seconds(_HANDLER.FUNCTION_TIMEOUT_S)
 # The handler always answers before FUNCTION_TIMEOUT; if it dies anyway (out of memory, crash),
 # CloudFormation gives up after this instead of its default hour. Lambda's own retries of the
 # event are off (retry_attempts=0), so no second run can answer later.
 SERVICE_TIMEOUT = FUNCTION_TIMEOUT.plus(cdk.Duration.minutes(5))
 # What CDK gives the log groups it manages for Lambdas (@aws-cdk/aws-lambda:useCdkManagedLogGroup).
 LOG_RETENTION = logs.RetentionDays.TWO_YEARS
-
-
-def load_handler() -> ModuleType:
-    """The Lambda handler module, for its pure helpers (validation at synth time, unit tests)."""
-    spec = importlib.util.spec_from_file_location("helm_from_git_handler", HANDLER_DIR / "index.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_HANDLER = load_handler()
 
 
 class GitHelmInstaller(Construct):
@@ -94,7 +88,12 @@ class GitHelmInstaller(Construct):
         )
         # Created by CloudFormation before the function's first run (a group Lambda creates on its
         # own is unmanaged and collides with a later declaration: https://github.com/aws/aws-cdk/issues/667).
-        self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION)
+        # The installs' record outlives the stack; its events stay readable only while the key exists.
+        retained = cdk.RemovalPolicy.RETAIN
+        self.logs_key = LogsKey(self, "LogsKey", purpose="the git Helm installer", removal_policy=retained).key
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=LOG_RETENTION, removal_policy=retained, encryption_key=self.logs_key
+        )
         self.function = lambda_.Function(
             self,
             "Handler",
@@ -203,7 +202,7 @@ class HelmChartFromGit(Construct):
         namespace: str,
         values: Mapping[str, Any] | None = None,
         archive_sha256: Mapping[str, str] | None = None,
-        require_pinned_digests: bool = False,
+        require_pinned_digests: bool = True,
         archive_mirror: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -211,6 +210,18 @@ class HelmChartFromGit(Construct):
         self.archive_url = _HANDLER.archive_url(repository, commit)
         pins = _HANDLER.validate_digests(dict(archive_sha256 or {}))
         mirror = _HANDLER.validate_mirror(archive_mirror) if archive_mirror else ""
+        # The first install is verified too: every file of the chart against this project's list for the
+        # commit, or (a commit without a list) GitHub's tarball against a pin the user gives.
+        file_digests = chart_file_digests(commit, chart_path) or {}
+        source_archive = _HANDLER.source_archive_name(repository, commit)
+        if not file_digests and source_archive not in pins:
+            raise ConfigError(
+                [
+                    f"config error: helm_installer.archive_sha256 has no pin for {source_archive}, and this project "
+                    f"ships no sha256 list of {chart_path} at commit {commit} (skyrl_hyperpod/validation/"
+                    "hyperpod_chart_sums/): add the tarball's sha256 (README, 'The git Helm installer')"
+                ]
+            )
         self.commit = commit
         self.release = release
         self.namespace = namespace
@@ -235,6 +246,8 @@ class HelmChartFromGit(Construct):
                 "ArchiveDigests": stack.to_json_string(dict(sorted(pins.items()))),
                 "RequirePinnedDigests": "true" if require_pinned_digests else "false",
                 "ArchiveMirror": mirror,
+                # Compact: the list is part of the template (a chart change shows in `cdk diff`).
+                "ChartFileDigests": json.dumps(file_digests, separators=(",", ":")),
             },
         )
         # Authorized, reachable and logged before the first install; on delete, uninstalled while

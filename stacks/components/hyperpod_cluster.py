@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -20,12 +21,15 @@ INSTANCE_ROLE_MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 # HyperPod accepts only this mode for new EKS clusters: nodes are provisioned (and retried)
 # in the background instead of failing the whole create call.
 NODE_PROVISIONING_MODE = "Continuous"
-# Authorized against the ENI and the instance (in SageMaker's account) it is attached to.
-ENI_ATTACH_ACTIONS = [
-    "ec2:AttachNetworkInterface",
-    "ec2:DetachNetworkInterface",
-    "ec2:ModifyNetworkInterfaceAttribute",
-]
+# Service Authorization Reference for every action below, its resource types and condition keys:
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html and
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticcontainerregistry.html
+# (tests/cdk/test_hyperpod.py checks them against that reference's data).
+# Authorized against the ENI and the instance it is attached to (in SageMaker's account).
+ENI_ATTACH_ACTIONS = ["ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"]
+# Also authorized against the instance, and against the security groups and subnet of the ENI.
+ENI_MODIFY_ACTION = "ec2:ModifyNetworkInterfaceAttribute"
+ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
 
 
 class HyperPodExecutionRole(Construct):
@@ -34,6 +38,12 @@ class HyperPodExecutionRole(Construct):
     On top of the managed instance policy, EKS-orchestrated nodes run the VPC CNI (which manages
     ENIs in the HyperPod subnet), pull images from ECR and host the EKS Pod Identity agent. Every
     action on an existing ENI is limited to ENIs of the platform VPC.
+
+    ECR: the managed policy grants no ECR action at all
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-cluster.html), so this role
+    holds every image pull. In this account it reaches the project's repository only; images in other
+    accounts (EKS add-ons and HyperPod's agents, in AWS-owned registries) need the pull on this side
+    too, and the owning registry's repository policy decides the rest.
 
     Instance metadata: HyperPod's cluster API (`ClusterInstanceGroupSpecification`) has no metadata
     options, and the instances run in a SageMaker service account, so this project cannot set an IMDS
@@ -51,6 +61,7 @@ class HyperPodExecutionRole(Construct):
         subnet: ec2.ISubnet,
         security_group: ec2.ISecurityGroup,
         lifecycle_bucket: s3.IBucket,
+        image_repository: ecr.IRepository,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -59,63 +70,73 @@ class HyperPodExecutionRole(Construct):
             return stack.format_arn(service="ec2", resource=resource, resource_name=name)
 
         network_interfaces = ec2_arn("network-interface")
+        subnet_arn = ec2_arn("subnet", subnet.subnet_id)
+        security_group_arn = ec2_arn("security-group", security_group.security_group_id)
+        in_this_vpc = {"ec2:Vpc": ec2_arn("vpc", vpc.vpc_id)}
         node_permissions = iam.PolicyDocument(
             statements=[
                 iam.PolicyStatement(
                     sid="CniCreateInterfacesInHyperPodSubnet",
-                    actions=["ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission"],
-                    resources=[
-                        network_interfaces,
-                        ec2_arn("subnet", subnet.subnet_id),
-                        ec2_arn("security-group", security_group.security_group_id),
-                    ],
+                    actions=["ec2:CreateNetworkInterface"],
+                    resources=[network_interfaces, subnet_arn, security_group_arn],
                 ),
+                # The permission that lets SageMaker's account attach one of this VPC's ENIs to a HyperPod
+                # instance: only for ENIs of this VPC, and only the attach permission.
+                iam.PolicyStatement(
+                    sid="CniAllowAttachOfThisVpcsInterfaces",
+                    actions=["ec2:CreateNetworkInterfacePermission"],
+                    resources=[network_interfaces],
+                    conditions={"StringEquals": {**in_this_vpc, "ec2:Permission": "INSTANCE-ATTACH"}},
+                ),
+                # DeleteNetworkInterfacePermission is authorized against the ENI the permission belongs to,
+                # which carries ec2:Vpc like the other actions on an existing ENI.
                 iam.PolicyStatement(
                     sid="CniManageInterfacesOfThisVpc",
                     actions=[
                         "ec2:AssignPrivateIpAddresses",
                         "ec2:UnassignPrivateIpAddresses",
                         "ec2:DeleteNetworkInterface",
+                        "ec2:DeleteNetworkInterfacePermission",
                     ],
                     resources=[network_interfaces],
-                    conditions={"StringEquals": {"ec2:Vpc": ec2_arn("vpc", vpc.vpc_id)}},
+                    conditions={"StringEquals": in_this_vpc},
                 ),
                 # HyperPod instances live in a SageMaker service account; only their ENIs are in this
                 # account's VPC. Attaching, detaching and modifying an ENI is authorized against the
-                # ENI and against that instance (and a security group when groups change). Each
-                # resource is allowed by its own statement, so the ENI side can carry the VPC
-                # condition (`ec2:Vpc` is a condition key of the network-interface resource type:
-                # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html)
+                # ENI and against that instance (modifying also against the ENI's security groups and
+                # subnet). Each resource is allowed by its own statement, so the ENI side carries the
+                # VPC condition (`ec2:Vpc` is a condition key of the network-interface resource type)
                 # without depending on which keys an instance in another account carries.
                 iam.PolicyStatement(
                     sid="CniAttachInterfacesOfThisVpc",
-                    actions=ENI_ATTACH_ACTIONS,
+                    actions=[*ENI_ATTACH_ACTIONS, ENI_MODIFY_ACTION],
                     resources=[network_interfaces],
-                    conditions={"StringEquals": {"ec2:Vpc": ec2_arn("vpc", vpc.vpc_id)}},
+                    conditions={"StringEquals": in_this_vpc},
                 ),
                 iam.PolicyStatement(
                     sid="CniAttachToHyperPodInstances",
-                    actions=ENI_ATTACH_ACTIONS,
-                    resources=[
-                        # The instance's account is SageMaker's, not this one.
-                        stack.format_arn(service="ec2", account="*", resource="instance", resource_name="*"),
-                        ec2_arn("security-group", security_group.security_group_id),
-                    ],
+                    actions=[*ENI_ATTACH_ACTIONS, ENI_MODIFY_ACTION],
+                    # The instance's account is SageMaker's, not this one.
+                    resources=[stack.format_arn(service="ec2", account="*", resource="instance", resource_name="*")],
                 ),
-                # The permission that lets the service account attach an ENI is deleted by permission
-                # id, which has no resource-level permissions: "*", pinned to the region.
                 iam.PolicyStatement(
-                    sid="CniDeleteAttachPermissions",
-                    actions=["ec2:DeleteNetworkInterfacePermission"],
-                    resources=["*"],
-                    conditions={"StringEquals": {"aws:RequestedRegion": stack.region}},
+                    sid="CniModifyInterfacesInHyperPodSubnet",
+                    actions=[ENI_MODIFY_ACTION],
+                    resources=[subnet_arn, security_group_arn],
                 ),
-                # Tagging also happens inside CreateNetworkInterface (tag-on-create), which the
-                # statement above already pins to the HyperPod subnet and security group.
+                # Tags set while CreateNetworkInterface runs (pinned above to the HyperPod subnet and
+                # group), and tags on ENIs of this VPC afterwards: two statements, as the conditions differ.
                 iam.PolicyStatement(
-                    sid="CniTagInterfaces",
+                    sid="CniTagInterfacesOnCreate",
                     actions=["ec2:CreateTags"],
                     resources=[network_interfaces],
+                    conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
+                ),
+                iam.PolicyStatement(
+                    sid="CniTagInterfacesOfThisVpc",
+                    actions=["ec2:CreateTags"],
+                    resources=[network_interfaces],
+                    conditions={"StringEquals": in_this_vpc},
                 ),
                 iam.PolicyStatement(
                     sid="CniDescribe",
@@ -132,14 +153,21 @@ class HyperPodExecutionRole(Construct):
                     resources=["*"],
                 ),
                 iam.PolicyStatement(
-                    sid="PullContainerImages",
-                    actions=[
-                        "ecr:GetAuthorizationToken",
-                        "ecr:BatchCheckLayerAvailability",
-                        "ecr:BatchGetImage",
-                        "ecr:GetDownloadUrlForLayer",
-                    ],
+                    sid="EcrSignIn",
+                    actions=["ecr:GetAuthorizationToken"],
                     resources=["*"],
+                ),
+                iam.PolicyStatement(
+                    sid="PullThisProjectsImages",
+                    actions=ECR_PULL_ACTIONS,
+                    resources=[image_repository.repository_arn],
+                ),
+                iam.PolicyStatement(
+                    sid="PullImagesOfOtherAccounts",
+                    actions=ECR_PULL_ACTIONS,
+                    resources=[stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")],
+                    # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-resourceaccount
+                    conditions={"StringNotEquals": {"aws:ResourceAccount": stack.account}},
                 ),
                 iam.PolicyStatement(
                     sid="PodIdentityAgent",
@@ -176,18 +204,18 @@ class HyperPodExecutionRole(Construct):
                 arn_pattern("ec2", r"network-interface/\*"): (
                     "the VPC CNI on HyperPod nodes creates, attaches and tags ENIs whose ids exist only at "
                     "run time; creation is pinned to the HyperPod subnet and security group, every other "
-                    "action to ENIs of the platform VPC (ec2:Vpc condition)"
+                    "action to ENIs of the platform VPC (ec2:Vpc condition) or to tags set while creating"
                 ),
                 arn_pattern("ec2", r"instance/\*"): (
                     "HyperPod instances belong to a SageMaker service account whose id is not known here; "
                     "the ENI side of the same attach/detach/modify calls is limited to the platform VPC"
                 ),
-                r"Resource::\*": (
-                    "ec2:Describe* and ecr:GetAuthorizationToken have no resource-level permissions; ECR "
-                    "image pulls include EKS add-on and HyperPod agent images in AWS-owned registries; ENI "
-                    "ENI permissions are deleted by permission id, which has no resource-level permissions "
-                    "(region-pinned by condition)"
+                arn_pattern("ecr", r"repository/\*"): (
+                    "EKS add-on and HyperPod agent images live in AWS-owned registries whose accounts vary "
+                    "by region; the statement excludes this account (aws:ResourceAccount), where only the "
+                    "project's repository is readable"
                 ),
+                r"Resource::\*": ("ec2:Describe* and ecr:GetAuthorizationToken have no resource-level permissions"),
             },
         )
 

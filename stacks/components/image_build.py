@@ -26,6 +26,7 @@ from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
 from skyrl_hyperpod.image import base_digest_steps, docker_build_command
 
 from .iam_wildcards import nag_rule
+from .log_encryption import allow_log_groups
 
 _COMPUTE_TYPES = {
     "LARGE": codebuild.ComputeType.LARGE,
@@ -104,8 +105,9 @@ class TrainingImageBuild(Construct):
             description="Encrypts the training image build's CodeBuild artifacts and caches",
             enable_key_rotation=True,
         )
-        # Build logs hold no secrets; CloudWatch encrypts them at rest with its own key.
-        self.log_group = logs.LogGroup(self, "Logs")
+        # The build logs, retained like this key, are encrypted with it too.
+        allow_log_groups(self.key)
+        self.log_group = logs.LogGroup(self, "Logs", encryption_key=self.key)
         # The config already limits the retention to the periods CloudWatch Logs accepts
         # (LOG_RETENTION_DAYS). RetentionDays cannot be looked up by day count from Python (its
         # members' values are their names), so the number goes straight to the CloudFormation property.

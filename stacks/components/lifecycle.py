@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3_deployment
 from constructs import Construct
@@ -15,6 +16,7 @@ from .iam_wildcards import (
     managed_policy_finding,
     nag_rule,
 )
+from .log_encryption import LogsKey
 
 LIFECYCLE_SCRIPTS_DIR = Path(__file__).resolve().parent.parent / "lifecycle_scripts"
 # The script HyperPod runs on every new node; it calls the others in the same directory.
@@ -44,14 +46,29 @@ class LifecycleScripts(Construct):
         )
         self.source_s3_uri = f"s3://{bucket.bucket_name}/{key_prefix}"
         self.on_create = ON_CREATE_SCRIPT
-        self._acknowledge_upload_handler()
+        handler = self._upload_handler()
+        self._encrypt_upload_logs(handler)
+        self._acknowledge_upload_handler(handler)
 
-    def _acknowledge_upload_handler(self) -> None:
-        """cdk-nag findings on the stack-wide singleton Lambda that BucketDeployment provides."""
+    def _upload_handler(self) -> Construct:
+        """The stack-wide singleton Lambda that BucketDeployment provides."""
         stack = cdk.Stack.of(self)
-        handler = next(
-            child for child in stack.node.children if child.node.id.startswith("Custom::CDKBucketDeployment")
-        )
+        return next(child for child in stack.node.children if child.node.id.startswith("Custom::CDKBucketDeployment"))
+
+    def _encrypt_upload_logs(self, handler: Construct) -> None:
+        """The log group aws-cdk-lib creates for the handler is retained with the stack: so is its key. The
+        key is set on that log group in place (KmsKeyId is updatable), rather than replacing the group."""
+        log_group = handler.node.find_child("LogGroup")
+        cfn_log_group = log_group.node.default_child
+        assert isinstance(cfn_log_group, logs.CfnLogGroup)
+        key = LogsKey(
+            self, "UploadLogsKey", purpose="the lifecycle-script upload", removal_policy=cdk.RemovalPolicy.RETAIN
+        ).key
+        cfn_log_group.kms_key_id = key.key_arn
+        cfn_log_group.node.add_dependency(key)
+
+    def _acknowledge_upload_handler(self, handler: Construct) -> None:
+        """cdk-nag findings on the singleton upload handler."""
         cdk.Validations.of(handler).acknowledge(
             cdk.Acknowledgment(
                 id=managed_policy_finding(LAMBDA_BASIC_EXECUTION_POLICY),

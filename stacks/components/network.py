@@ -19,6 +19,8 @@ from constructs import Construct
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.platform import NetworkConfig, hyperpod_subnet_overlaps, vpc_subnet_masks
 
+from .log_encryption import LogsKey
+
 # Lustre: LNET on 988, and 1018-1023 for the client/server connections of Lustre 2.x.
 LUSTRE_PORT = 988
 LUSTRE_PORT_RANGE = (1018, 1023)
@@ -135,7 +137,13 @@ class PlatformNetwork(Construct):
         if overlaps:
             raise ConfigError([f"config error: network: {line}" for line in overlaps])
 
-        self.flow_log_group = logs.LogGroup(self, "FlowLogGroup", retention=FLOW_LOG_RETENTION)
+        # The flow log group is retained with the stack (a record of the VPC's traffic): so is its key.
+        flow_logs_key = LogsKey(
+            self, "FlowLogsKey", purpose="the VPC flow logs", removal_policy=cdk.RemovalPolicy.RETAIN
+        ).key
+        self.flow_log_group = logs.LogGroup(
+            self, "FlowLogGroup", retention=FLOW_LOG_RETENTION, encryption_key=flow_logs_key
+        )
         self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),

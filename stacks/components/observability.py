@@ -1,5 +1,5 @@
-"""HyperPod observability: Amazon Managed Prometheus, the HyperPod observability EKS add-on with
-its Pod Identity role, and an optional Amazon Managed Grafana workspace."""
+"""HyperPod observability: Amazon Managed Prometheus with alert rules and an alert manager, the HyperPod
+observability EKS add-on with its Pod Identity role, and an optional Amazon Managed Grafana workspace."""
 
 from __future__ import annotations
 
@@ -38,19 +38,22 @@ def hyperpod_log_groups(hyperpod_cluster_name: str) -> str:
 # (aws-samples/awsome-distributed-training, 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/
 # hyperpod-eks-tf/modules/observability/iam_roles.tf): the write path plus the reads the add-on's
 # troubleshooting page lists.
+# Split by what the Service Authorization Reference lists for each
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html):
+# these act on a log group or log stream, so they are limited to this cluster's ...
 COLLECTOR_LOG_ACTIONS = (
     "logs:CreateLogGroup",
     "logs:CreateLogStream",
-    "logs:DescribeLogGroups",
     "logs:DescribeLogStreams",
     "logs:PutLogEvents",
     "logs:GetLogEvents",
     "logs:FilterLogEvents",
     "logs:GetLogRecord",
     "logs:StartQuery",
-    "logs:StopQuery",
     "logs:GetQueryResults",
 )
+# ... and these have no resource-level permissions: they are granted on "*" or not at all.
+COLLECTOR_LOG_ACTIONS_WITHOUT_RESOURCES = ("logs:DescribeLogGroups", "logs:StopQuery")
 
 # metricsProvider keys: exactly those of AWS's own template for this add-on (same module,
 # modules/observability/eks_addon.tf); no primary source names any other (its cluster-level
@@ -107,24 +110,39 @@ class HyperPodObservability(Construct):
         observability: ObservabilityConfig,
         eks_cluster: eks.ICluster,
         addon_version: str | None,
+        alert_rules: str,
+        alert_manager_definition: str,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 
-        self.prometheus = aps.CfnWorkspace(self, "Prometheus", alias=f"{name_prefix}-hyperpod")
+        self.prometheus = aps.CfnWorkspace(
+            self, "Prometheus", alias=f"{name_prefix}-hyperpod", alert_manager_definition=alert_manager_definition
+        )
         # Metrics history is data: keep it when the stack goes away (README: teardown).
         self.prometheus.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
         # Built like the add-on's own templates do: no trailing slash, unlike attr_prometheus_endpoint.
         prometheus_endpoint = (
             f"https://aps-workspaces.{stack.region}.{stack.url_suffix}/workspaces/{self.prometheus.attr_workspace_id}"
         )
+        # PromQL instant queries (QueryMetrics, SigV4-signed:
+        # https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-APIReference-QueryMetrics.html).
+        self.prometheus_query_endpoint = f"{prometheus_endpoint}/api/v1/query"
+
+        # The alert rules (skyrl_hyperpod/alerting.py), evaluated by the workspace's ruler.
+        self.alert_rules = aps.CfnRuleGroupsNamespace(
+            self, "AlertRules", name=f"{name_prefix}-alerts", workspace=self.prometheus.attr_arn, data=alert_rules
+        )
 
         self.collector_role = self._collector_role(eks_cluster, hyperpod_cluster_name)
 
         grafana_workspace = None
         self.grafana: grafana.CfnWorkspace | None = None
+        self.grafana_url: str | None = None
         if observability.grafana:
             self.grafana = self._grafana_workspace(name_prefix)
+            # The workspace's Endpoint attribute is a host name, without the scheme.
+            self.grafana_url = f"https://{self.grafana.attr_endpoint}"
             grafana_workspace = (
                 f"{name_prefix}-hyperpod",
                 stack.format_arn(service="grafana", resource="/workspaces", resource_name=self.grafana.attr_id),
@@ -183,6 +201,11 @@ class HyperPodObservability(Construct):
                             actions=list(COLLECTOR_LOG_ACTIONS),
                             resources=[log_groups, f"{log_groups}:log-stream:*"],
                         ),
+                        iam.PolicyStatement(
+                            sid="LogActionsWithoutResourceLevelPermissions",
+                            actions=list(COLLECTOR_LOG_ACTIONS_WITHOUT_RESOURCES),
+                            resources=["*"],
+                        ),
                     ]
                 )
             },
@@ -195,6 +218,10 @@ class HyperPodObservability(Construct):
                 ): (
                     f"Only this cluster's log groups: HyperPod names them /aws/sagemaker/Clusters/{hyperpod_cluster_name}/"
                     "<cluster id> and the id exists only after deployment; streams are created per node at run time"
+                ),
+                r"Resource::\*": (
+                    "logs:DescribeLogGroups and logs:StopQuery have no resource-level permissions (Service "
+                    "Authorization Reference); every other log action is limited to this cluster's log groups"
                 ),
             },
         )

@@ -10,9 +10,12 @@
   builds) expire after UNTAGGED_IMAGE_RETENTION; the repository keeps the newest MAX_IMAGES images. Training images are
   tens of GB (CUDA, vLLM, PyTorch), so an unbounded history is a real storage bill; 20 images keeps
   several weeks of daily builds to roll back to.
-- Encryption: AES256 (SSE with S3-managed keys). HyperPod nodes pull with the managed instance
-  role policy, which grants no `kms:Decrypt` on a customer-managed key; the image is built from
-  public sources and holds no secrets, so a KMS key would add a key policy to maintain for no gain.
+- Encryption: AES256 (SSE with S3-managed keys), not a customer-managed KMS key. The encryption
+  configuration is create-only (a change replaces the repository), and CloudFormation cannot replace a
+  resource with a fixed name, so switching a deployed repository would fail the update; the image is built
+  from public sources and holds no secrets. New images would not need KMS permissions on the nodes: ECR
+  decrypts through its own grant on the key
+  (https://docs.aws.amazon.com/AmazonECR/latest/userguide/encryption-at-rest.html).
 """
 
 from __future__ import annotations

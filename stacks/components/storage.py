@@ -3,14 +3,21 @@
 Nothing stored here is lost on `cdk destroy`, and nothing kept blocks the destroy:
 - The buckets (adapters, lifecycle scripts, access logs) and their policies are RETAINED: they hold
   no network interface, so they outlive the VPC.
-- FSx for Lustre is DELETED, after a final backup. A retained file system would keep its network
+- FSx for Lustre is DELETED with the stack, after a final backup, and RETAINED when an update replaces
+  it (UpdateReplacePolicy): a replacement's cleanup is not a teardown, and CloudFormation abandons a
+  cleanup delete it cannot finish while reporting the update a success. The replaced file system keeps its
+  data and network interfaces until the operator deletes it (`skyrl-hp teardown --plan` lists how).
+  On stack deletion, a retained file system would keep its network
   interfaces in the network stack's subnet and security group, and deleting those would then fail
   (DependencyViolation), leaving the network stack in DELETE_FAILED. Retaining the subnet and the
   group as well would keep the VPC, its route tables and flow logs alive for a file system nobody
   mounts; a backup keeps the data at backup-storage prices and restores into a new file system
   (`aws fsx create-file-system-from-backup`) in whatever network the next deployment has.
   `FsxFinalBackup` takes that backup before CloudFormation deletes the file system, and fails the
-  delete (keeping the file system) if the backup fails.
+  delete (keeping the file system) if the backup fails or is not AVAILABLE within CloudFormation's hour;
+  deleting again joins the backup in progress. FSx backups are incremental, so the first, full copy can
+  be taken ahead of the destroy (`skyrl-hp teardown --plan`), leaving the final backup only the changes.
+- The stack has termination protection: deleting it alone would pull FSx from under running pods.
 
 Encryption: SSE-S3 for the buckets. The lifecycle bucket is read by HyperPod nodes through the
 managed `AmazonSageMakerClusterInstanceRolePolicy`, which grants no `kms:Decrypt`, so a
@@ -21,7 +28,9 @@ key policy to maintain. FSx encrypts at rest with its AWS-managed key.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -43,13 +52,34 @@ from .iam_wildcards import (
     managed_policy_finding,
     nag_rule,
 )
+from .log_encryption import LogsKey
 
 FINAL_BACKUP_HANDLER_DIR = Path(__file__).with_name("fsx_final_backup")
 FINAL_BACKUP_RESOURCE_TYPE = "Custom::FsxFinalBackup"
-# Backups are incremental, but the first one copies the whole file system: allow for a large one.
-FINAL_BACKUP_TIMEOUT = cdk.Duration.hours(2)
+# CloudFormation waits at most an hour for a custom resource (ServiceTimeout is 1-3600 s:
+# https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-cloudformation-customresource.html#cfn-cloudformation-customresource-servicetimeout),
+# and the provider framework's waiter is capped at the same hour (ProviderProps.totalTimeout:
+# https://docs.aws.amazon.com/cdk/api/v2/python/aws_cdk.custom_resources/ProviderProps.html).
+CUSTOM_RESOURCE_TIMEOUT_LIMIT = cdk.Duration.hours(1)
 FINAL_BACKUP_POLL_INTERVAL = cdk.Duration.minutes(1)
+# The waiter gives up a few polls before CloudFormation stops listening, so its FAILED answer still arrives.
+FINAL_BACKUP_TIMEOUT = cdk.Duration.minutes(55)
+# is_complete gives up first, with a message that names the backup and the next step (run the delete
+# again: it joins the backup in progress), instead of the waiter's bare "Operation timed out".
+FINAL_BACKUP_WAIT = cdk.Duration.minutes(50)
 HANDLER_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
+
+
+def load_final_backup_handler() -> ModuleType:
+    """fsx_final_backup/index.py (a Lambda asset, not a package): its constants, for the construct and the tests."""
+    spec = importlib.util.spec_from_file_location("fsx_final_backup_handler", FINAL_BACKUP_HANDLER_DIR / "index.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_HANDLER = load_final_backup_handler()
 
 # Access logs are kept for a year of audit history, then expire.
 ACCESS_LOG_RETENTION = cdk.Duration.days(365)
@@ -103,8 +133,10 @@ class FsxLustre(Construct):
                 copy_tags_to_backups=True,
             ),
         )
-        # Deleted with the stack, after FsxFinalBackup has backed it up (see the module docstring).
+        # Deleted with the stack, after FsxFinalBackup has backed it up; kept when an update replaces it
+        # (see the module docstring).
         self.file_system.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
+        self.file_system.cfn_options.update_replace_policy = cdk.CfnDeletionPolicy.RETAIN
         self.file_system_id: str = self.file_system.ref
         self.dns_name: str = self.file_system.attr_dns_name
         self.mount_name: str = self.file_system.attr_lustre_mount_name
@@ -115,7 +147,8 @@ class FsxFinalBackup(Construct):
     """A user-initiated backup of `file_system` when CloudFormation deletes (or replaces) it.
 
     The handler (fsx_final_backup/index.py) runs under the custom-resource provider framework, which
-    polls for the backup to become AVAILABLE for up to FINAL_BACKUP_TIMEOUT. The custom resource
+    polls for the backup to become AVAILABLE; the handler gives up after FINAL_BACKUP_WAIT, inside
+    CloudFormation's hour, and a delete run again waits for the same backup. The custom resource
     references the file system, so CloudFormation deletes it, and waits for the backup, first.
     """
 
@@ -145,6 +178,10 @@ class FsxFinalBackup(Construct):
                 resources=["*"],
             )
         )
+        # The log groups go with the stack, so their key may as well (its deletion waits 30 days).
+        logs_key = LogsKey(
+            self, "LogsKey", purpose="the FSx final-backup handlers", removal_policy=cdk.RemovalPolicy.DESTROY
+        ).key
         handlers = {}
         for name in ("on_event", "is_complete"):
             log_group = logs.LogGroup(
@@ -152,6 +189,7 @@ class FsxFinalBackup(Construct):
                 f"{name.title().replace('_', '')}Logs",
                 retention=HANDLER_LOG_RETENTION,
                 removal_policy=cdk.RemovalPolicy.DESTROY,
+                encryption_key=logs_key,
             )
             handlers[name] = lambda_.Function(
                 self,
@@ -172,24 +210,25 @@ class FsxFinalBackup(Construct):
             query_interval=FINAL_BACKUP_POLL_INTERVAL,
             total_timeout=FINAL_BACKUP_TIMEOUT,
             log_group=logs.LogGroup(
-                self, "ProviderLogs", retention=HANDLER_LOG_RETENTION, removal_policy=cdk.RemovalPolicy.DESTROY
+                self,
+                "ProviderLogs",
+                retention=HANDLER_LOG_RETENTION,
+                removal_policy=cdk.RemovalPolicy.DESTROY,
+                encryption_key=logs_key,
             ),
-            disable_waiter_state_machine_logging=False,
-            # Execution data would copy CloudFormation's pre-signed response URL into the log.
-            waiter_state_machine_log_options=cr.LogOptions(
-                include_execution_data=False,
-                destination=logs.LogGroup(
-                    self, "WaiterLogs", retention=HANDLER_LOG_RETENTION, removal_policy=cdk.RemovalPolicy.DESTROY
-                ),
-                level=sfn.LogLevel.ALL,
-            ),
+            # The waiter only calls is_complete again; every poll's outcome is in the handlers' logs. Logging
+            # its steps would give its role CloudWatch Logs delivery actions that have no resource-level
+            # permissions (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html), account-wide.
+            disable_waiter_state_machine_logging=True,
         )
         self.resource = cdk.CustomResource(
             self,
             "Resource",
             service_token=provider.service_token,
             resource_type=FINAL_BACKUP_RESOURCE_TYPE,
-            properties={"FileSystemId": file_system.ref},
+            # on_event sets the deadline that every is_complete poll then holds the backup to.
+            properties={"FileSystemId": file_system.ref, _HANDLER.WAIT_PROPERTY: int(FINAL_BACKUP_WAIT.to_seconds())},
+            service_timeout=CUSTOM_RESOURCE_TIMEOUT_LIMIT,
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self._acknowledge(role, provider)
@@ -216,10 +255,17 @@ class FsxFinalBackup(Construct):
             if isinstance(child, sfn.CfnStateMachine):
                 cdk.Validations.of(child).acknowledge(
                     cdk.Acknowledgment(
+                        id=nag_rule("SF1"),
+                        reason="The provider framework's waiter only calls is_complete once a minute during a "
+                        "stack delete; the is_complete and framework Lambdas log every poll and its outcome, and "
+                        "state-machine logging would need account-wide CloudWatch Logs delivery permissions.",
+                    )
+                )
+                cdk.Validations.of(child).acknowledge(
+                    cdk.Acknowledgment(
                         id=nag_rule("SF2"),
                         reason="The provider framework's waiter only polls is_complete once a minute during a "
-                        "stack delete; its CloudWatch log (level ALL) covers tracing needs, and Provider has no "
-                        "X-Ray option.",
+                        "stack delete; the handlers' logs cover tracing needs, and Provider has no X-Ray option.",
                     )
                 )
             if isinstance(child, lambda_.Function):
@@ -242,11 +288,6 @@ class FsxFinalBackup(Construct):
                         "(aws-cdk-lib's provider framework grant)"
                     ),
                 }
-                if child.node.scope is not None and child.node.scope.node.id == "waiter-state-machine":
-                    reasons[r"Resource::\*"] = (
-                        "the waiter's log delivery to its CloudWatch log group (logs:CreateLogDelivery and "
-                        "related actions) has no resource-level permissions"
-                    )
                 acknowledge_iam_wildcards(child, reasons)
 
 
@@ -267,11 +308,21 @@ class PlatformBuckets(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, lifecycle_bucket_name: str) -> None:
         super().__init__(scope, construct_id)
-        # Not access-logged itself (that would loop); cdk-nag S1 accepts a log-destination bucket.
+        # Not access-logged itself: S3 advises against logging a destination bucket into itself
+        # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ServerLogs.html); cdk-nag S1 accepts it.
+        # Versioned, so an overwritten or deleted log object stays recoverable for a while: they are audit records.
         self.access_logs_bucket = s3.Bucket(
             self,
             "AccessLogsBucket",
-            lifecycle_rules=[s3.LifecycleRule(id="expire-access-logs", expiration=ACCESS_LOG_RETENTION)],
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-access-logs",
+                    expiration=ACCESS_LOG_RETENTION,
+                    noncurrent_version_expiration=NONCURRENT_VERSION_RETENTION,
+                    abort_incomplete_multipart_upload_after=INCOMPLETE_UPLOAD_RETENTION,
+                )
+            ],
             **_hardened_bucket_props(),
         )
         versioned_bucket_rules = [

@@ -22,10 +22,15 @@ class StudioSecurityGroup(Construct):
     every node and pod. Ray's ports are not opened: the namespace's NetworkPolicies (charts/ray_access.py)
     admit no VPC address on them, so a Studio user reaches a Ray head through the EKS API
     (`kubectl port-forward`), like any other operator.
+
+    The API rule targets the EKS cluster security group, which EKS creates and attaches to the control
+    plane's network interfaces (https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html); no
+    HyperPod node, pod or FSx carries it. A rule into the HyperPod group, which the control plane also
+    carries, would open 443 on every one of them.
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, cluster_security_group: ec2.ISecurityGroup
+        self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, eks_cluster_security_group: ec2.ISecurityGroup
     ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = ec2.SecurityGroup(
@@ -41,9 +46,8 @@ class StudioSecurityGroup(Construct):
         group.add_egress_rule(group, apps, "Studio apps to each other")
         # SageMaker, STS, ECR, PyPI, Hugging Face: through NAT. The EKS API's private endpoint is in the VPC.
         group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(HTTPS_PORT), "AWS APIs and package indexes over HTTPS")
-        # The EKS control-plane ENIs sit in the HyperPod group (the private API endpoint).
         group.connections.allow_to(
-            cluster_security_group, ec2.Port.tcp(HTTPS_PORT), "Studio to EKS API server (private endpoint)"
+            eks_cluster_security_group, ec2.Port.tcp(HTTPS_PORT), "Studio to EKS API server (private endpoint)"
         )
 
 
@@ -65,7 +69,7 @@ class StudioDomain(Construct):
         eks_cluster_name: str,
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet,
-        cluster_security_group: ec2.ISecurityGroup,
+        eks_cluster_security_group: ec2.ISecurityGroup,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -142,7 +146,7 @@ class StudioDomain(Construct):
         )
 
         self.security_group = StudioSecurityGroup(
-            self, "SecurityGroup", vpc=vpc, cluster_security_group=cluster_security_group
+            self, "SecurityGroup", vpc=vpc, eks_cluster_security_group=eks_cluster_security_group
         ).security_group
         self.domain = sagemaker.CfnDomain(
             self,

@@ -21,6 +21,10 @@
 #   (fail closed) instead of running on the root volume's empty directories.
 # - A data volume that never appears fails this script, so the node fails provisioning now
 #   rather than hitting DiskPressure later.
+# - Other file systems: kubelet mounts pod volumes (FSx for Lustre, EFS, ...) under
+#   /var/lib/kubelet. Nothing here copies or deletes across a mount: the script refuses to touch a
+#   directory that has anything mounted at or below it (findmnt), and cp, find and rm stay on one
+#   file system besides, so a re-run on a node with pods can never copy or delete a shared volume.
 #
 # Environment (optional): PROVISION_ROOT (path prefix, for tests), DATA_DISK_WAIT_SECONDS (how
 # long this script waits for the volume, default 120), DATA_DISK_BOOT_WAIT_SECONDS (how long each
@@ -137,6 +141,32 @@ RequiresMountsFor=${STATE_DIRS[*]}
   done
 }
 
+# Mount points at or below $1: findmnt -R lists every mount below the file system that holds $1.
+mounts_below() {
+  local dir="$1"
+  [[ -e "$dir" ]] || return 0
+  findmnt -R -rn -o TARGET --target "$dir" | awk -v dir="$dir" '$0 == dir || index($0, dir "/") == 1'
+}
+
+# Fail unless nothing is mounted at or below any of the directories this run copies from or deletes in.
+refuse_mounts_below() {
+  local dir mounts lines found=()
+  for dir in "$@"; do
+    if ! mounts="$(mounts_below "$dir")"; then
+      log "ERROR: cannot list what is mounted under ${dir} (findmnt)"
+      return 1
+    fi
+    if [[ -n "$mounts" ]]; then
+      mapfile -t lines <<<"$mounts"
+      found+=("${lines[@]}")
+    fi
+  done
+  if ((${#found[@]} > 0)); then
+    log "ERROR: refusing to copy or delete state: file systems are mounted under it (${found[*]}); these are pod volumes or leftovers of an earlier run. Drain and reboot the node (or replace it), then run this again"
+    return 1
+  fi
+}
+
 copy_state() {
   local state_dir="$1" target="$2"
   if [[ -d "${ROOT}${target}" ]]; then
@@ -144,9 +174,9 @@ copy_state() {
     return 0
   fi
   log "copying ${state_dir} to ${target}"
-  rm -rf "${ROOT}${target}.partial"
+  rm -rf --one-file-system "${ROOT}${target}.partial"
   mkdir -p "${ROOT}${target}.partial" "${ROOT}${state_dir}"
-  cp -a "${ROOT}${state_dir}/." "${ROOT}${target}.partial/"
+  cp -a --one-file-system "${ROOT}${state_dir}/." "${ROOT}${target}.partial/"
   mv "${ROOT}${target}.partial" "${ROOT}${target}"
 }
 
@@ -171,9 +201,7 @@ main() {
     current=1
   fi
 
-  install_boot_units
-
-  local state_dir mounted=() pending=()
+  local state_dir target mounted=() pending=()
   for state_dir in "${STATE_DIRS[@]}"; do
     if mountpoint -q "${ROOT}${state_dir}"; then
       mounted+=("$state_dir")
@@ -186,6 +214,27 @@ main() {
     log "ERROR: ${mounted[*]} already mounted, but ${STAMP} (ami=${stamped_ami:-none} root_volume=${stamped_root:-none}) is not this node's (ami=${ami} root_volume=${root_id})"
     return 1
   fi
+
+  # What this run will copy from or delete in: the pending state directories and their copies, and every
+  # copy when a stale one is wiped (nothing is mounted then: a mounted state with a stale stamp failed above).
+  # Checked before anything is written, the boot units included: a refused run leaves the node as it was.
+  local guarded=() wiped=("${pending[@]}")
+  if ((!current)); then
+    wiped=("${STATE_DIRS[@]}")
+  fi
+  for state_dir in "${pending[@]}"; do
+    guarded+=("${ROOT}${state_dir}")
+  done
+  for state_dir in "${wiped[@]}"; do
+    target="${DATA_VOLUME}/$(basename "$state_dir")"
+    guarded+=("${ROOT}${target}" "${ROOT}${target}.partial")
+  done
+  if ((${#pending[@]} > 0)); then
+    refuse_mounts_below "${guarded[@]}"
+  fi
+
+  install_boot_units
+
   if ((${#pending[@]} == 0)); then
     if ((units_changed)); then
       systemctl daemon-reload
@@ -203,7 +252,6 @@ main() {
     fi
   done
 
-  local target
   if ((!current)); then
     if [[ -e "${ROOT}${STAMP}" ]]; then
       log "data volume holds state of ami=${stamped_ami} root_volume=${stamped_root}; this node is ami=${ami} root_volume=${root_id} (patched or replaced root volume): wiping it"
@@ -213,7 +261,7 @@ main() {
     rm -f "${ROOT}${STAMP}"
     for state_dir in "${STATE_DIRS[@]}"; do
       target="${DATA_VOLUME}/$(basename "$state_dir")"
-      rm -rf "${ROOT}${target}" "${ROOT}${target}.partial"
+      rm -rf --one-file-system "${ROOT}${target}" "${ROOT}${target}.partial"
     done
   fi
   for state_dir in "${pending[@]}"; do
@@ -226,7 +274,7 @@ main() {
   fi
   # Only now, with a complete stamped copy, free the root volume (the bind mounts hide it anyway).
   for state_dir in "${pending[@]}"; do
-    find "${ROOT}${state_dir}" -mindepth 1 -delete
+    find "${ROOT}${state_dir}" -xdev -mindepth 1 -delete
   done
 
   systemctl daemon-reload

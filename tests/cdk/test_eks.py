@@ -28,14 +28,20 @@ from skyrl_hyperpod.config.platform import (
     RAY_ENDPOINT_OPERATOR_CHART_PATH,
     SUPPORTED_KUBERNETES_VERSIONS,
 )
+from skyrl_hyperpod.helm_values import (
+    HYPERPOD_DEPENDENCIES_NAMESPACE,
+    HYPERPOD_DEPENDENCIES_RELEASE,
+    UPSTREAM_ARCHIVE_SHA256,
+)
 from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.validation.hyperpod_chart import installer_module, sums_for
 from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
 from stacks.eks_stack import (
-    HYPERPOD_DEPENDENCIES_NAMESPACE,
-    KUBERAY_CHART,
+    KUBERAY_HELM_TIMEOUT,
     KUBERAY_NAMESPACE,
+    KUBERAY_OPERATOR_CHART,
     EksStack,
 )
 
@@ -62,8 +68,12 @@ VARIANT = {
     },
     "helm_installer": {
         "archive_mirror": "s3://example-helm-mirror/hyperpod",
-        "archive_sha256": {"cert-manager-v1.18.2.tgz": "0" * 64},
-        "require_pinned_digests": True,
+        # The operator's commit has no sha256 list in this project: its tarball is pinned instead.
+        "archive_sha256": {
+            "cert-manager-v1.18.2.tgz": "0" * 64,
+            "sagemaker-hyperpod-cli-0123456789abcdef0123456789abcdef01234567.tar.gz": "1" * 64,
+        },
+        "require_pinned_digests": False,
     },
 }
 COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -202,9 +212,10 @@ def test_cluster_version_and_its_layer_follow_the_config(fixture, request):
 
 
 def test_one_kubectl_layer_and_one_installer_serve_every_release(variant):
-    # Two git charts (dependencies + Ray endpoint operator) and the KubeRay chart, yet: one kubectl
-    # layer, one AWS CLI layer, three functions (kubectl handler, its framework, the git installer).
-    assert len(git_charts(variant.template)) == 2
+    # The dependencies git chart and the KubeRay chart (the Ray endpoint operator's git chart lives in its
+    # own stack and reuses this installer: tests/cdk/test_ray_endpoint.py), yet: one kubectl layer, one AWS
+    # CLI layer, three functions (kubectl handler, its framework, the git installer).
+    assert len(git_charts(variant.template)) == 1
     assert len(resources(variant.template, "AWS::Lambda::LayerVersion")) == 2
     assert len(resources(variant.template, "AWS::Lambda::Function")) == 3
     tokens = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(variant.template).values()}
@@ -436,12 +447,18 @@ def test_kuberay_operator_chart_is_pinned_and_does_not_wait(default):
     _, chart = one(default.template, "Custom::AWSCDK-EKS-HelmChart")
     props = chart["Properties"]
     versions = default.config.versions
-    assert props["Chart"] == KUBERAY_CHART == "kuberay-operator"
+    assert props["Chart"] == KUBERAY_OPERATOR_CHART == "kuberay-operator"
     assert props["Version"] == versions.kuberay_operator_chart
     assert props["Repository"] == versions.kuberay_helm_repository
     assert props["Namespace"] == KUBERAY_NAMESPACE and KUBERAY_NAMESPACE not in ("default", "kube-system")
     assert props["CreateNamespace"] is True
     assert props.get("Wait", False) is False
+    # Helm stops itself inside the kubectl handler's 15 minutes; no --atomic (it would wait for a pod that
+    # cannot schedule before HyperPod nodes exist).
+    assert props["Timeout"] == f"{KUBERAY_HELM_TIMEOUT.to_seconds()}s" and KUBERAY_HELM_TIMEOUT.to_minutes() < 15
+    assert props.get("Atomic", False) is False
+    # The operator watches the workload namespace only (its Secrets, not every namespace's).
+    assert json.loads(props["Values"]) == {"watchNamespace": [default.config.workloads.namespace]}
 
 
 # --- HyperPod dependencies and the Ray endpoint operator ----------------------------------------
@@ -454,7 +471,33 @@ def test_hyperpod_dependencies_come_from_the_pinned_commit(default):
     assert COMMIT_ID.fullmatch(props["Commit"]) and props["Commit"] == versions.hyperpod_cli_commit
     assert props["Repository"] == versions.hyperpod_cli_repository
     assert props["ChartPath"] == HYPERPOD_CHART_PATH
-    assert props["Namespace"] == HYPERPOD_DEPENDENCIES_NAMESPACE == "kube-system"
+    # AWS's install guide's release name and namespace.
+    assert (props["Release"], props["Namespace"]) == (HYPERPOD_DEPENDENCIES_RELEASE, HYPERPOD_DEPENDENCIES_NAMESPACE)
+    assert (HYPERPOD_DEPENDENCIES_RELEASE, HYPERPOD_DEPENDENCIES_NAMESPACE) == ("hyperpod-dependencies", "kube-system")
+
+
+def test_every_chart_file_is_verified_against_the_projects_list(default):
+    [chart] = git_charts(default.template).values()
+    props = chart["Properties"]
+    listed = sums_for(props["Commit"])
+    assert listed is not None and all(name.startswith(HYPERPOD_CHART_PATH + "/") for name in listed)
+    expected = {name.removeprefix(HYPERPOD_CHART_PATH + "/"): digest for name, digest in listed.items()}
+    assert json.loads(props["ChartFileDigests"]) == expected and len(expected) == 147
+    # ... and the remote sub-charts against the shipped pins, required.
+    assert json.loads(props["ArchiveDigests"]) == UPSTREAM_ARCHIVE_SHA256
+    assert props["RequirePinnedDigests"] == "true"
+
+
+def test_a_commit_without_a_file_list_or_a_tarball_pin_is_refused_at_synth(default):
+    app = cdk.App()
+    stack = cdk.Stack(app, "s")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    with pytest.raises(ConfigError, match=f"no pin for sagemaker-hyperpod-cli-{commit}.tar.gz"):
+        HelmChartFromGit(
+            stack, "Chart", cluster=None, kubectl_layer=None, awscli_layer=None,
+            repository=default.config.versions.hyperpod_cli_repository, commit=commit,
+            chart_path=RAY_ENDPOINT_OPERATOR_CHART_PATH, release="r", namespace="n",
+        )  # fmt: skip
 
 
 def test_the_synthesized_dependencies_release_passes_the_chart_check(default):
@@ -516,6 +559,8 @@ def test_git_helm_installer_cannot_keep_cloudformation_waiting(default, variant)
             service_timeout = chart["Properties"]["ServiceTimeout"]
             assert int(service_timeout) == SERVICE_TIMEOUT.to_seconds()
             assert function["Timeout"] < int(service_timeout) < 3600
+            # The handler's recovery of pending releases counts on this limit.
+            assert function["Timeout"] == installer_module().FUNCTION_TIMEOUT_S
             # The log group exists (and is declared) before the function first runs.
             log_group_id = function["LoggingConfig"]["LogGroup"]["Ref"]
             assert synth.template["Resources"][log_group_id]["Type"] == "AWS::Logs::LogGroup"
@@ -525,15 +570,34 @@ def test_git_helm_installer_cannot_keep_cloudformation_waiting(default, variant)
     assert invoke_config["Properties"]["MaximumRetryAttempts"] == 0
 
 
+def test_git_helm_installer_logs_are_encrypted_with_a_retained_customer_key(default):
+    [function_id] = {
+        chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(default.template).values()
+    }
+    function = default.template["Resources"][function_id]["Properties"]
+    log_group = default.template["Resources"][function["LoggingConfig"]["LogGroup"]["Ref"]]
+    key_id = log_group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+    key = default.template["Resources"][key_id]
+    assert (key["Type"], key["Properties"]["EnableKeyRotation"]) == ("AWS::KMS::Key", True)
+    # A retained log group outlives the stack; its events are readable only while the key exists.
+    assert log_group["DeletionPolicy"] == key["DeletionPolicy"] == "Retain"
+    [logs_statement] = [
+        s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "CloudWatchLogsOfThisAccountAndRegion"
+    ]
+    assert logs_statement["Principal"]["Service"] == {
+        "Fn::Join": ["", ["logs.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]]
+    }
+
+
 def test_archive_pins_and_mirror_reach_the_installer(default, variant):
     for chart in git_charts(default.template).values():
-        props = chart["Properties"]
-        assert (props["ArchiveDigests"], props["RequirePinnedDigests"], props["ArchiveMirror"]) == ("{}", "false", "")
+        assert chart["Properties"]["ArchiveMirror"] == ""
     installer = variant.config.helm_installer
     for chart in git_charts(variant.template).values():
         props = chart["Properties"]
-        assert json.loads(props["ArchiveDigests"]) == installer.archive_sha256
-        assert props["RequirePinnedDigests"] == "true"
+        # The configuration's pins join (and would override) the shipped ones.
+        assert json.loads(props["ArchiveDigests"]) == {**UPSTREAM_ARCHIVE_SHA256, **installer.archive_sha256}
+        assert props["RequirePinnedDigests"] == "false"
         assert props["ArchiveMirror"] == installer.archive_mirror
     [chart, *_] = git_charts(variant.template).values()
     role_id = variant.template["Resources"][chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]["Role"]
@@ -568,39 +632,16 @@ def test_a_branch_name_is_refused_at_synth(default):
         HelmChartFromGit(
             stack, "Chart", cluster=None, kubectl_layer=None, awscli_layer=None,
             repository=default.config.versions.hyperpod_cli_repository, commit="main",
-            chart_path=HYPERPOD_CHART_PATH, release="dependencies", namespace="kube-system",
+            chart_path=HYPERPOD_CHART_PATH, release="hyperpod-dependencies", namespace="kube-system",
         )  # fmt: skip
 
 
-def test_ray_endpoint_operator_is_absent_by_default(default):
-    assert default.config.ray_endpoint_operator.enabled is False
-    assert set(git_charts(default.template)) == {HYPERPOD_CHART_PATH}
-    assert "amazon-sagemaker-spaces" not in addons(default.template)
-
-
-def test_ray_endpoint_operator_installs_with_spaces_when_enabled(variant):
-    operator = variant.config.ray_endpoint_operator
-    charts = git_charts(variant.template)
-    chart = charts[RAY_ENDPOINT_OPERATOR_CHART_PATH]
-    props = chart["Properties"]
-    assert props["Namespace"] == operator.namespace == "hyperpod-ray"
-    # Its own pin, not the dependencies chart's (whose commit has no operator chart).
-    assert props["Commit"] == operator.commit != variant.config.versions.hyperpod_cli_commit
-    assert rendered_json(props["Values"]) == {
-        "region": REGION_PLACEHOLDER,
-        "domain": operator.domain,
-        "namespace": operator.namespace,
-        "kmsKeyArn": operator.kms_key_arn,
-        "adminGroup": operator.admin_group,
-        "manager": {"enableEndpointsByDefault": operator.enable_endpoints_by_default},
-    }
-    [(spaces_id, spaces)] = [(k, v) for k, v in resources(variant.template, "AWS::EKS::Addon").items()
-                             if v["Properties"]["AddonName"] == "amazon-sagemaker-spaces"]  # fmt: skip
-    # The web browser access settings the user gave, as the add-on's configuration values.
-    assert json.loads(spaces["Properties"]["ConfigurationValues"]) == operator.spaces_addon_configuration
-    dependencies_id = next(k for k, v in resources(variant.template, RESOURCE_TYPE).items()
-                           if v["Properties"]["ChartPath"] == HYPERPOD_CHART_PATH)  # fmt: skip
-    assert {spaces_id, dependencies_id} <= set(chart["DependsOn"])
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_the_ray_endpoint_operator_and_its_spaces_addon_are_never_in_this_stack(fixture, request):
+    # They need HyperPod nodes, which do not exist when this stack deploys: stacks/ray_endpoint_stack.py.
+    synth = request.getfixturevalue(fixture)
+    assert set(git_charts(synth.template)) == {HYPERPOD_CHART_PATH}
+    assert "amazon-sagemaker-spaces" not in addons(synth.template)
 
 
 # --- checks ------------------------------------------------------------------------------------

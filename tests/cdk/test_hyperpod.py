@@ -209,55 +209,99 @@ def test_execution_role_extra_permissions_are_scoped(default_template, default_c
     statements = _execution_role_statements(default_template)
     assert set(statements) == {
         "CniCreateInterfacesInHyperPodSubnet",
+        "CniAllowAttachOfThisVpcsInterfaces",
         "CniManageInterfacesOfThisVpc",
         "CniAttachInterfacesOfThisVpc",
         "CniAttachToHyperPodInstances",
-        "CniDeleteAttachPermissions",
-        "CniTagInterfaces",
+        "CniModifyInterfacesInHyperPodSubnet",
+        "CniTagInterfacesOnCreate",
+        "CniTagInterfacesOfThisVpc",
         "CniDescribe",
-        "PullContainerImages",
+        "EcrSignIn",
+        "PullThisProjectsImages",
+        "PullImagesOfOtherAccounts",
         "PodIdentityAgent",
     }
-    create = statements["CniCreateInterfacesInHyperPodSubnet"]["Resource"]
-    assert f"arn:aws:ec2:us-west-2:111111111111:subnet/{SUBNET_ID}" in create
-    assert f"arn:aws:ec2:us-west-2:111111111111:security-group/{SECURITY_GROUP_ID}" in create
-    assert not any(r.endswith((":subnet/*", ":security-group/*")) for r in create)
+    subnet = f"arn:aws:ec2:us-west-2:111111111111:subnet/{SUBNET_ID}"
+    group = f"arn:aws:ec2:us-west-2:111111111111:security-group/{SECURITY_GROUP_ID}"
+    own_enis = "arn:aws:ec2:us-west-2:111111111111:network-interface/*"
+    create = statements["CniCreateInterfacesInHyperPodSubnet"]
+    assert create["Action"] == "ec2:CreateNetworkInterface"
+    assert sorted(create["Resource"]) == sorted([own_enis, subnet, group])
     assert statements["PodIdentityAgent"]["Resource"] == (
         f"arn:aws:eks:us-west-2:111111111111:cluster/{default_config.names.eks_cluster}"
     )
-    this_vpc = {"StringEquals": {"ec2:Vpc": VPC_ARN}}
-    own_enis = "arn:aws:ec2:us-west-2:111111111111:network-interface/*"
-    # Every action on an existing ENI is limited to ENIs of the platform VPC.
-    for sid in ("CniManageInterfacesOfThisVpc", "CniAttachInterfacesOfThisVpc"):
-        assert statements[sid]["Resource"] == own_enis
-        assert statements[sid]["Condition"] == this_vpc
-    attach_actions = set(statements["CniAttachInterfacesOfThisVpc"]["Action"])
-    assert attach_actions == {
-        "ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"
-    }  # fmt: skip
-    # The same calls are authorized against the instance, in SageMaker's account (never ours), and
-    # against the HyperPod security group only; no statement lets them touch an ENI without the condition.
+    this_vpc = {"ec2:Vpc": VPC_ARN}
+    # Every action on an existing ENI, the attach permission and its deletion included, is limited to ENIs
+    # of the platform VPC; the attach permission is only ever INSTANCE-ATTACH.
+    permission = statements["CniAllowAttachOfThisVpcsInterfaces"]
+    assert (permission["Action"], permission["Resource"]) == ("ec2:CreateNetworkInterfacePermission", own_enis)
+    assert permission["Condition"] == {"StringEquals": {**this_vpc, "ec2:Permission": "INSTANCE-ATTACH"}}
+    manage = statements["CniManageInterfacesOfThisVpc"]
+    assert "ec2:DeleteNetworkInterfacePermission" in manage["Action"]
+    for sid in ("CniManageInterfacesOfThisVpc", "CniAttachInterfacesOfThisVpc", "CniTagInterfacesOfThisVpc"):
+        assert statements[sid]["Resource"] == own_enis, sid
+        assert statements[sid]["Condition"] == {"StringEquals": this_vpc}, sid
+    # Tags on an ENI being created ride on CreateNetworkInterface (pinned to the subnet and group above).
+    on_create = statements["CniTagInterfacesOnCreate"]
+    assert on_create["Condition"] == {"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}}
+    attach_actions = {"ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface", "ec2:ModifyNetworkInterfaceAttribute"}
+    assert set(statements["CniAttachInterfacesOfThisVpc"]["Action"]) == attach_actions
+    # The instance side is in SageMaker's account (never ours); modifying is also authorized against the
+    # ENI's subnet and security groups: the HyperPod ones only.
     instances = statements["CniAttachToHyperPodInstances"]
     assert set(instances["Action"]) == attach_actions
-    assert sorted(instances["Resource"]) == sorted([
-        "arn:aws:ec2:us-west-2:*:instance/*", f"arn:aws:ec2:us-west-2:111111111111:security-group/{SECURITY_GROUP_ID}"
-    ])  # fmt: skip
+    assert instances["Resource"] == "arn:aws:ec2:us-west-2:*:instance/*"
+    modify = statements["CniModifyInterfacesInHyperPodSubnet"]
+    assert modify["Action"] == "ec2:ModifyNetworkInterfaceAttribute"
+    assert sorted(modify["Resource"]) == sorted([subnet, group])
     rendered = json.dumps(statements)
     assert ":111111111111:instance/" not in rendered
+    # Only actions that have no resource-level permissions run on "*".
     for sid, statement in statements.items():
-        touches_enis = set(statement["Action"]) & (attach_actions | {"ec2:DeleteNetworkInterface"})
-        if touches_enis and sid != "CniAttachToHyperPodInstances":
-            assert statement.get("Condition") == this_vpc, sid
-    delete_permission = statements["CniDeleteAttachPermissions"]
-    assert (delete_permission["Action"], delete_permission["Resource"]) == ("ec2:DeleteNetworkInterfacePermission", "*")
-    assert delete_permission["Condition"] == {"StringEquals": {"aws:RequestedRegion": "us-west-2"}}
-    # Only list-style actions that have no resource-level permissions run on "*" unconditionally.
-    for sid in ("CniDescribe", "PullContainerImages"):
-        assert statements[sid]["Resource"] == "*"
-        assert all(
-            action.split(":")[1].startswith(("Describe", "BatchGet", "BatchCheck", "GetAuthorization", "GetDownload"))
-            for action in statements[sid]["Action"]
-        )
+        if statement["Resource"] == "*":
+            assert sid in ("CniDescribe", "EcrSignIn"), sid
+
+
+def test_execution_role_pulls_only_the_projects_repository_in_this_account(default_template, default_config):
+    # The managed instance policy grants no ECR action (AWS's policy reference): this role holds every pull.
+    statements = _execution_role_statements(default_template)
+    pull = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+    own = statements["PullThisProjectsImages"]
+    assert (own["Action"], own["Resource"]) == (
+        pull, f"arn:aws:ecr:us-west-2:111111111111:repository/{default_config.names.ecr_repository}"
+    )  # fmt: skip
+    # AWS-owned registries (EKS add-ons, HyperPod agents): any repository of another account, in this region.
+    others = statements["PullImagesOfOtherAccounts"]
+    assert (others["Action"], others["Resource"]) == (pull, "arn:aws:ecr:us-west-2:*:repository/*")
+    assert others["Condition"] == {"StringNotEquals": {"aws:ResourceAccount": "111111111111"}}
+    assert statements["EcrSignIn"]["Action"] == "ecr:GetAuthorizationToken"
+
+
+def test_execution_role_statements_match_the_service_authorization_reference(default_template):
+    from iam_reference import statement_problems
+
+    statements = _execution_role_statements(default_template)
+    assert [problem for statement in statements.values() for problem in statement_problems(statement)] == []
+
+
+def test_the_reference_check_catches_what_iam_would_deny():
+    from iam_reference import statement_problems
+
+    eni = "arn:aws:ec2:us-west-2:111111111111:network-interface/*"
+    subnet = "arn:aws:ec2:us-west-2:111111111111:subnet/subnet-0123456789abcdef0"
+    # A condition key the action does not define, a resource it does not act on, "*" for a scoped action.
+    assert statement_problems(
+        {"Sid": "K", "Action": "ec2:AttachNetworkInterface", "Resource": eni, "Condition": {"StringEquals": {"ec2:Permission": "x"}}}
+    ) == ["K: ec2:AttachNetworkInterface (on ['network-interface']) has no condition key ec2:Permission"]  # fmt: skip
+    assert statement_problems({"Sid": "R", "Action": "ec2:AttachNetworkInterface", "Resource": [eni, subnet]}) == [
+        f"R: no action of the statement acts on {subnet} (['subnet'])"
+    ]
+    assert statement_problems({"Sid": "S", "Action": "logs:StartQuery", "Resource": "*"})[0].startswith(
+        "S: logs:StartQuery supports resource-level permissions"
+    )
+    unknown = statement_problems({"Sid": "A", "Action": "ec2:AttachNetworkInterfaces", "Resource": eni})
+    assert "A: ec2:AttachNetworkInterfaces is not in the Service Authorization Reference" in unknown
 
 
 def test_kms_encrypted_lifecycle_bucket_gets_decrypt_before_the_cluster(default_config):
@@ -402,14 +446,24 @@ def test_hyperpod_error_events_of_this_cluster_reach_an_encrypted_topic(default_
     }
     ((topic_id, topic),) = template.find_resources("AWS::SNS::Topic").items()
     assert [target["Arn"] for target in rule["Properties"]["Targets"]] == [{"Ref": topic_id}]
-    ((key_id, key),) = template.find_resources("AWS::KMS::Key").items()
-    assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    # EventBridge may use the key (it cannot use the AWS-managed SNS key), and publish to the topic.
-    assert any(
-        statement.get("Principal") == {"Service": "events.amazonaws.com"}
-        and "kms:GenerateDataKey*" in statement["Action"]
-        for statement in key["Properties"]["KeyPolicy"]["Statement"]
-    )
+    key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key = template.find_resources("AWS::KMS::Key")[key_id]
+    # EventBridge may use the key (it cannot use the AWS-managed SNS key) and publish to the topic, for this
+    # rule only: both grants carry aws:SourceArn, so no other rule can deliver through them.
+    rule_arn = f"arn:aws:events:us-west-2:111111111111:rule/{rule['Properties']['Name']}"
+    this_rule = {"ArnEquals": {"aws:SourceArn": rule_arn}}
+    (key_grant,) = [
+        statement for statement in key["Properties"]["KeyPolicy"]["Statement"]
+        if statement.get("Principal") == {"Service": "events.amazonaws.com"}
+    ]  # fmt: skip
+    assert "kms:GenerateDataKey*" in key_grant["Action"] and key_grant["Condition"] == this_rule
+    (policy,) = template.find_resources("AWS::SNS::TopicPolicy").values()
+    (publish,) = [
+        statement for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement.get("Principal") == {"Service": "events.amazonaws.com"}
+    ]  # fmt: skip
+    assert publish["Action"] == "sns:Publish" and publish["Condition"] == this_rule
+    assert policy["Properties"]["Topics"] == [{"Ref": topic_id}]
     subscriptions = template.find_resources("AWS::SNS::Subscription").values()
     assert sorted(s["Properties"]["Endpoint"] for s in subscriptions) == sorted(config.alerts.email_addresses)
     assert all(s["Properties"]["Protocol"] == "email" for s in subscriptions)

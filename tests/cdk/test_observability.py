@@ -13,7 +13,10 @@ from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 from conftest import cdk_json_context
 
+from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig, validate_config
+from skyrl_hyperpod.outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey
+from stacks.components.alerts import HyperPodFailureAlerts
 from stacks.components.observability import (
     ADDON_NAME,
     ADDON_NAMESPACE,
@@ -44,6 +47,9 @@ def observability_template(config: ProjectConfig, *, nag: bool = False) -> Templ
         env=ENV,
         config=config,
         eks_cluster=eks.Cluster.from_cluster_attributes(deps, "Eks", cluster_name=config.names.eks_cluster),
+        failure_alerts=HyperPodFailureAlerts(
+            deps, "Alerts", cluster_name=config.names.hyperpod_cluster, email_addresses=[]
+        ),
     )
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
@@ -68,7 +74,7 @@ def studio_template(config: ProjectConfig) -> Template:
         config=config,
         vpc=vpc,
         hyperpod_subnet=vpc.private_subnets[0],
-        hyperpod_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", "sg-0123456789abcdef0"),
+        eks_cluster_security_group=ec2.SecurityGroup.from_security_group_id(deps, "Sg", "sg-0123456789abcdef0"),
     )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
     app.synth()
@@ -203,12 +209,17 @@ def test_collector_role_writes_only_to_this_workspace_and_hyperpod_logs(default_
         f"arn:aws:logs:us-west-2:111111111111:log-group:/aws/sagemaker/Clusters/{cluster}/*:log-stream:*",
     ]
     # The write path and the reads of AWS's template for this add-on (modules/observability/iam_roles.tf
-    # in aws-samples/awsome-distributed-training), which its troubleshooting page lists.
+    # in aws-samples/awsome-distributed-training), which its troubleshooting page lists; the two without
+    # resource-level permissions on "*", every other one on this cluster's log groups only.
     assert sorted(statements["HyperPodClusterLogs"]["Action"]) == sorted([
-        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams",
-        "logs:PutLogEvents", "logs:GetLogEvents", "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery",
-        "logs:StopQuery", "logs:GetQueryResults",
+        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents",
+        "logs:GetLogEvents", "logs:FilterLogEvents", "logs:GetLogRecord", "logs:StartQuery", "logs:GetQueryResults",
     ])  # fmt: skip
+    unscoped = statements["LogActionsWithoutResourceLevelPermissions"]
+    assert (sorted(unscoped["Action"]), unscoped["Resource"]) == (["logs:DescribeLogGroups", "logs:StopQuery"], "*")
+    from iam_reference import statement_problems
+
+    assert [problem for statement in statements.values() for problem in statement_problems(statement)] == []
 
 
 def test_collector_log_access_follows_the_name_prefix():
@@ -230,10 +241,37 @@ def test_collector_log_access_follows_the_name_prefix():
     assert all("/aws/sagemaker/Clusters/other-hp-hyperpod/*" in arn for arn in logs["Resource"])
 
 
+def resolved_output(template: Template, key: OperatorOutputKey) -> str:
+    """An output's value as one string, each reference written <LogicalId.Attribute> or <Ref>."""
+
+    def resolve(value) -> str:
+        if isinstance(value, str):
+            return value
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return separator.join(resolve(part) for part in parts)
+        if "Fn::GetAtt" in value:
+            return "<{}.{}>".format(*value["Fn::GetAtt"])
+        return f"<{value['Ref']}>"
+
+    return resolve(template.to_json()["Outputs"][key.value]["Value"])
+
+
+def test_outputs_name_the_prometheus_workspace_and_its_query_endpoint(default_template):
+    (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
+    assert resolved_output(default_template, OperatorOutputKey.PROMETHEUS_WORKSPACE_ID) == (
+        f"<{workspace_id}.WorkspaceId>"
+    )
+    assert resolved_output(default_template, OperatorOutputKey.PROMETHEUS_QUERY_ENDPOINT) == (
+        f"https://aps-workspaces.us-west-2.<AWS::URLSuffix>/workspaces/<{workspace_id}.WorkspaceId>/api/v1/query"
+    )
+
+
 def test_grafana_absent_by_default(default_template, default_config):
     assert default_config.observability.grafana is False
     default_template.resource_count_is("AWS::Grafana::Workspace", 0)
     assert "amgWorkspace" not in resolved_addon_configuration(default_template)
+    assert OperatorOutputKey.GRAFANA_WORKSPACE_URL.value not in default_template.to_json()["Outputs"]
 
 
 def test_grafana_uses_identity_center_and_is_wired_into_the_addon():
@@ -244,6 +282,10 @@ def test_grafana_uses_identity_center_and_is_wired_into_the_addon():
     amg = resolved_addon_configuration(template)["amgWorkspace"]
     assert amg["workspaceName"] == grafana["Properties"]["Name"]
     assert grafana_id in amg["arn"] and ":grafana:" in amg["arn"]
+    # The workspace's Endpoint is a host name; the output is the URL to open.
+    assert resolved_output(template, OperatorOutputKey.GRAFANA_WORKSPACE_URL) == f"https://<{grafana_id}.Endpoint>"
+    # Every optional output `skyrl-hp outputs` reads is emitted here, under the key it reads.
+    assert set(OPTIONAL_FIELD_BY_OUTPUT_KEY) <= set(template.to_json()["Outputs"])
 
 
 def test_observability_and_studio_stacks_in_the_platform(templates, default_config):
@@ -285,7 +327,7 @@ def test_studio_security_group_opens_only_what_studio_needs():
     template = studio_template(validate_config({"studio": {"enabled": True}}))
     (group_id, group) = next(iter(template.find_resources("AWS::EC2::SecurityGroup").items()))
     studio = {"Fn::GetAtt": [group_id, "GroupId"]}
-    hyperpod = "sg-0123456789abcdef0"
+    eks_api = "sg-0123456789abcdef0"  # the stand-in for the EKS cluster security group
 
     def rules(kind: str) -> set[tuple]:
         found = set()
@@ -296,7 +338,7 @@ def test_studio_security_group_opens_only_what_studio_needs():
             found.add((group, json.dumps(peer), props["IpProtocol"], props["FromPort"], props["ToPort"]))
         return found
 
-    s, h = json.dumps(studio), json.dumps(hyperpod)
+    s, h = json.dumps(studio), json.dumps(eks_api)
     assert rules("Ingress") == {
         (s, s, "tcp", 8192, 65535),  # Studio apps to each other
         (h, s, "tcp", 443, 443),  # EKS API; Ray's ports are reached through it (kubectl port-forward)
@@ -307,3 +349,74 @@ def test_studio_security_group_opens_only_what_studio_needs():
         {"CidrIp": "0.0.0.0/0", "Description": "AWS APIs and package indexes over HTTPS", "FromPort": 443,
          "IpProtocol": "tcp", "ToPort": 443}
     ]  # fmt: skip
+
+
+def test_alert_rules_and_alert_manager_are_in_the_workspace(default_template, default_config):
+    (namespace,) = default_template.find_resources("AWS::APS::RuleGroupsNamespace").values()
+    (workspace_id,) = default_template.find_resources("AWS::APS::Workspace")
+    assert namespace["Properties"]["Workspace"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    assert namespace["Properties"]["Data"] == alerting.rules_yaml(default_config)
+    assert namespace["Properties"]["Name"] == f"{default_config.name_prefix}-alerts"
+    (workspace,) = default_template.find_resources("AWS::APS::Workspace").values()
+    definition = workspace["Properties"]["AlertManagerDefinition"]
+    # The topic ARN comes from the HyperPod stack (a cross-stack reference); the rest is alerting.alertmanager_definition.
+    parts = definition["Fn::Join"][1]
+    assert [next(iter(part)) for part in parts if isinstance(part, dict)] in (
+        ["Fn::ImportValue"],
+        ["Fn::GetStackOutput"],
+    )
+    text = "".join(part if isinstance(part, str) else "TOPIC" for part in parts)
+    assert text == alerting.alertmanager_definition("TOPIC", ENV.region)
+
+
+def test_the_failure_topic_admits_this_accounts_prometheus_alert_managers(templates, default_config):
+    template = templates[default_config.names.stack("hyperpod")]
+    condition = {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnLike": {"aws:SourceArn": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":aps:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, ":workspace/*"]]}},
+    }  # fmt: skip
+    policies = [r for r in template["Resources"].values() if r["Type"] == "AWS::SNS::TopicPolicy"]
+    statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    (publish,) = [s for s in statements if s.get("Sid") == "PrometheusAlertManagerPublish"]
+    assert publish["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert sorted(publish["Action"]) == ["sns:GetTopicAttributes", "sns:Publish"]
+    assert publish["Condition"] == condition
+    keys = [r for r in template["Resources"].values() if r["Type"] == "AWS::KMS::Key"]
+    key_statements = [s for k in keys for s in k["Properties"]["KeyPolicy"]["Statement"]]
+    (encrypt,) = [s for s in key_statements if s.get("Sid") == "PrometheusAlertManagerEncrypt"]
+    assert encrypt["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert encrypt["Condition"] == condition
+
+
+def test_studio_reaches_the_eks_api_through_the_cluster_security_group_only(assembly_for):
+    # EKS puts its cluster security group on the control plane's network interfaces only; the HyperPod group,
+    # which the control plane also carries, holds every node, pod and FSx: no Studio rule may open it.
+    config = validate_config({"studio": {"enabled": True}})
+    templates = {s.stack_name: s.template for s in assembly_for({"studio": {"enabled": True}}).stacks}
+    studio = templates[config.names.stack("studio")]
+    network = templates[config.names.stack("network")]
+    eks = templates[config.names.stack("eks")]
+    (cluster_id,) = [i for i, r in eks["Resources"].items() if r["Type"] == "AWS::EKS::Cluster"]
+    hyperpod_groups = {i for i, r in network["Resources"].items() if r["Type"] == "AWS::EC2::SecurityGroup"}
+
+    def producer(value) -> str:
+        """The producing template's expression behind a cross-stack reference (or the value itself)."""
+        rendered = json.dumps(value)
+        for template in (eks, network):
+            for name, output in template.get("Outputs", {}).items():
+                export = output.get("Export", {}).get("Name")
+                if (export and export in rendered) or f'"{name}"' in rendered:
+                    return json.dumps(output["Value"])
+        return rendered
+
+    (ingress,) = [
+        r["Properties"] for r in studio["Resources"].values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and r["Properties"]["FromPort"] == 443
+    ]  # fmt: skip
+    assert producer(ingress["GroupId"]) == json.dumps({"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]})
+    rules_into_network = [
+        r for r in studio["Resources"].values()
+        if r["Type"].startswith("AWS::EC2::SecurityGroup") and any(g in producer(r["Properties"].get("GroupId", ""))
+                                                                   for g in hyperpod_groups)
+    ]  # fmt: skip
+    assert rules_into_network == []

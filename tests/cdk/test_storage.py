@@ -13,7 +13,11 @@ from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 from skyrl_hyperpod.outputs import OutputKey
-from stacks.components.storage import FINAL_BACKUP_POLL_INTERVAL, FINAL_BACKUP_RESOURCE_TYPE, FINAL_BACKUP_TIMEOUT
+from stacks.components.storage import (
+    CUSTOM_RESOURCE_TIMEOUT_LIMIT,
+    FINAL_BACKUP_RESOURCE_TYPE,
+    load_final_backup_handler,
+)
 
 
 def storage_template(templates: dict, config: ProjectConfig) -> Template:
@@ -73,18 +77,50 @@ def test_file_system_follows_the_fsx_config(storage, default_config):
     assert lustre["MetadataConfiguration"] == {"Mode": "AUTOMATIC"}
 
 
-def test_file_system_is_deleted_only_after_its_final_backup(storage):
-    # Retained, the file system would keep its ENIs in the network stack's subnet and group.
+def test_file_system_is_deleted_only_after_its_final_backup_and_kept_when_replaced(storage):
+    # Retained on stack deletion, the file system would keep its ENIs in the network stack's subnet and group.
+    # Replaced by an update (a create-only property changed), it is kept: CloudFormation would otherwise delete
+    # it in the cleanup phase, and abandon that delete (reporting success) if it failed.
     fs_id, file_system = the_file_system(storage)
-    assert file_system["DeletionPolicy"] == file_system["UpdateReplacePolicy"] == "Delete"
+    assert file_system["DeletionPolicy"] == "Delete"
+    assert file_system["UpdateReplacePolicy"] == "Retain"
     ((backup_id, backup),) = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).items()
     # The reference makes CloudFormation delete the backup resource (and wait for it) before the file system.
     assert backup["Properties"]["FileSystemId"] == {"Ref": fs_id}
     assert backup["DeletionPolicy"] == "Delete"
-    # The waiter polls is_complete until the backup is AVAILABLE, for as long as FINAL_BACKUP_TIMEOUT.
+
+
+def waiter_budget_seconds(storage: Template) -> int:
+    """How long the provider framework's waiter polls is_complete: MaxAttempts x IntervalSeconds (backoff 1)."""
     (machine,) = storage.find_resources("AWS::StepFunctions::StateMachine").values()
-    definition = json.dumps(machine["Properties"]["DefinitionString"])
-    assert str(int(FINAL_BACKUP_TIMEOUT.to_seconds() / FINAL_BACKUP_POLL_INTERVAL.to_seconds())) in definition
+    definition = "".join(
+        part if isinstance(part, str) else "<ref>" for part in machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    )
+    retry = json.loads(definition.replace('"<ref>"', '"ref"').replace("<ref>", "ref"))["States"][
+        "framework-isComplete-task"
+    ]["Retry"][0]
+    assert retry["BackoffRate"] == 1
+    return int(retry["MaxAttempts"]) * int(retry["IntervalSeconds"])
+
+
+def test_final_backup_wait_fits_cloudformations_hour(storage):
+    # CloudFormation waits at most 3600 s for a custom resource (ServiceTimeout 1-3600), and the provider
+    # framework's total timeout is capped at the same hour: the handler gives up first, with its own message,
+    # then the waiter, both while CloudFormation still listens. A delete run again joins the running backup.
+    (backup,) = storage.find_resources(FINAL_BACKUP_RESOURCE_TYPE).values()
+    service_timeout = int(backup["Properties"]["ServiceTimeout"])
+    assert service_timeout == CUSTOM_RESOURCE_TIMEOUT_LIMIT.to_seconds() == 3600
+    waiter = waiter_budget_seconds(storage)
+    handler_wait = int(backup["Properties"][load_final_backup_handler().WAIT_PROPERTY])
+    assert 0 < handler_wait < waiter < service_timeout
+
+
+def test_storage_stack_is_termination_protected(default_config, platform_assembly):
+    # Deleting the storage stack alone would remove FSx under running pods; the teardown plan lifts the protection.
+    stack = platform_assembly.get_stack_by_name(default_config.names.stack("storage"))
+    assert stack.termination_protection is True
+    others = [s.stack_name for s in platform_assembly.stacks if s.termination_protection]
+    assert others == [stack.stack_name]
 
 
 def test_final_backup_handler_may_back_up_only_this_file_system(storage):
@@ -183,6 +219,14 @@ def test_every_bucket_policy_denies_requests_without_tls(storage):
                 },
             },
         )
+
+
+def test_access_log_bucket_is_versioned_and_expires_old_versions(storage):
+    bucket = buckets(storage)[bucket_id(storage, "AccessLogsBucket")]["Properties"]
+    assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
+    (rule,) = bucket["LifecycleConfiguration"]["Rules"]
+    assert "ExpirationInDays" in rule and "NoncurrentVersionExpiration" in rule
+    assert "LoggingConfiguration" not in bucket  # it is the destination: logging it into itself would loop
 
 
 @pytest.mark.parametrize("name", ["ArtifactsBucket", "LifecycleBucket"])

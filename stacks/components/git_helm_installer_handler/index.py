@@ -1,10 +1,12 @@
 """CloudFormation custom resource: install a Helm chart from a pinned commit of a GitHub repository.
 
 Create/Update: download https://github.com/<owner>/<repo>/archive/<commit>.tar.gz (or the same file
-from the user's mirror), extract the chart directory, fetch each remote sub-chart archive with
-`helm pull` (or from the mirror), verify every archive's sha256, roll back a release left in
-`pending-*`, then `helm upgrade --install` (never --wait: the releases are installed before any
-HyperPod node exists). Delete: `helm uninstall`.
+from the user's mirror), extract the chart directory and verify every file of it against the per-file
+sha256 list shipped with the resource (`ChartFileDigests`; without one, the tarball's own pin), assemble
+the chart the way Helm loads it (`assemble_chart`), roll back a release left in `pending-*` by a run that
+is certainly over, then `helm upgrade --install` (never --wait: the releases are installed before any
+HyperPod node exists), the release labelled with this resource's owner id. Delete: `helm uninstall`, only
+of a release this resource owns.
 
 Nothing here may wedge a stack:
 - every subprocess gets a deadline inside the function's remaining time; on expiry it receives
@@ -12,23 +14,29 @@ Nothing here may wedge a stack:
   pull request 9180) and SIGKILL only after a grace period;
 - Helm's own `--timeout` ends before that deadline, and an operation that cannot fit in the time
   left is not started;
-- a release found in `pending-install|upgrade|rollback` (an earlier run killed mid-operation) is
-  rolled back (or uninstalled, if it never deployed) before the upgrade, so neither this update
-  nor CloudFormation's rollback fails with "another operation is in progress";
+- a release found in `pending-install|upgrade|rollback` is rolled back (or uninstalled, if it never
+  deployed) before the upgrade, but only when no operation can still be running on it: it was left by
+  this invocation, or its last deployment is older than the function timeout plus a grace period;
 - downloads and Helm's network steps are retried with exponential backoff on transient errors, a
   bounded number of times, and all downloads of one request share one deadline;
 - every failure, including a timeout, is reported to CloudFormation before Lambda stops the
   function (the custom resource's ServiceTimeout covers a function that dies anyway).
 
-Integrity: the sha256 of every archive installed (the repository tarball and each remote
-sub-chart) is compared with the pin in the resource's `ArchiveDigests`, else with the digest
-recorded on the first install (trust on first use) in the ConfigMap DIGESTS_CONFIGMAP of
-kube-system; a mismatch fails the install before anything is applied. New digests are recorded
-after a successful install. With `RequirePinnedDigests`, an archive without a pin is refused.
+Identity: the physical id is unique per resource (stack id, logical id and the request that created it),
+so a replacement (a new logical id, a new ServiceToken) never shares it with the resource it replaces. The
+owner label (a hash of the physical id) is recorded on every revision with Helm's `--labels`; Delete
+uninstalls only when the release's newest deployed revision carries this resource's label. A release
+taken over by a replacement, or installed by hand, is left alone.
+
+Integrity: every remote sub-chart archive is compared with its pin in `ArchiveDigests` (required unless
+`RequirePinnedDigests` is false; then a digest recorded on the first install, in the ConfigMap
+DIGESTS_CONFIGMAP of kube-system, is enforced from then on). A mismatch fails the install before
+anything is applied.
 
 Runs in Lambda with the kubectl layer (/opt/helm/helm, /opt/kubectl/kubectl) and the AWS CLI layer
-(/opt/awscli/aws, used for `aws eks update-kubeconfig`). Pure functions (URLs, argument lists,
-parsing) are unit tested without AWS; tests drive `handler` with stand-in executables.
+(/opt/awscli/aws, used for `aws eks update-kubeconfig`). The chart assembly is shared with
+`skyrl-hp chart-check --render` (skyrl_hyperpod/validation/hyperpod_chart.py), which runs it with the
+same Helm binary offline.
 """
 
 from __future__ import annotations
@@ -49,8 +57,9 @@ import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 HELM = "/opt/helm/helm"
 KUBECTL = "/opt/kubectl/kubectl"
@@ -62,6 +71,11 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+-]+)?$")
 MIRROR = re.compile(r"^(?:s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[^\s]*)?|https://[^\s]+)$")
 
+# The Lambda's timeout (helm_from_git.py sets the function's timeout from it).
+FUNCTION_TIMEOUT_S = 900
+# A pending release older than FUNCTION_TIMEOUT_S plus this was left by a run that is over (no Helm this
+# installer starts outlives its function); a younger one may belong to a live operation and is not touched.
+PENDING_GRACE_S = 300
 # Seconds kept in reserve to report to CloudFormation before Lambda stops the function.
 RESPONSE_RESERVE_S = 45
 # Between SIGTERM and SIGKILL: Helm records the failed release in this time.
@@ -77,6 +91,9 @@ DOWNLOAD_CHUNK = 1 << 20
 ATTEMPTS = 4
 BACKOFF_BASE_S = 2.0
 BACKOFF_MAX_S = 30.0
+# CloudFormation's limit on a custom resource's response body
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref.html).
+MAX_RESPONSE_BYTES = 4096
 # Output of a Helm/kubectl/AWS CLI run that failed for a reason worth retrying.
 TRANSIENT_OUTPUT = re.compile(
     r"i/o timeout|connection refused|connection reset|TLS handshake timeout|no such host|"
@@ -88,8 +105,16 @@ TRANSIENT_OUTPUT = re.compile(
 PENDING_STATUSES = ("pending-install", "pending-upgrade", "pending-rollback")
 DIGESTS_CONFIGMAP = "skyrl-hp-helm-archive-digests"
 DIGESTS_NAMESPACE = "kube-system"
+# Release label naming the resource that owns the release (Helm reserves name, owner, status, version,
+# createdAt, modifiedAt: helm/helm pkg/storage/driver/util.go).
+OWNER_LABEL = "skyrl-hp-owner"
+# file:// sub-charts of file:// sub-charts: deeper than this is a loop.
+MAX_CHART_NESTING = 4
+# A chart archive as Helm writes it (chartutil.Save: <name>-<version>.tgz).
+ARCHIVE_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+-]+)?\.tgz$")
 
 T = TypeVar("T")
+Runner = Callable[[list[str]], str]
 
 
 class InstallError(RuntimeError):
@@ -136,6 +161,17 @@ def validate_digests(digests: dict) -> dict[str, str]:
     return dict(digests)
 
 
+def validate_file_digests(digests: dict) -> dict[str, str]:
+    """Chart file path (relative, inside the chart) -> lowercase sha256 hex."""
+    for name, digest in digests.items():
+        path = PurePosixPath(str(name))
+        if not path.parts or path.is_absolute() or ".." in path.parts:
+            raise ValueError(f"chart file digest key {name!r} is not a relative path inside the chart")
+        if not SHA256.fullmatch(str(digest)):
+            raise ValueError(f"chart file digest for {name!r} is {digest!r}; expected a sha256 in 64 lowercase hex")
+    return dict(digests)
+
+
 def validate_mirror(mirror: str) -> str:
     """`s3://bucket/prefix` or `https://host/path`, without a trailing slash."""
     if not MIRROR.fullmatch(mirror):
@@ -159,14 +195,27 @@ def chart_members(names: list[str], chart_path: str) -> tuple[str, list[str]]:
     return top, members
 
 
-def parse_dependency_list(output: str) -> list[tuple[str, str, str]]:
-    """(name, version, repository) rows of `helm dependency list` (header and warnings skipped)."""
-    rows = []
-    for line in output.splitlines():
-        fields = line.split()
-        if len(fields) == 4 and fields[0] != "NAME" and not line.startswith("WARNING"):
-            rows.append((fields[0], fields[1], fields[2]))
-    return rows
+def tree_problems(chart_dir: str, expected: dict[str, str]) -> list[str]:
+    """One line per file of `chart_dir` that differs from, is missing from or is not in `expected`
+    (relative path -> sha256); links are refused."""
+    found: dict[str, str] = {}
+    problems: list[str] = []
+    for root, dirs, files in os.walk(chart_dir):
+        for name in sorted(dirs + files):
+            path = os.path.join(root, name)
+            relative = os.path.relpath(path, chart_dir).replace(os.sep, "/")
+            if os.path.islink(path):
+                problems.append(f"{relative} is a link: refused")
+            elif os.path.isfile(path):
+                found[relative] = sha256_file(path)
+    for relative in sorted(set(found) | set(expected)):
+        if relative not in expected:
+            problems.append(f"{relative} is not in the chart's sha256 list")
+        elif relative not in found:
+            problems.append(f"{relative} is missing")
+        elif found[relative] != expected[relative]:
+            problems.append(f"{relative} has sha256 {found[relative]}, expected {expected[relative]}")
+    return problems
 
 
 def is_local(repository: str) -> bool:
@@ -184,12 +233,20 @@ def helm_timeout(available_s: float) -> int:
     return seconds
 
 
+def helm_environment(workdir: str, base: dict[str, str]) -> dict[str, str]:
+    """Every tool's home and cache under `workdir` (Lambda's file system is read-only outside /tmp)."""
+    return {
+        **base,
+        "HOME": workdir,
+        "KUBECONFIG": os.path.join(workdir, "kubeconfig"),
+        "HELM_CACHE_HOME": os.path.join(workdir, "helm-cache"),
+        "HELM_CONFIG_HOME": os.path.join(workdir, "helm-config"),
+        "HELM_DATA_HOME": os.path.join(workdir, "helm-data"),
+    }
+
+
 def kubeconfig_args(cluster_name: str, region: str, kubeconfig: str) -> list[str]:
     return [AWS_CLI, "eks", "update-kubeconfig", "--name", cluster_name, "--region", region, "--kubeconfig", kubeconfig]
-
-
-def dependency_list_args(chart_dir: str) -> list[str]:
-    return [HELM, "dependency", "list", chart_dir]
 
 
 def pull_args(name: str, version: str, repository: str, destination: str) -> list[str]:
@@ -200,10 +257,6 @@ def pull_args(name: str, version: str, repository: str, destination: str) -> lis
     raise InstallError(f"sub-chart {name} has repository {repository!r}; supported: https://, oci://, file://")
 
 
-def package_args(chart_dir: str, destination: str) -> list[str]:
-    return [HELM, "package", chart_dir, "--destination", destination]
-
-
 def status_args(release: str, namespace: str) -> list[str]:
     return [HELM, "status", release, "--namespace", namespace, "--output", "json"]
 
@@ -212,22 +265,51 @@ def history_args(release: str, namespace: str) -> list[str]:
     return [HELM, "history", release, "--namespace", namespace, "--output", "json", "--max", "50"]
 
 
+def metadata_args(release: str, namespace: str, revision: int) -> list[str]:
+    return [HELM, "get", "metadata", release, "--namespace", namespace, "--revision", str(revision), "--output", "json"]
+
+
 def rollback_args(release: str, revision: int, namespace: str, timeout_s: int) -> list[str]:
     return [HELM, "rollback", release, str(revision), "--namespace", namespace, "--timeout", f"{timeout_s}s"]
 
 
-def upgrade_args(release: str, chart_dir: str, namespace: str, values_file: str, timeout_s: int = 600) -> list[str]:
-    # No --wait/--atomic: pods cannot schedule before HyperPod nodes join.
+def upgrade_args(
+    release: str, chart_dir: str, namespace: str, values_file: str, owner: str, timeout_s: int = 600
+) -> list[str]:
+    # No --wait/--atomic: pods cannot schedule before HyperPod nodes join. The owner label is written on
+    # this revision (Helm merges upgrade labels into the release's).
     return [
         HELM, "upgrade", "--install", release, chart_dir,
         "--namespace", namespace, "--create-namespace",
         "--values", values_file,
+        "--labels", f"{OWNER_LABEL}={owner}",
         "--timeout", f"{timeout_s}s",
+    ]  # fmt: skip
+
+
+def template_args(
+    helm: str, release: str, chart_dir: str, namespace: str, values_file: str, kube_version: str, output_dir: str
+) -> list[str]:
+    """`helm template` of the chart `upgrade_args` installs, with the same release, namespace and values."""
+    return [
+        helm, "template", release, chart_dir,
+        "--namespace", namespace,
+        "--values", values_file,
+        "--kube-version", kube_version,
+        "--output-dir", output_dir,
     ]  # fmt: skip
 
 
 def uninstall_args(release: str, namespace: str, timeout_s: int = 600) -> list[str]:
     return [HELM, "uninstall", release, "--namespace", namespace, "--timeout", f"{timeout_s}s"]
+
+
+def write_values(workdir: str, values_json: str) -> str:
+    """The values file `helm upgrade` (and `helm template`) read: the resource's `Values` JSON as given."""
+    path = os.path.join(workdir, "values.json")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(values_json or "{}")
+    return path
 
 
 def rollback_target(history: list[dict], current: int) -> int | None:
@@ -237,21 +319,72 @@ def rollback_target(history: list[dict], current: int) -> int | None:
     return max(earlier) if earlier else None
 
 
-def physical_id(properties: dict) -> str:
-    """Release identity: a new namespace or release name makes CloudFormation replace (and uninstall) the old one."""
-    return f"{properties['Namespace']}/{properties['Release']}"
+def owner_revision(history: list[dict]) -> int | None:
+    """The revision whose owner label decides who owns the release: the newest deployed one (a failed
+    takeover leaves the previous owner's revision deployed), else the newest."""
+    revisions = sorted(history, key=lambda h: int(h["revision"]))
+    deployed = [h for h in revisions if h.get("status") == "deployed"]
+    chosen = (deployed or revisions)[-1:]
+    return int(chosen[0]["revision"]) if chosen else None
 
 
-def response_body(event: dict, status: str, reason: str, resource_id: str) -> dict:
-    return {
-        "Status": status,
-        "Reason": reason[-3000:],
-        "PhysicalResourceId": resource_id,
-        "StackId": event["StackId"],
-        "RequestId": event["RequestId"],
-        "LogicalResourceId": event["LogicalResourceId"],
-        "Data": {},
-    }
+IDENTITY_PROPERTIES = ("ClusterName", "Namespace", "Release")
+
+
+def resource_id(event: dict) -> str:
+    """The physical id to answer with: kept on Update unless the release's identity changed; new on Create
+    and on an identity change (CloudFormation then deletes the old id, which uninstalls the old release)."""
+    request = event["RequestType"]
+    if request == "Delete":
+        return str(event.get("PhysicalResourceId") or "not-created")
+    if request == "Update":
+        old, new = event.get("OldResourceProperties") or {}, event["ResourceProperties"]
+        if all(old.get(key) == new.get(key) for key in IDENTITY_PROPERTIES):
+            return str(event["PhysicalResourceId"])
+    return f"{event['StackId']}/{event['LogicalResourceId']}/{event['RequestId']}"
+
+
+def owner_label(physical_id: str) -> str:
+    """A Kubernetes label value (at most 63 characters) for a physical id."""
+    return hashlib.sha256(physical_id.encode()).hexdigest()[:40]
+
+
+HELM_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def parse_helm_time(text: str) -> datetime:
+    """A timestamp as Helm writes it (Go's RFC 3339 with up to nanoseconds)."""
+    match = HELM_TIME.fullmatch(text.strip())
+    if not match:
+        raise InstallError(f"unreadable Helm timestamp {text!r}")
+    base, fraction, zone = match.groups()
+    micro = (fraction or "0")[:6].ljust(6, "0")
+    return datetime.fromisoformat(f"{base}.{micro}{'+00:00' if zone == 'Z' else zone}")
+
+
+def response_body(event: dict, status: str, reason: str, physical_id: str) -> bytes:
+    """The encoded response, at most MAX_RESPONSE_BYTES: the Reason loses its beginning first (Helm's
+    error is at its end)."""
+
+    def encode(text: str) -> bytes:
+        body = {
+            "Status": status,
+            "Reason": text,
+            "PhysicalResourceId": physical_id,
+            "StackId": event["StackId"],
+            "RequestId": event["RequestId"],
+            "LogicalResourceId": event["LogicalResourceId"],
+            "Data": {},
+        }
+        return json.dumps(body).encode()
+
+    data = encode(reason)
+    keep = len(reason)
+    while len(data) > MAX_RESPONSE_BYTES and keep > 0:
+        # Every character left out shortens the body by at least one byte (escapes are longer).
+        keep = max(0, keep - (len(data) - MAX_RESPONSE_BYTES) - len("[cut] "))
+        data = encode("[cut] " + reason[len(reason) - keep :] if keep else "")
+    return data
 
 
 def backoff_s(attempt: int) -> float:
@@ -272,10 +405,317 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
+def archive_names(name: str, version: str) -> list[str]:
+    """File names a chart repository may give `name` at exact `version` (with and without a leading v:
+    aws/eks-charts publishes aws-efa-k8s-device-plugin 0.5.20 as ...-v0.5.20.tgz)."""
+    bare = version.removeprefix("v")
+    return list(dict.fromkeys([f"{name}-{version}.tgz", f"{name}-{bare}.tgz", f"{name}-v{bare}.tgz"]))
+
+
+# --- chart assembly: the chart as Helm loads it ------------------------------------------------------
+#
+# What Helm does (helm/helm v4.1.4):
+# - pkg/chart/v2/loader/load.go LoadFiles: every folder and every .tgz directly in charts/ is loaded as a
+#   dependency (names starting with "_" or "." are skipped). A folder and a stale archive of the same chart
+#   are BOTH loaded, in Go map order, i.e. at random;
+# - pkg/action/install.go CheckDependencies (run by `helm install`, `helm upgrade` and `helm template` on the
+#   top chart only): every dependency in Chart.yaml must be present in charts/ by name, enabled or not;
+# - pkg/chart/v2/util/dependencies.go processDependencyEnabled: tags, then conditions (the first condition
+#   path that holds a bool decides) remove disabled dependencies before anything renders; the first loaded
+#   chart whose name and version match a Chart.yaml entry is the one rendered;
+# - `helm dependency build` (pkg/downloader/manager.go) packages file:// charts without checking their own
+#   dependencies and does not descend into them; `helm package` runs CheckDependencies, which is why
+#   packaging a file:// sub-chart that declares remote dependencies it does not ship fails.
+# So: file:// sub-charts stay folders in charts/ and any archive of the same chart there is removed; remote
+# dependencies Helm enables are downloaded and verified; a remote dependency the values disable is present
+# only as an empty placeholder (for CheckDependencies) whose only template fails, so that Helm ever
+# enabling it stops the install instead of installing nothing; a file:// sub-chart's own dependencies are
+# assembled the same way when it is enabled, and not touched when it is disabled.
+
+
+class Dependency(NamedTuple):
+    name: str
+    version: str
+    repository: str
+    alias: str = ""
+    condition: str = ""
+    tags: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Where its values live in the parent's values (and the name it renders under)."""
+        return self.alias or self.name
+
+
+class Assembly:
+    """What `assemble_chart` did to one chart (and, in `nested`, to its enabled file:// sub-charts)."""
+
+    def __init__(self, chart: str) -> None:
+        self.chart = chart
+        self.local: list[str] = []
+        self.downloaded: list[str] = []
+        self.placeholders: list[str] = []
+        self.removed: list[str] = []
+        self.disabled: list[str] = []
+        self.nested: dict[str, Assembly] = {}
+
+    def describe(self) -> str:
+        parts = [
+            f"{len(self.local)} file:// sub-charts kept as folders",
+            f"remote archives: {', '.join(self.downloaded) or '-'}",
+            f"disabled remote dependencies not downloaded: {', '.join(self.placeholders) or '-'}",
+            f"stale archives removed: {', '.join(self.removed) or '-'}",
+        ]
+        text = f"{self.chart}: " + "; ".join(parts)
+        return "\n".join([text, *(sub.describe() for sub in self.nested.values())])
+
+
+def dependencies_of(chart_meta: Any) -> list[Dependency]:
+    """The `dependencies` of a parsed Chart.yaml."""
+    entries = chart_meta.get("dependencies") if isinstance(chart_meta, dict) else None
+    found = []
+    for entry in entries or []:
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise InstallError(f"Chart.yaml dependency {entry!r} has no name")
+        found.append(
+            Dependency(
+                name=str(entry["name"]),
+                version=str(entry.get("version") or ""),
+                repository=str(entry.get("repository") or ""),
+                alias=str(entry.get("alias") or ""),
+                condition=str(entry.get("condition") or ""),
+                tags=tuple(str(t) for t in entry.get("tags") or ()),
+            )
+        )
+    return found
+
+
+def merge_values(base: Any, override: Any) -> Any:
+    """Helm's coalescing of values: mappings merge key by key, anything else (lists too) is replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        merged = dict(base)
+        for key, value in override.items():
+            merged[key] = merge_values(base.get(key), value) if key in base else value
+        return merged
+    return override
+
+
+def _path_value(values: Any, path: str) -> tuple[bool, Any]:
+    node = values
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+def dependency_enabled(dependency: Dependency, values: dict) -> bool | None:
+    """Helm's verdict on `dependency` under the parent's coalesced `values`: tags, then the first condition
+    path holding a bool. None when nothing in `values` decides (Helm then keeps the dependency; its own
+    defaults, unknown before it is downloaded, could still decide a condition)."""
+    verdict: bool | None = None
+    table = values.get("tags")
+    tags: dict = table if isinstance(table, dict) else {}
+    flags = [tags[t] for t in dependency.tags if isinstance(tags.get(t), bool)]
+    if flags:
+        verdict = any(flags)
+    for condition in (c.strip() for c in dependency.condition.split(",")):
+        found, value = _path_value(values, condition) if condition else (False, None)
+        if found and isinstance(value, bool):
+            return value
+    return verdict
+
+
+PROBE_CHART = "apiVersion: v2\nname: yaml-reader\nversion: 0.0.0\n"
+# Each input file, parsed by Helm's own YAML reader (`fromYaml`: sigs.k8s.io/yaml, as for Chart.yaml and
+# values), as one JSON object keyed by file name. The Lambda runtime has no YAML library.
+PROBE_TEMPLATE = (
+    '{{- $out := dict -}}{{- range $path, $bytes := .Files.Glob "in/*" -}}'
+    "{{- $_ := set $out (base $path) (fromYaml ($.Files.Get $path)) -}}{{- end -}}{{ toJson $out }}\n"
+)
+
+
+def read_yaml_files(paths: list[str], *, helm: str, run: Runner, workdir: str) -> list[Any]:
+    """Each file parsed (None for a file that does not exist), with one `helm template` run."""
+    probe = tempfile.mkdtemp(dir=workdir, prefix="yaml-reader-")
+    os.makedirs(os.path.join(probe, "templates"))
+    os.makedirs(os.path.join(probe, "in"))
+    with open(os.path.join(probe, "Chart.yaml"), "w", encoding="utf-8") as out:
+        out.write(PROBE_CHART)
+    with open(os.path.join(probe, "templates", "read.yaml"), "w", encoding="utf-8") as out:
+        out.write(PROBE_TEMPLATE)
+    names: list[str | None] = []
+    for index, path in enumerate(paths):
+        if os.path.isfile(path):
+            names.append(f"{index:04d}.yaml")
+            shutil.copyfile(path, os.path.join(probe, "in", f"{index:04d}.yaml"))
+        else:
+            names.append(None)
+    text = run([helm, "template", "yaml-reader", probe])
+    shutil.rmtree(probe, ignore_errors=True)
+    parsed = json.loads(text[text.index("{") :]) if "{" in text else {}
+    results = []
+    for path, name in zip(paths, names, strict=True):
+        value = parsed.get(name) if name else None
+        if isinstance(value, dict) and set(value) == {"Error"}:
+            raise InstallError(f"{path} is not valid YAML: {value['Error']}")
+        results.append(value)
+    return results
+
+
+def place_local_subchart(dependency: Dependency, source: str, charts_dir: str) -> str:
+    """The folder Helm loads for a file:// dependency: `source` itself when it sits directly in charts/,
+    else a copy of it there (Helm loads nothing deeper)."""
+    if os.path.dirname(os.path.normpath(source)) == os.path.normpath(charts_dir):
+        return source
+    target = os.path.join(charts_dir, os.path.basename(os.path.normpath(source)))
+    if os.path.exists(target):
+        raise InstallError(f"sub-chart {dependency.name}: charts/{os.path.basename(target)} already exists")
+    shutil.copytree(source, target, symlinks=False)
+    return target
+
+
+def write_placeholder(dependency: Dependency, charts_dir: str) -> str:
+    """An empty chart standing for a disabled remote dependency: it satisfies CheckDependencies and Helm
+    drops it with the dependency; its only template fails if Helm ever renders it."""
+    folder = os.path.join(charts_dir, f"disabled-{dependency.name}")
+    os.makedirs(os.path.join(folder, "templates"), exist_ok=True)
+    with open(os.path.join(folder, "Chart.yaml"), "w", encoding="utf-8") as out:
+        out.write(
+            f"apiVersion: v2\nname: {json.dumps(dependency.name)}\nversion: {json.dumps(dependency.version)}\n"
+            'description: "Placeholder: this dependency is disabled by the values, so it was not downloaded."\n'
+        )
+    message = (
+        f"skyrl-hp: {dependency.name} {dependency.version} was judged disabled (condition "
+        f"{dependency.condition or '-'}, tags {','.join(dependency.tags) or '-'}) and not downloaded, but Helm "
+        "enables it: the installer's reading of the values differs from Helm's"
+    )
+    with open(os.path.join(folder, "templates", "disabled.yaml"), "w", encoding="utf-8") as out:
+        out.write("{{ fail " + json.dumps(message) + " }}\n")
+    return folder
+
+
+def remove_stale_archives(charts_dir: str, dependencies: list[Dependency]) -> list[str]:
+    """Archives in charts/ of a chart this assembly places itself (a file:// folder, a download or a
+    placeholder): Helm would load them next to the placed chart and render either."""
+    managed = {d.name for d in dependencies if d.repository}
+    removed = []
+    for name in sorted(os.listdir(charts_dir)):
+        path = os.path.join(charts_dir, name)
+        if not os.path.isfile(path) or not name.endswith(".tgz"):
+            continue
+        if any(name.startswith(f"{chart}-") and ARCHIVE_VERSION.fullmatch(name[len(chart) + 1 :]) for chart in managed):
+            os.remove(path)
+            removed.append(name)
+    return removed
+
+
+def assemble_chart(
+    chart_dir: str,
+    values: dict,
+    *,
+    helm: str,
+    run: Runner,
+    workdir: str,
+    root: str,
+    obtain_archive: Callable[[Dependency, str], str],
+    depth: int = 0,
+) -> Assembly:
+    """Make `chart_dir` what Helm installs (see the rules above). `values` are the values given to this
+    chart; `obtain_archive(dependency, charts_dir)` puts a verified archive of a remote dependency into
+    charts_dir and returns its file name; file:// paths must stay inside `root`."""
+    if depth > MAX_CHART_NESTING:
+        raise InstallError(f"{chart_dir}: file:// sub-charts nest deeper than {MAX_CHART_NESTING} levels")
+    chart_meta, defaults = read_yaml_files(
+        [os.path.join(chart_dir, "Chart.yaml"), os.path.join(chart_dir, "values.yaml")],
+        helm=helm,
+        run=run,
+        workdir=workdir,
+    )
+    if not isinstance(chart_meta, dict):
+        raise InstallError(f"{chart_dir} has no Chart.yaml")
+    assembly = Assembly(chart=str(chart_meta.get("name") or os.path.basename(chart_dir)))
+    dependencies = dependencies_of(chart_meta)
+    charts_dir = os.path.join(chart_dir, "charts")
+    os.makedirs(charts_dir, exist_ok=True)
+
+    sources: dict[Dependency, str] = {}
+    for dependency in dependencies:
+        if is_local(dependency.repository):
+            source = os.path.normpath(os.path.join(chart_dir, dependency.repository[len("file://") :]))
+            if not source.startswith(os.path.normpath(root) + os.sep):
+                raise InstallError(
+                    f"sub-chart {dependency.name} points outside the downloaded repository: {dependency.repository}"
+                )
+            sources[dependency] = source
+    local = list(sources)
+    local_files = read_yaml_files(
+        [os.path.join(sources[d], f) for d in local for f in ("Chart.yaml", "values.yaml")],
+        helm=helm,
+        run=run,
+        workdir=workdir,
+    )
+    local_meta = {d: local_files[2 * i] for i, d in enumerate(local)}
+    # The parent's values as Helm coalesces them before judging conditions: the chart's defaults under the
+    # given values, each file:// sub-chart's defaults under its key (the parent's entries win).
+    coalesced = merge_values(defaults if isinstance(defaults, dict) else {}, values)
+    for i, dependency in enumerate(local):
+        sub_defaults = local_files[2 * i + 1]
+        if isinstance(sub_defaults, dict):
+            coalesced[dependency.key] = merge_values(sub_defaults, coalesced.get(dependency.key) or {})
+
+    assembly.removed = remove_stale_archives(charts_dir, dependencies)
+    folders: dict[Dependency, str] = {}
+    for dependency in dependencies:
+        enabled = dependency_enabled(dependency, coalesced)
+        if enabled is False:
+            assembly.disabled.append(dependency.key)
+        if dependency in sources:
+            meta = local_meta[dependency]
+            if not isinstance(meta, dict):
+                raise InstallError(f"sub-chart {dependency.name}: {dependency.repository} has no Chart.yaml")
+            if meta.get("name") != dependency.name:
+                raise InstallError(
+                    f"sub-chart {dependency.name}: {dependency.repository}/Chart.yaml is named {meta.get('name')!r}"
+                )
+            folders[dependency] = place_local_subchart(dependency, sources[dependency], charts_dir)
+            assembly.local.append(dependency.key)
+        elif not dependency.repository:
+            continue  # "no repository": the chart is expected in charts/ already (Helm's rule too)
+        elif enabled is False and EXACT_VERSION.fullmatch(dependency.version):
+            write_placeholder(dependency, charts_dir)
+            assembly.placeholders.append(f"{dependency.name}-{dependency.version}")
+        else:
+            assembly.downloaded.append(obtain_archive(dependency, charts_dir))
+
+    for dependency, folder in folders.items():
+        if dependency_enabled(dependency, coalesced) is False or not dependencies_of(local_meta[dependency]):
+            continue
+        section = coalesced.get(dependency.key)
+        sub_values = section if isinstance(section, dict) else {}
+        if "global" in coalesced:
+            sub_values = merge_values(sub_values, {"global": coalesced["global"]})
+        assembly.nested[dependency.key] = assemble_chart(
+            folder,
+            sub_values,
+            helm=helm,
+            run=run,
+            workdir=workdir,
+            root=root,
+            obtain_archive=obtain_archive,
+            depth=depth + 1,
+        )
+    return assembly
+
+
 # --- side effects ---------------------------------------------------------------------------------
 
 _sleep = time.sleep
 _clock = time.monotonic
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 class Deadline:
@@ -302,8 +742,9 @@ def _terminate(process: subprocess.Popen) -> str:
         return f"ignored SIGTERM for {TERM_GRACE_S}s and was killed (SIGKILL)"
 
 
-def _run(args: list[str], env: dict, deadline_s: float, stdin: str | None = None) -> str:
-    """Run `args` within `deadline_s` seconds; its output, or InstallError/TransientError/CommandTimeout."""
+def _run(args: list[str], env: dict, deadline_s: float, stdin: str | None = None, quiet: bool = False) -> str:
+    """Run `args` within `deadline_s` seconds; its output, or InstallError/TransientError/CommandTimeout.
+    `quiet`: the output is not logged when the command succeeds."""
     if deadline_s <= 0:
         raise InstallError(f"no time left to run {' '.join(args[:3])}")
     print("$", " ".join(args), flush=True)
@@ -328,8 +769,9 @@ def _run(args: list[str], env: dict, deadline_s: float, stdin: str | None = None
             ended = _terminate(process)
         output.seek(0)
         text = output.read().strip()
-    print(text, flush=True)
     command = " ".join(args[:3])
+    if not quiet or ended is not None or process.returncode != 0:
+        print(text, flush=True)
     if ended is not None:
         raise CommandTimeout(f"{command} did not finish within {deadline_s:.0f}s: {ended}. Output: {text[-1000:]}")
     if process.returncode != 0:
@@ -365,6 +807,12 @@ def _open(url: str, timeout: float):
     return urllib.request.urlopen(url, timeout=timeout)
 
 
+def _is_not_found(error: Exception) -> bool:
+    if isinstance(error, urllib.error.HTTPError):
+        return error.code == 404
+    return type(error).__name__ == "NoSuchKey"
+
+
 def _is_transient_download_error(error: Exception) -> bool:
     if isinstance(error, urllib.error.HTTPError):
         return error.code == 429 or error.code >= 500
@@ -373,6 +821,10 @@ def _is_transient_download_error(error: Exception) -> bool:
     # botocore's network and throttling errors, without importing botocore here.
     return type(error).__name__ in {"EndpointConnectionError", "ReadTimeoutError", "ConnectTimeoutError",
                                     "ResponseStreamingError", "IncompleteReadError"}  # fmt: skip
+
+
+class NotFound(InstallError):
+    """The URL does not exist (not retried)."""
 
 
 def _download(url: str, destination: str, deadline: Deadline) -> None:
@@ -390,6 +842,8 @@ def _download(url: str, destination: str, deadline: Deadline) -> None:
         except InstallError:
             raise
         except Exception as error:
+            if _is_not_found(error):
+                raise NotFound(f"download {url}: {error}") from error
             if _is_transient_download_error(error):
                 raise TransientError(f"download {url}: {error}") from error
             raise InstallError(f"download {url}: {error}") from error
@@ -400,7 +854,7 @@ def _download(url: str, destination: str, deadline: Deadline) -> None:
 class Installer:
     """One request's work, with the clock of the Lambda invocation."""
 
-    def __init__(self, event: dict, context, env: dict, workdir: str) -> None:
+    def __init__(self, event: dict, context, env: dict, workdir: str, physical_id: str) -> None:
         self.event = event
         self.properties = event["ResourceProperties"]
         self.context = context
@@ -408,18 +862,22 @@ class Installer:
         self.workdir = workdir
         self.release = self.properties["Release"]
         self.namespace = self.properties["Namespace"]
+        self.owner = owner_label(physical_id)
+        self.started = _now()
         self.pins = validate_digests(json.loads(self.properties.get("ArchiveDigests") or "{}"))
+        self.file_digests = validate_file_digests(json.loads(self.properties.get("ChartFileDigests") or "{}"))
         mirror = self.properties.get("ArchiveMirror") or ""
         self.mirror = validate_mirror(mirror) if mirror else ""
-        self.require_pins = str(self.properties.get("RequirePinnedDigests", "false")).lower() == "true"
+        self.require_pins = str(self.properties.get("RequirePinnedDigests", "true")).lower() != "false"
         self.observed: dict[str, str] = {}
+        self.outcome = "ok"
 
     def remaining(self) -> float:
         return self.context.get_remaining_time_in_millis() / 1000 - RESPONSE_RESERVE_S
 
-    def run(self, args: list[str], stdin: str | None = None) -> str:
+    def run(self, args: list[str], stdin: str | None = None, quiet: bool = False) -> str:
         # Room after the deadline for SIGTERM's grace period, then the response.
-        return _run(args, self.env, self.remaining() - TERM_GRACE_S, stdin=stdin)
+        return _run(args, self.env, self.remaining() - TERM_GRACE_S, stdin=stdin, quiet=quiet)
 
     def run_retried(self, what: str, args_fn: Callable[[], list[str]], stdin: str | None = None) -> str:
         return _retry(what, lambda: self.run(args_fn(), stdin=stdin), self.remaining)
@@ -443,14 +901,60 @@ class Installer:
             "helm uninstall", lambda: uninstall_args(self.release, self.namespace, helm_timeout(self.remaining()))
         )
 
+    def release_owner(self) -> tuple[bool, str | None]:
+        """(whether the release exists, the owner label of its owning revision)."""
+        try:
+            history = json.loads(self.run_retried("helm history", lambda: history_args(self.release, self.namespace)))
+        except InstallError as error:
+            if "not found" in str(error):
+                return False, None
+            raise
+        revision = owner_revision(history)
+        if revision is None:
+            return False, None
+        metadata = json.loads(
+            self.run_retried("helm get metadata", lambda: metadata_args(self.release, self.namespace, revision))
+        )
+        return True, (metadata.get("labels") or {}).get(OWNER_LABEL)
+
+    def delete(self) -> None:
+        """Uninstall the release only when this resource owns it."""
+        exists, owner = self.release_owner()
+        name = f"{self.namespace}/{self.release}"
+        if not exists:
+            self.outcome = f"release {name} not found: nothing to uninstall"
+        elif owner != self.owner:
+            # A replacement took it over, or someone else installed it: uninstalling would remove a live release.
+            self.outcome = (
+                f"release {name} is owned by {OWNER_LABEL}={owner or '(none)'}, not by this resource "
+                f"({self.owner}): left installed"
+            )
+        else:
+            self.uninstall()
+            self.outcome = f"release {name} uninstalled"
+        print(self.outcome, flush=True)
+
     def recover_pending(self) -> None:
-        """Roll a release left in pending-* back to its last deployed revision (or uninstall it)."""
+        """Roll a release left in pending-* back to its last deployed revision (or uninstall it), when no
+        operation can still be running on it."""
         status = self.release_status()
-        state = ((status or {}).get("info") or {}).get("status", "")
+        info = (status or {}).get("info") or {}
+        state = info.get("status", "")
         if status is None or state not in PENDING_STATUSES:
             return
+        name = f"{self.namespace}/{self.release}"
+        since = parse_helm_time(str(info.get("last_deployed") or ""))
+        age_s = (_now() - since).total_seconds()
+        ours = since >= self.started  # written by a Helm this invocation started, which has ended
+        if not ours and age_s < FUNCTION_TIMEOUT_S + PENDING_GRACE_S:
+            raise InstallError(
+                f"release {name} is {state} since {since.isoformat()} ({age_s:.0f}s ago): another operation may "
+                f"still be running, so it is not rolled back; the installer recovers it once it is "
+                f"{FUNCTION_TIMEOUT_S + PENDING_GRACE_S}s old (retry the deployment then), or check "
+                f"`helm history {self.release} -n {self.namespace}`"
+            )
         current = int(status.get("version", 0))
-        print(f"release {self.namespace}/{self.release} is {state} at revision {current}: recovering", flush=True)
+        print(f"release {name} is {state} at revision {current} since {since.isoformat()}: recovering", flush=True)
         history = json.loads(self.run_retried("helm history", lambda: history_args(self.release, self.namespace)))
         target = rollback_target(history, current)
         if target is None:
@@ -462,6 +966,8 @@ class Installer:
             )
 
     def recorded_digests(self) -> dict[str, str]:
+        if self.require_pins:
+            return {}
         args = [KUBECTL, "get", "configmap", DIGESTS_CONFIGMAP, "--namespace", DIGESTS_NAMESPACE, "--output", "json",
                 "--ignore-not-found"]  # fmt: skip
         text = self.run_retried("kubectl get configmap", lambda: args)
@@ -469,7 +975,7 @@ class Installer:
 
     def record_digests(self, recorded: dict[str, str]) -> None:
         new = {name: digest for name, digest in self.observed.items() if recorded.get(name) != digest}
-        if not new:
+        if self.require_pins or not new:
             return
         manifest = {
             "apiVersion": "v1",
@@ -484,14 +990,17 @@ class Installer:
         self.run_retried("kubectl apply", lambda: [KUBECTL, "apply", "--filename", "-"], stdin=json.dumps(manifest))
         print("recorded archive digests:", json.dumps(new, sort_keys=True), flush=True)
 
-    def verify(self, name: str, path: str, recorded: dict[str, str]) -> None:
+    def verify(self, name: str, path: str, recorded: dict[str, str], *, pinned_only: bool = False) -> None:
         actual = sha256_file(path)
         key = configmap_key(name)
         self.observed[key] = actual
         if name in self.pins:
             expected, origin = self.pins[name], "pinned in ArchiveDigests"
-        elif self.require_pins:
-            raise InstallError(f"archive {name} (sha256 {actual}) has no pin and pins are required")
+        elif self.require_pins or pinned_only:
+            raise InstallError(
+                f"archive {name} (sha256 {actual}) has no pin in ArchiveDigests and pins are required: add "
+                "helm_installer.archive_sha256 for it once you have checked the file (README, 'The git Helm installer')"
+            )
         elif key in recorded:
             expected = recorded[key]
             origin = f"recorded at first install in ConfigMap {DIGESTS_NAMESPACE}/{DIGESTS_CONFIGMAP}"
@@ -502,87 +1011,108 @@ class Installer:
             raise InstallError(f"archive {name} has sha256 {actual}, expected {expected} ({origin}); not installed")
         print(f"archive {name}: sha256 {actual} matches ({origin})", flush=True)
 
-    def fetch_source(self, deadline: Deadline, recorded: dict[str, str]) -> str:
+    def fetch_source(self, deadline: Deadline) -> tuple[str, str]:
+        """(extracted repository top directory, chart directory), the chart verified file by file (or, for a
+        commit without a file list, the tarball against its pin)."""
         repository, commit = self.properties["Repository"], self.properties["Commit"]
         name = source_archive_name(repository, commit)
         url = f"{self.mirror}/{name}" if self.mirror else archive_url(repository, commit)
         archive = os.path.join(self.workdir, name)
         _download(url, archive, deadline)
-        self.verify(name, archive, recorded)
+        if not self.file_digests:
+            self.verify(name, archive, {}, pinned_only=True)
         chart_path = self.properties["ChartPath"]
         with tarfile.open(archive, "r:gz") as tar:
             top, members = chart_members(tar.getnames(), chart_path)
             tar.extractall(self.workdir, members=[tar.getmember(m) for m in members], filter="data")
-        return os.path.join(self.workdir, top, chart_path.rstrip("/"))
+        chart_dir = os.path.join(self.workdir, top, chart_path.rstrip("/"))
+        if self.file_digests:
+            problems = tree_problems(chart_dir, self.file_digests)
+            if problems:
+                shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+                raise InstallError(f"{chart_path} at {commit} differs from its sha256 list: {shown}; not installed")
+            print(f"{chart_path}: {len(self.file_digests)} files match their sha256 list", flush=True)
+        return os.path.join(self.workdir, top), chart_dir
 
-    def fetch_dependencies(self, chart_dir: str, deadline: Deadline, recorded: dict[str, str]) -> None:
-        """Put every sub-chart Chart.yaml declares into charts/, each remote archive verified."""
-        charts = os.path.join(chart_dir, "charts")
-        os.makedirs(charts, exist_ok=True)
-        for name, version, repository in parse_dependency_list(self.run(dependency_list_args(chart_dir))):
-            if is_local(repository):
-                source = os.path.normpath(os.path.join(chart_dir, repository[len("file://") :]))
-                if not source.startswith(self.workdir + os.sep):
-                    raise InstallError(f"sub-chart {name} points outside the downloaded repository: {repository}")
-                # Packaged into charts/ as `helm dependency update` does, even when the folder already sits
-                # there: a repository may also ship a stale charts/<name>-<version>.tgz of it, which Helm
-                # would load first (v3.9.0 of aws/sagemaker-hyperpod-cli ships a health-monitoring-agent
-                # archive that predates the folder's g7e node affinity). The package overwrites it.
-                self.run(package_args(source, charts))
-                continue
-            landing = tempfile.mkdtemp(dir=self.workdir, prefix="pull-")
-            if self.mirror:
-                if not EXACT_VERSION.fullmatch(version):
-                    raise InstallError(f"sub-chart {name} asks for version {version!r}; a mirror needs exact versions")
-                archive = f"{name}-{version}.tgz"
-                _download(f"{self.mirror}/{archive}", os.path.join(landing, archive), deadline)
+    def obtain_archive(self, dependency: Dependency, charts_dir: str, deadline: Deadline, recorded: dict) -> str:
+        landing = tempfile.mkdtemp(dir=self.workdir, prefix="pull-")
+        if self.mirror:
+            if not EXACT_VERSION.fullmatch(dependency.version):
+                raise InstallError(
+                    f"sub-chart {dependency.name} asks for version {dependency.version!r}; a mirror needs exact versions"
+                )
+            candidates = archive_names(dependency.name, dependency.version)
+            for candidate in candidates:
+                try:
+                    _download(f"{self.mirror}/{candidate}", os.path.join(landing, candidate), deadline)
+                    break
+                except NotFound:
+                    continue
             else:
-                self.run_pull(name, version, repository, landing, deadline)
-            [archive] = os.listdir(landing)
-            self.verify(archive, os.path.join(landing, archive), recorded)
-            shutil.move(os.path.join(landing, archive), os.path.join(charts, archive))
+                raise InstallError(f"none of {', '.join(candidates)} is in the mirror {self.mirror}")
+        else:
+            self.run_pull(dependency, landing, deadline)
+        [archive] = os.listdir(landing)
+        self.verify(archive, os.path.join(landing, archive), recorded)
+        shutil.move(os.path.join(landing, archive), os.path.join(charts_dir, archive))
+        return archive
 
-    def run_pull(self, name: str, version: str, repository: str, landing: str, deadline: Deadline) -> None:
+    def run_pull(self, dependency: Dependency, landing: str, deadline: Deadline) -> None:
         def attempt() -> None:
             for leftover in os.listdir(landing):
                 os.remove(os.path.join(landing, leftover))
             time_left = min(deadline.left(), self.remaining() - TERM_GRACE_S)
-            _run(pull_args(name, version, repository, landing), self.env, time_left)
+            _run(pull_args(dependency.name, dependency.version, dependency.repository, landing), self.env, time_left)
 
-        _retry(f"helm pull {name}", attempt, lambda: min(deadline.left(), self.remaining()))
+        _retry(f"helm pull {dependency.name}", attempt, lambda: min(deadline.left(), self.remaining()))
+
+    def assemble(self, root: str, chart_dir: str, deadline: Deadline, recorded: dict) -> Assembly:
+        assembly = assemble_chart(
+            chart_dir,
+            json.loads(self.properties.get("Values") or "{}"),
+            helm=HELM,
+            run=lambda args: self.run(args, quiet=True),
+            workdir=self.workdir,
+            root=root,
+            obtain_archive=lambda dependency, charts: self.obtain_archive(dependency, charts, deadline, recorded),
+        )
+        print(assembly.describe(), flush=True)
+        return assembly
 
     def upgrade(self, chart_dir: str) -> None:
-        values_file = os.path.join(self.workdir, "values.json")
-        with open(values_file, "w", encoding="utf-8") as out:
-            out.write(self.properties.get("Values") or "{}")
+        values_file = write_values(self.workdir, self.properties.get("Values") or "{}")
 
         def attempt() -> str:
             # A failed attempt may itself have left the release pending.
             self.recover_pending()
             timeout_s = helm_timeout(self.remaining())
-            return self.run(upgrade_args(self.release, chart_dir, self.namespace, values_file, timeout_s))
+            return self.run(upgrade_args(self.release, chart_dir, self.namespace, values_file, self.owner, timeout_s))
 
-        _retry("helm upgrade", attempt, self.remaining)
+        try:
+            _retry("helm upgrade", attempt, self.remaining)
+        except InstallError as error:
+            if "cannot be imported into the current release" not in str(error):
+                raise
+            # Typically a renamed release whose objects the old release still owns.
+            raise InstallError(
+                f"{error} -- objects of another release: hand them to {self.release} first (README, 'The git Helm "
+                "installer', renaming a release)"
+            ) from error
 
     def apply(self) -> None:
         self.connect()
         if self.event["RequestType"] == "Delete":
-            try:
-                self.uninstall()
-            except InstallError as error:
-                if "not found" not in str(error):
-                    raise
+            self.delete()
             return
         recorded = self.recorded_digests()
         deadline = Deadline(min(DOWNLOAD_BUDGET_S, self.remaining()))
-        chart_dir = self.fetch_source(deadline, recorded)
-        self.fetch_dependencies(chart_dir, deadline, recorded)
+        root, chart_dir = self.fetch_source(deadline)
+        self.assemble(root, chart_dir, deadline, recorded)
         self.upgrade(chart_dir)
         self.record_digests(recorded)
 
 
-def _send(event: dict, body: dict) -> None:
-    data = json.dumps(body).encode()
+def _send(event: dict, data: bytes) -> None:
     request = urllib.request.Request(
         event["ResponseURL"], data=data, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(data))}
     )
@@ -600,22 +1130,15 @@ def _send(event: dict, body: dict) -> None:
 def handler(event: dict, context) -> None:
     print(json.dumps({k: v for k, v in event.items() if k != "ResponseURL"}), flush=True)
     workdir = tempfile.mkdtemp(prefix="helm-git-")
-    env = {
-        **os.environ,
-        # Lambda's file system is read-only outside /tmp: every tool's home and cache goes there.
-        "HOME": workdir,
-        "KUBECONFIG": os.path.join(workdir, "kubeconfig"),
-        "HELM_CACHE_HOME": os.path.join(workdir, "helm-cache"),
-        "HELM_CONFIG_HOME": os.path.join(workdir, "helm-config"),
-        "HELM_DATA_HOME": os.path.join(workdir, "helm-data"),
-        "PATH": f"/opt/helm:/opt/kubectl:/opt/awscli:{os.environ.get('PATH', '')}",
-    }
+    env = helm_environment(
+        workdir, {**os.environ, "PATH": f"/opt/helm:/opt/kubectl:/opt/awscli:{os.environ.get('PATH', '')}"}
+    )
     status, reason = "SUCCESS", "ok"
-    resource_id = event.get("PhysicalResourceId", "not-created")
+    physical_id = resource_id(event)
     try:
-        if event["RequestType"] != "Delete":
-            resource_id = physical_id(event["ResourceProperties"])
-        Installer(event, context, env, workdir).apply()
+        installer = Installer(event, context, env, workdir, physical_id)
+        installer.apply()
+        reason = installer.outcome
     except Exception as error:
         traceback.print_exc()
         if event["RequestType"] == "Delete":
@@ -624,6 +1147,9 @@ def handler(event: dict, context) -> None:
             reason = f"uninstall skipped: {error}"
         else:
             status, reason = "FAILED", f"{error} (log stream {getattr(context, 'log_stream_name', '?')})"
+            if event["RequestType"] == "Update":
+                # A failed update keeps the resource it had; a new id would look like a replacement.
+                physical_id = str(event["PhysicalResourceId"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    _send(event, response_body(event, status, reason, resource_id))
+    _send(event, response_body(event, status, reason, physical_id))

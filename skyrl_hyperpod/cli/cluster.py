@@ -1,0 +1,370 @@
+"""Commands that act on the running cluster after `cdk deploy`: kubeconfig, train, adapter, serve.
+
+The cluster is reached through the official `kubernetes` client (skyrl_hyperpod/ops/kube.py), AWS through
+boto3; nothing shells out to kubectl. Tests hand the commands an ApiClient pointed at a local fake API
+server through the CLI state (CliState.kube).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
+from skyrl_hyperpod.ops import kubeconfig as kubeconfig_module
+from skyrl_hyperpod.ops import metrics as metrics_module
+from skyrl_hyperpod.ops import workloads
+from skyrl_hyperpod.ops.kube import Cluster, KubeError, api_client_for, describe_eks_cluster, eks_token
+from skyrl_hyperpod.ops.portforward import pod_connector
+from skyrl_hyperpod.runtime import fail
+
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDINGS,
+    aws_errors,
+    cli_state,
+    clients_from_context,
+    config_option,
+    echo,
+    flush_header,
+    json_option,
+    load_project_config,
+    print_json,
+    profile_option,
+    region_option,
+    resolve_region,
+)
+
+DEFAULT_DIST = Path("dist")
+DEFAULT_WAIT_SECONDS = 1800.0
+POLL_SECONDS = 10.0
+
+
+def dist_option(command: Any) -> Any:
+    return click.option(
+        "--dist",
+        "dist",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_DIST,
+        show_default=True,
+        help="Directory of the synthesized manifests (make synth-k8s).",
+    )(command)
+
+
+def experiment_option(required: bool = False) -> Any:
+    return click.option(
+        "--experiment",
+        default=None,
+        required=required,
+        help="Experiment name (training.experiments[].name)" + ("." if required else "; default: every experiment."),
+    )
+
+
+def _region(ctx: click.Context, region: str | None, config: ProjectConfig, profile: str | None) -> str:
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    if not chosen:
+        fail(
+            ["cluster error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
+    return chosen
+
+
+def connect(ctx: click.Context, config: ProjectConfig, region: str | None, profile: str | None) -> Cluster:
+    """The project's EKS cluster: endpoint and CA from eks:DescribeCluster, a token as `aws eks get-token` makes."""
+    state = cli_state(ctx)
+    if state.kube is not None:
+        return Cluster(state.kube)
+    chosen = _region(ctx, region, config, profile)
+    clients = clients_from_context(ctx, profile, chosen)
+    name = config.names.eks_cluster
+    with aws_errors(f"cluster error: EKS cluster {name} in {chosen}"):
+        endpoint = describe_eks_cluster(clients("eks", chosen), name)
+        token = eks_token(clients.session, name, chosen)
+    return Cluster(api_client_for(endpoint, token))
+
+
+def poll_interval(ctx: click.Context) -> float:
+    chosen = cli_state(ctx).poll_seconds
+    return POLL_SECONDS if chosen is None else chosen
+
+
+def port_connector(ctx: click.Context, cluster: Cluster, namespace: str, pod: str, port: int) -> Any:
+    """Opens one stream to pod:port per call: the Kubernetes port-forward, or what a test put in the CLI state."""
+    override = cli_state(ctx).connector
+    if override is not None:
+        return lambda: override(namespace, pod, port)
+    return pod_connector(cluster, namespace, pod, port)
+
+
+@contextmanager
+def cluster_errors() -> Iterator[None]:
+    """A failed cluster call or a refused manifest: one line on stderr, exit 1."""
+    try:
+        yield
+    except KubeError as error:
+        fail([f"cluster error: {error}"], EXIT_FINDINGS)
+    except workloads.WorkloadError as error:
+        fail(error.problems, EXIT_FINDINGS)
+
+
+def _pick_experiments(config: ProjectConfig, experiment: str | None) -> list[Any]:
+    runs = list(config.derived.runs)
+    if experiment is None:
+        return runs
+    names = [run.experiment.name for run in runs]
+    if experiment not in names:
+        fail(
+            [f"--experiment {experiment!r}: not an experiment of this configuration ({', '.join(names)})"],
+            EXIT_BAD_INPUT,
+        )
+    return [run for run in runs if run.experiment.name == experiment]
+
+
+# --- kubeconfig ------------------------------------------------------------------------------------------------
+
+
+@click.command()
+@config_option
+@region_option
+@profile_option
+@click.option(
+    "--kubeconfig",
+    "kubeconfig_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="File to write (default: the first file of $KUBECONFIG, else ~/.kube/config).",
+)
+@json_option
+@click.pass_context
+def kubeconfig(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    kubeconfig_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Write kubectl's context for the cluster and make it current, as `hyp set-cluster-context` does.
+
+    The HyperPod cluster's EKS orchestrator comes from sagemaker:DescribeCluster, its endpoint and CA from
+    eks:DescribeCluster; the context's namespace is workloads.namespace. Other entries of the file are kept.
+    """
+    config = load_project_config(config_path, region=region)
+    chosen = _region(ctx, region, config, profile)
+    clients = clients_from_context(ctx, profile, chosen)
+    with aws_errors(f"kubeconfig error: HyperPod cluster {config.names.hyperpod_cluster} in {chosen}"):
+        target = kubeconfig_module.eks_of_hyperpod(clients("sagemaker", chosen), config.names.hyperpod_cluster)
+        endpoint = describe_eks_cluster(clients("eks", chosen), target.eks_cluster_name)
+    path = kubeconfig_module.kubeconfig_path(kubeconfig_file)
+    try:
+        existing = kubeconfig_module.read_kubeconfig(path)
+    except (ValueError, OSError) as error:
+        fail([f"kubeconfig error: {error}"], EXIT_BAD_INPUT)
+    namespace = config.workloads.namespace
+    data = kubeconfig_module.merged_kubeconfig(existing, endpoint, chosen, namespace, profile)
+    kubeconfig_module.write_kubeconfig(path, data)
+    if as_json:
+        print_json({"file": str(path), "context": endpoint.arn, "namespace": namespace, "server": endpoint.endpoint})
+        return
+    echo(f"wrote context {endpoint.arn} (namespace {namespace}) to {path} and made it current")
+    if not endpoint.public_access:
+        echo(
+            "note: the API endpoint is private: kubectl works from inside the VPC (Studio, a VPN), "
+            "or list your CIDR in eks.public_access_cidrs",
+            err=True,
+        )
+
+
+# --- train -----------------------------------------------------------------------------------------------------
+
+
+@click.group()
+def train() -> None:
+    """Start training, follow it, and read its metrics."""
+
+
+@train.command("start")
+@config_option
+@region_option
+@profile_option
+@dist_option
+@experiment_option()
+@click.option(
+    "--wait", is_flag=True, help="Wait for the head and every worker to be Ready before submitting the RayJobs."
+)
+@click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_WAIT_SECONDS, show_default=True,
+              help="Seconds --wait waits.")  # fmt: skip
+@click.pass_context
+def train_start(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    dist: Path,
+    experiment: str | None,
+    wait: bool,
+    timeout: float,
+) -> None:
+    """Apply the namespace objects, the RayCluster and the RayJobs, in that order (from DIST)."""
+    config = load_project_config(config_path, region=region)
+    runs = _pick_experiments(config, experiment)
+    self_contained = config.training.jobs.self_contained_jobs
+    with cluster_errors():
+        platform = workloads.load_chart(dist, PLATFORM_CHART)
+        raycluster = [] if self_contained else workloads.load_chart(dist, RAYCLUSTER_CHART)
+        wanted = {run.job_name for run in runs}
+        jobs = [job for job in workloads.load_chart(dist, RAYJOBS_CHART) if job["metadata"]["name"] in wanted]
+        missing = wanted - {job["metadata"]["name"] for job in jobs}
+        if missing:
+            fail(
+                [
+                    f"manifest error: {dist} has no RayJob {', '.join(sorted(missing))}: synthesize again (make synth-k8s)"
+                ],
+                EXIT_BAD_INPUT,
+            )
+        cluster = connect(ctx, config, region, profile)
+        flush_header()
+        workloads.apply_all(cluster, platform, echo)
+        workloads.apply_all(cluster, raycluster, echo)
+        if wait and not self_contained:
+            name, namespace = config.training.cluster.raycluster_name, config.workloads.namespace
+            replicas = config.derived.worker_layout.replicas
+
+            def ready() -> tuple[bool, str]:
+                counts = workloads.ray_pod_counts(cluster, namespace, name, replicas)
+                return counts.complete, counts.line(name)
+
+            workloads.wait_for(
+                ready, timeout=timeout, interval=poll_interval(ctx), echo=echo,
+                what=f"RayCluster {name} not Ready",
+            )  # fmt: skip
+        workloads.apply_all(cluster, jobs, echo)
+    echo(f"submitted {len(jobs)} RayJob(s); follow with: skyrl-hp train status, skyrl-hp train logs --follow")
+
+
+@train.command("status")
+@config_option
+@region_option
+@profile_option
+@json_option
+@click.pass_context
+def train_status(
+    ctx: click.Context, config_path: Path | None, region: str | None, profile: str | None, as_json: bool
+) -> None:
+    """The training RayCluster's pods and each experiment's RayJob state. Exit 1 when a RayJob failed."""
+    config = load_project_config(config_path, region=region)
+    with cluster_errors():
+        status = workloads.training_status(connect(ctx, config, region, profile), config)
+    if as_json:
+        print_json(status)
+    else:
+        for line in workloads.render_training_status(status):
+            echo(line)
+    if any(job["job_status"] in workloads.FAILED_JOB_STATES for job in status["jobs"]):
+        sys.exit(EXIT_FINDINGS)
+
+
+def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
+    runs = _pick_experiments(config, experiment)
+    if len(runs) > 1:
+        fail(
+            [
+                f"--experiment: this configuration has {len(runs)} experiments ({', '.join(r.experiment.name for r in runs)}); name one"
+            ],
+            EXIT_BAD_INPUT,
+        )
+    return runs[0]
+
+
+@train.command("logs")
+@config_option
+@region_option
+@profile_option
+@experiment_option()
+@click.option("--follow", "-f", is_flag=True, help="Keep streaming while the job runs.")
+@click.option("--tail", type=click.IntRange(min=1), default=None, help="Only the last N lines.")
+@click.pass_context
+def train_logs(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    experiment: str | None,
+    follow: bool,
+    tail: int | None,
+) -> None:
+    """The Ray job's driver log (the RayJob's submitter pod), SkyRL's metrics included."""
+    config = load_project_config(config_path, region=region)
+    run = _single_experiment(config, experiment)
+    namespace = config.workloads.namespace
+    with cluster_errors():
+        cluster = connect(ctx, config, region, profile)
+        pod = workloads.submitter_pod(cluster, namespace, run.job_name)
+        flush_header()
+        try:
+            for line in cluster.logs(namespace, pod, follow=follow, tail=tail):
+                click.echo(line)
+        except KeyboardInterrupt:
+            return
+
+
+@train.command("metrics")
+@config_option
+@region_option
+@profile_option
+@experiment_option()
+@click.option("--log", "log_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Read a saved driver log instead of the cluster's (skyrl-hp train logs > FILE).")  # fmt: skip
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PNG to write (default: pass_at_1-<experiment>.png).")  # fmt: skip
+@json_option
+@click.pass_context
+def train_metrics(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    experiment: str | None,
+    log_file: Path | None,
+    plot_file: Path | None,
+    as_json: bool,
+) -> None:
+    """SkyRL's logged metrics as a table (step, eval pass@1, reward, step time) and a PNG plot of eval pass@1
+    over the steps with the reference run's 43.75 % and 96.875 % marked."""
+    config = load_project_config(config_path, region=region)
+    run = _single_experiment(config, experiment)
+    if log_file is not None:
+        lines: Any = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    else:
+        namespace = config.workloads.namespace
+        with cluster_errors():
+            cluster = connect(ctx, config, region, profile)
+            lines = list(cluster.logs(namespace, workloads.submitter_pod(cluster, namespace, run.job_name)))
+    steps = metrics_module.parse_log(lines)
+    if not steps:
+        fail(
+            [
+                "metrics: no SkyRL metrics in the log (SkyRL logs them with trainer.logger=console once training "
+                "starts; skyrl-hp train logs shows where it is)"
+            ],
+            EXIT_FINDINGS,
+        )
+    target = plot_file or Path(f"pass_at_1-{run.experiment.name}.png")
+    metrics_module.plot(steps, target, f"{run.experiment.name}: eval pass@1 ({config.name_prefix})")
+    if as_json:
+        print_json({"experiment": run.experiment.name, "plot": str(target), "steps": metrics_module.as_json(steps)})
+        return
+    echo(metrics_module.render_table(steps))
+    echo(metrics_module.summary(steps))
+    echo(f"plot: {target}")
+
+
+COMMANDS = [kubeconfig, train]

@@ -1,0 +1,189 @@
+"""`skyrl-hp train metrics`: SkyRL's logged metrics, read back from the job's log into a table and a plot.
+
+The RayJobs run SkyRL with `trainer.logger=console`: SkyRL's ConsoleLogger (skyrl/train/utils/tracking.py)
+logs every `tracker.log(data, step)` through loguru as `Step <N>: ` followed by `pprint.pformat` of the
+metrics with each float formatted as a '%.4f' string. The driver runs inside the `skyrl_entrypoint` Ray
+task (skyrl/train/entrypoints/main_base.py), so in the submitter's log Ray prefixes every line with
+`(skyrl_entrypoint pid=N[, ip=A])`. The keys read here (skyrl/train/trainer.py, skyrl/train/evaluate.py):
+`eval/all/pass_at_1` (eval before training at step 0, then every `trainer.eval_interval` steps),
+`reward/avg_raw_reward` (each training step) and `timing/step` (seconds per step).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PASS_AT_1 = "eval/all/pass_at_1"
+REWARD = "reward/avg_raw_reward"
+STEP_TIME = "timing/step"
+
+# The reference run: 28 of the 64 seeded eval mazes solved before training, 62 of 64 at step 160.
+REFERENCE_START = 28 / 64
+REFERENCE_END = 62 / 64
+REFERENCE_END_STEP = 160
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAY_PREFIX = re.compile(r"^\([^()]*pid=\d+[^()]*\)\s?")
+_STEP = re.compile(r"(?:^|\s-\s)Step (\d+): ?$")
+
+
+@dataclass
+class StepMetrics:
+    step: int
+    values: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def pass_at_1(self) -> float | None:
+        return self.values.get(PASS_AT_1)
+
+    @property
+    def reward(self) -> float | None:
+        return self.values.get(REWARD)
+
+    @property
+    def step_seconds(self) -> float | None:
+        return self.values.get(STEP_TIME)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _split(line: str) -> tuple[str, str]:
+    """(Ray's process prefix or "", the line without it)."""
+    text = _ANSI.sub("", line.rstrip("\r\n"))
+    match = _RAY_PREFIX.match(text)
+    return (match.group(0).strip(), text[match.end() :]) if match else ("", text)
+
+
+def parse_log(lines: Iterable[str]) -> list[StepMetrics]:
+    """Every `Step N:` block in a log, merged per step (the eval-only block and the training block of one
+    step become one entry), in step order. Lines that are not metrics are skipped, and so are other
+    processes' lines between a block's lines."""
+    by_step: dict[int, StepMetrics] = {}
+    pending: int | None = None
+    source = ""  # the process that logged the pending `Step N:`: other processes' lines may interleave
+    block: list[str] = []
+    depth = 0
+    for raw in lines:
+        prefix, line = _split(raw)
+        if pending is None:
+            match = _STEP.search(line)
+            if match:
+                pending, source, block, depth = int(match.group(1)), prefix, [], 0
+            continue
+        if prefix != source:
+            continue
+        if not block and not line.lstrip().startswith("{"):
+            pending = None  # a `Step N:` line without a metrics dict after it
+            continue
+        block.append(line)
+        depth += _depth_change(line)
+        if depth <= 0:
+            try:
+                data = ast.literal_eval("\n".join(block))
+            except (ValueError, SyntaxError):
+                data = None
+            if isinstance(data, dict):
+                entry = by_step.setdefault(pending, StepMetrics(pending))
+                for key, value in data.items():
+                    number = _number(value)
+                    if number is not None:
+                        entry.values[str(key)] = number
+            pending = None
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _depth_change(line: str) -> int:
+    """Brackets opened minus closed, outside quoted strings (pformat quotes keys and the stringified floats)."""
+    depth, quote = 0, ""
+    for char in line:
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "{[(":
+            depth += 1
+        elif char in "}])":
+            depth -= 1
+    return depth
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def render_table(steps: list[StepMetrics]) -> str:
+    header = ("step", "eval pass@1", "reward", "step time")
+    rows = [
+        (
+            str(s.step),
+            "-" if s.pass_at_1 is None else f"{s.pass_at_1:.2%}",
+            _cell(s.reward, ".4f"),
+            "-" if s.step_seconds is None else f"{s.step_seconds:.1f} s",
+        )
+        for s in steps
+        if s.pass_at_1 is not None or s.reward is not None or s.step_seconds is not None
+    ]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in (header, *rows)
+    )
+
+
+def as_json(steps: list[StepMetrics]) -> list[dict[str, float | int | None]]:
+    return [
+        {"step": s.step, "eval_pass_at_1": s.pass_at_1, "reward": s.reward, "step_seconds": s.step_seconds}
+        for s in steps
+    ]
+
+
+def summary(steps: list[StepMetrics]) -> str:
+    evals = [s for s in steps if s.pass_at_1 is not None]
+    if not evals:
+        return "no eval/all/pass_at_1 in the log yet (SkyRL evaluates before training and every trainer.eval_interval steps)"
+    first, last = evals[0], evals[-1]
+    return (
+        f"eval pass@1 {first.pass_at_1:.2%} at step {first.step} -> {last.pass_at_1:.2%} at step {last.step} "
+        f"(reference run: {REFERENCE_START:.2%} -> {REFERENCE_END:.3%} at step {REFERENCE_END_STEP})"
+    )
+
+
+def plot(steps: list[StepMetrics], path: Path, title: str) -> None:
+    """A PNG of eval pass@1 over the steps, with the reference run's start and end marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display
+    import matplotlib.pyplot as plt
+
+    points = [(s.step, s.pass_at_1) for s in steps if s.pass_at_1 is not None]
+    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=100)
+    try:
+        axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label="eval pass@1 (this run)")
+        axes.axhline(REFERENCE_START, color="grey", linestyle="--", label=f"reference start {REFERENCE_START:.2%}")
+        axes.axhline(REFERENCE_END, color="green", linestyle="--", label=f"reference step 160 {REFERENCE_END:.3%}")
+        axes.set_xlabel("training step")
+        axes.set_ylabel("eval/all/pass_at_1")
+        axes.set_ylim(0, 1.02)
+        axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+        axes.set_title(title)
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="lower right")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, format="png", bbox_inches="tight")
+    finally:
+        plt.close(figure)

@@ -1,0 +1,62 @@
+"""What a synth is about to build, one line each: the configuration file, region, GPUs, price per hour and
+each experiment's derived schedule. The CDK and cdk8s apps print it on stderr before they synthesize, so a
+worker type change that moves the schedule (batch sizes, epochs) is seen, not discovered later."""
+
+from __future__ import annotations
+
+from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.loader import ConfigSource
+from skyrl_hyperpod.config.training_runs import ResolvedRun
+
+from . import cost as cost_module
+
+
+def config_line(source: ConfigSource) -> str:
+    return f"configuration: {source.describe()}"
+
+
+def region_line(config: ProjectConfig) -> str:
+    if config.env.region:
+        return f"region: {config.env.region}"
+    return "region: not set (env.region): the stacks take the region of the deploying credentials"
+
+
+def gpu_line(config: ProjectConfig) -> str:
+    worker = config.hyperpod.worker_group
+    layout = config.derived.worker_layout
+    return (
+        f"GPUs: {worker.instance_count} x {worker.instance_type} = {worker.instance_count * worker.spec.gpus} "
+        f"{worker.spec.gpu_model or 'GPU'}s; training uses {layout.replicas} worker pods x {layout.gpus_per_pod}"
+    )
+
+
+def price_line(config: ProjectConfig) -> str:
+    region = config.env.region or cost_module.DEFAULT_PRICE_REGION
+    try:
+        file, book = cost_module.price_book_for(region, None)
+    except cost_module.PriceError:
+        return f"price: no price file for {region} (skyrl-hp cost --prices FILE)"
+    est = cost_module.estimate(
+        config, book, price_file=cost_module.display_path(file), run_hours=cost_module.DEFAULT_RUN_HOURS
+    )
+    basis = "" if config.env.region else f" ({region} prices: env.region is not set)"
+    return f"price: ${est.hourly_usd:,.2f} an hour, ${est.monthly_usd:,.0f} a month{basis} (skyrl-hp cost)"
+
+
+def schedule_line(run: ResolvedRun) -> str:
+    knobs = run.knobs
+    return (
+        f"experiment {run.experiment.name}: batch {knobs.train_batch_size} / mini {knobs.policy_mini_batch_size} / "
+        f"micro {knobs.micro_train_batch_size_per_gpu} / {knobs.epochs} epochs / {run.total_steps} steps on "
+        f"{knobs.policy_num_nodes} x {knobs.policy_num_gpus_per_node} GPUs"
+    )
+
+
+def platform_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:
+    """The CDK app's lines."""
+    return [config_line(source), region_line(config), gpu_line(config), price_line(config)]
+
+
+def workloads_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:
+    """The cdk8s app's lines: the schedules it writes into the RayJobs."""
+    return [config_line(source), region_line(config), *(schedule_line(run) for run in config.derived.runs)]

@@ -1,0 +1,389 @@
+"""`skyrl-hp kubeconfig` and `skyrl-hp train ...`: AWS through botocore's Stubber, the cluster through the
+official kubernetes client against a fake API server on 127.0.0.1 (tests/fake_kube.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import stat
+from pathlib import Path
+
+import cdk8s
+import pytest
+import yaml
+from click.testing import CliRunner
+from conftest import REPO_ROOT, TEST_ACCOUNT, TEST_REGION
+from fake_kube import FakeKube, pod
+
+from charts import ChartInputs, build_charts
+from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import AwsClients, CliState
+from skyrl_hyperpod.config import load_config, validate_config
+from skyrl_hyperpod.ops.kube import TOKEN_PREFIX, eks_token
+from skyrl_hyperpod.outputs import StackOutputs
+
+pytestmark = pytest.mark.usefixtures("fake_aws_env", "isolated")
+
+LOG_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "skyrl_visgym_console.log"
+NAMESPACE = "skyrl"
+RAYCLUSTER = "skyrl-visgym"
+RAYJOB = "skyrl-visgym-maze-grpo"
+# These tests drive the long-lived RayCluster (02-raycluster); the default, self-contained RayJobs, is the last test.
+SHARED_CLUSTER = {"training": {"jobs": {"self_contained_jobs": False}}}
+
+
+@pytest.fixture
+def isolated(monkeypatch, tmp_path):
+    monkeypatch.delenv("SKYRL_HP_CONFIG", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    # The configuration every command of this module reads (./skyrl-hp.yaml).
+    (tmp_path / "skyrl-hp.yaml").write_text(yaml.safe_dump(SHARED_CLUSTER))
+
+
+@pytest.fixture
+def kube():
+    fake = FakeKube().start()
+    yield fake
+    fake.stop()
+
+
+def deployed_outputs(config) -> StackOutputs:
+    return StackOutputs.placeholder(config).model_copy(
+        update={
+            "fsx_file_system_id": "fs-0123456789abcdef0",
+            "fsx_dns_name": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+            "fsx_mount_name": "abcdefgh",
+            "artifacts_bucket_name": "skyrl-hp-artifacts-111111111111",
+            "serving_role_arn": "arn:aws:iam::111111111111:role/serving",
+            "training_role_arn": "arn:aws:iam::111111111111:role/training",
+            "is_placeholder": False,
+        }
+    )
+
+
+def write_dist(directory: Path, config, outputs: StackOutputs | None = None) -> Path:
+    inputs = ChartInputs(config=config, outputs=outputs or deployed_outputs(config), job_script="print('stub')\n")
+    directory.mkdir(parents=True, exist_ok=True)
+    for chart in build_charts(cdk8s.App(), inputs):
+        (directory / f"{chart.node.id}.k8s.yaml").write_text(yaml.safe_dump_all(chart.to_json()))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    return write_dist(tmp_path_factory.mktemp("deployed") / "dist", validate_config(SHARED_CLUSTER))
+
+
+def run(kube: FakeKube | None, *args: str, aws: AwsClients | None = None):
+    state = CliState(aws=aws, kube=kube.api_client() if kube else None, poll_seconds=0)
+    return CliRunner().invoke(cli, list(args), obj=state)
+
+
+def ray_pods(kube: FakeKube, workers: int, *, ready: bool = True) -> None:
+    base = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    labels = {"ray.io/cluster": RAYCLUSTER}
+    kube.put(f"{base}/{RAYCLUSTER}-head", pod(f"{RAYCLUSTER}-head", NAMESPACE, {**labels, "ray.io/node-type": "head"}))
+    for index in range(workers):
+        name = f"{RAYCLUSTER}-gpu-worker-{index}"
+        kube.put(f"{base}/{name}", pod(name, NAMESPACE, {**labels, "ray.io/node-type": "worker"}, ready=ready))
+
+
+# --- train start ---------------------------------------------------------------------------------------------
+
+
+def test_train_start_applies_platform_then_raycluster_then_rayjobs_server_side(kube, dist):
+    result = run(kube, "train", "start", "--dist", str(dist))
+    assert result.exit_code == 0, result.output
+    applied = kube.applied()
+    namespace_at = applied.index(f"/api/v1/namespaces/{NAMESPACE}")
+    raycluster_at = applied.index(f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{RAYCLUSTER}")
+    rayjob_at = applied.index(f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}")
+    assert namespace_at == 0 < raycluster_at < rayjob_at == len(applied) - 1
+    # Server-side apply of exactly what was synthesized.
+    patch = next(r for r in kube.requests if r.path.endswith(f"/rayjobs/{RAYJOB}"))
+    assert patch.headers["content-type"] == "application/apply-patch+yaml"
+    assert patch.query == {"fieldManager": ["skyrl-hp"], "force": ["true"]}
+    synthesized = next(yaml.safe_load_all((dist / "03-rayjobs.k8s.yaml").read_text()))
+    assert patch.body == synthesized
+    assert patch.headers["authorization"] == "Bearer test-token"
+    assert "submitted 1 RayJob(s)" in result.stdout
+
+
+def test_train_start_wait_submits_the_jobs_only_once_head_and_workers_are_ready(kube, dist):
+    def operator(path: str, obj: dict) -> None:
+        if path.endswith(f"/rayclusters/{RAYCLUSTER}"):
+            ray_pods(kube, 3)  # KubeRay creates the head and one worker per GPU node
+
+    kube.on_apply = operator
+    result = run(kube, "train", "start", "--dist", str(dist), "--wait")
+    assert result.exit_code == 0, result.output
+    paths = [r.path for r in kube.requests]
+    pods_listed = paths.index(f"/api/v1/namespaces/{NAMESPACE}/pods")
+    assert paths.index(f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}") > pods_listed
+    assert f"RayCluster {RAYCLUSTER}: head Ready, 3/3 workers Ready" in result.stdout
+
+
+def test_train_start_wait_gives_up_with_the_last_state(kube, dist):
+    kube.on_apply = lambda path, obj: ray_pods(kube, 3, ready=False) if path.endswith(RAYCLUSTER) else None
+    result = run(kube, "train", "start", "--dist", str(dist), "--wait", "--timeout", "1")
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith(f"timeout: RayCluster {RAYCLUSTER} not Ready after 1 s; last state: ")
+    assert "0/3 workers Ready" in line
+    assert not any(path.endswith(f"/rayjobs/{RAYJOB}") for path in kube.applied())  # nothing submitted
+
+
+def test_train_start_refuses_placeholder_manifests(kube, tmp_path):
+    config = load_config(None)
+    placeholder = write_dist(tmp_path / "dist", config, StackOutputs.placeholder(config))
+    result = run(kube, "train", "start", "--dist", str(placeholder))
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "still carries placeholder stack outputs" in line and "skyrl-hp outputs" in line
+    assert kube.requests == []
+
+
+def test_train_start_without_manifests_says_to_synthesize(kube, tmp_path):
+    result = run(kube, "train", "start", "--dist", str(tmp_path / "nowhere"))
+    assert result.exit_code == 1
+    assert "make synth-k8s" in result.stderr
+
+
+def test_train_start_unknown_experiment_is_bad_input(kube, dist):
+    result = run(kube, "train", "start", "--dist", str(dist), "--experiment", "nope")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "--experiment 'nope': not an experiment of this configuration (maze-grpo)"
+
+
+def test_an_unreachable_cluster_is_one_line(dist):
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    configuration.retries = 0
+    state = CliState(kube=client.ApiClient(configuration), poll_seconds=0)
+    result = CliRunner().invoke(cli, ["train", "status"], obj=state)
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("cluster error: cannot reach the Kubernetes API at http://127.0.0.1:9")
+
+
+# --- train status / logs ---------------------------------------------------------------------------------------
+
+
+def test_train_status_reports_cluster_and_job(kube):
+    kube.put(f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{RAYCLUSTER}", {"status": {"state": "ready"}})
+    ray_pods(kube, 3)
+    kube.put(
+        f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}",
+        {"status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "startTime": "2026-11-20T10:00:00Z"}},
+    )
+    result = run(kube, "train", "status")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"RayCluster {RAYCLUSTER}: ready, head Ready, 3/3 workers Ready",
+        f"RayJob {RAYJOB} (maze-grpo): RUNNING, deployment Running, started 2026-11-20T10:00:00Z",
+    ]
+    data = json.loads(run(kube, "train", "status", "--json").stdout)
+    assert data["jobs"][0]["job_status"] == "RUNNING" and data["raycluster"]["workers_ready"] == 3
+
+
+def test_a_failed_job_makes_status_exit_1(kube):
+    kube.put(
+        f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}",
+        {"status": {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "message": "driver exited with 1"}},
+    )
+    result = run(kube, "train", "status")
+    assert result.exit_code == 1
+    assert f"RayJob {RAYJOB} (maze-grpo): FAILED, deployment Failed: driver exited with 1" in result.stdout
+    assert f"RayCluster {RAYCLUSTER}: not applied" in result.stdout
+
+
+def submitter(kube: FakeKube, log: str) -> None:
+    name = f"{RAYJOB}-x7k2p"
+    kube.put(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", pod(name, NAMESPACE, {"job-name": RAYJOB}))
+    kube.logs[f"{NAMESPACE}/{name}"] = log
+
+
+def test_train_logs_prints_the_submitter_pods_log(kube):
+    submitter(kube, "line one\nline two\n")
+    result = run(kube, "train", "logs", "--follow")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["line one", "line two"]
+    log_request = next(r for r in kube.requests if r.path.endswith("/log"))
+    assert log_request.query["follow"] == ["true"]
+
+
+def test_train_logs_before_the_job_started_says_so(kube):
+    result = run(kube, "train", "logs")
+    assert result.exit_code == 1
+    assert f"RayJob {RAYJOB} has no submitter pod yet" in result.stderr
+
+
+# --- train metrics ---------------------------------------------------------------------------------------------
+
+
+def test_metrics_from_a_saved_log_table_and_plot(kube, tmp_path):
+    plot = tmp_path / "pass.png"
+    result = run(None, "train", "metrics", "--log", str(LOG_FIXTURE), "--plot", str(plot))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["step", "eval", "pass@1", "reward", "step", "time"]
+    first = lines[1].split()
+    assert first[:2] == ["0", "43.75%"] and first[2] == "-"  # the eval before training: no reward yet
+    step_160 = next(line.split() for line in lines if line.split()[:1] == ["160"])
+    assert step_160[1] == "96.88%"
+    assert "eval pass@1 43.75% at step 0 -> 96.88% at step 160 (reference run: 43.75% -> 96.875% at step 160)" in lines
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+
+
+def test_metrics_json_from_the_cluster_log(kube, tmp_path):
+    submitter(kube, LOG_FIXTURE.read_text())
+    result = run(kube, "train", "metrics", "--json", "--plot", str(tmp_path / "p.png"))
+    assert result.exit_code == 0, result.output
+    steps = json.loads(result.stdout)["steps"]
+    assert len(steps) == 161
+    evals = [s for s in steps if s["eval_pass_at_1"] is not None]
+    assert [s["step"] for s in evals] == list(range(0, 161, 10))
+    # Step 40's block is interrupted by another process's line (a worker saving its checkpoint): still read.
+    assert steps[40]["eval_pass_at_1"] == pytest.approx(41 / 64, abs=5e-5)  # ConsoleLogger prints 4 decimals
+    assert steps[1]["reward"] == pytest.approx(0.4127) and steps[1]["step_seconds"] == pytest.approx(411.7941)
+
+
+def test_metrics_of_a_log_without_metrics_is_one_line(tmp_path):
+    log = tmp_path / "early.log"
+    log.write_text("(skyrl_entrypoint pid=1) INFO downloading the model\n")
+    result = run(None, "train", "metrics", "--log", str(log))
+    assert result.exit_code == 1
+    assert result.stderr.strip().startswith("metrics: no SkyRL metrics in the log")
+
+
+# --- kubeconfig ------------------------------------------------------------------------------------------------
+
+EKS_ARN = f"arn:aws:eks:{TEST_REGION}:{TEST_ACCOUNT}:cluster/skyrl-hp-eks"
+CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+
+
+def stub_cluster_lookups(stub_aws) -> AwsClients:
+    sagemaker, sm_stub = stub_aws("sagemaker")
+    sm_stub.add_response(
+        "describe_cluster",
+        {
+            "ClusterArn": f"arn:aws:sagemaker:{TEST_REGION}:{TEST_ACCOUNT}:cluster/abc123",
+            "ClusterName": "skyrl-hp-hyperpod",
+            "ClusterStatus": "InService",
+            "InstanceGroups": [],
+            "Orchestrator": {"Eks": {"ClusterArn": EKS_ARN}},
+        },
+        {"ClusterName": "skyrl-hp-hyperpod"},
+    )
+    sm_stub.activate()
+    eks, eks_stub = stub_aws("eks")
+    eks_stub.add_response(
+        "describe_cluster",
+        {
+            "cluster": {
+                "name": "skyrl-hp-eks",
+                "arn": EKS_ARN,
+                "endpoint": "https://ABCDEF.gr7.us-west-2.eks.amazonaws.com",
+                "certificateAuthority": {"data": CA},
+                "resourcesVpcConfig": {"endpointPublicAccess": False, "endpointPrivateAccess": True},
+            }
+        },
+        {"name": "skyrl-hp-eks"},
+    )
+    eks_stub.activate()
+    return AwsClients(overrides={"sagemaker": sagemaker, "eks": eks})
+
+
+def test_kubeconfig_writes_the_context_as_hyp_set_cluster_context(stub_aws, tmp_path):
+    target = tmp_path / "kube" / "config"
+    target.parent.mkdir()
+    target.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "other",
+                                      "contexts": [{"name": "other", "context": {"cluster": "other"}}],
+                                      "clusters": [{"name": "other", "cluster": {"server": "https://other"}}]}))  # fmt: skip
+    aws = stub_cluster_lookups(stub_aws)
+    result = run(None, "kubeconfig", "--region", TEST_REGION, "--kubeconfig", str(target), aws=aws)
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load(target.read_text())
+    assert data["current-context"] == EKS_ARN
+    assert {c["name"] for c in data["contexts"]} == {"other", EKS_ARN}  # other entries kept
+    context = next(c for c in data["contexts"] if c["name"] == EKS_ARN)["context"]
+    assert context == {"cluster": EKS_ARN, "user": EKS_ARN, "namespace": NAMESPACE}
+    cluster = next(c for c in data["clusters"] if c["name"] == EKS_ARN)["cluster"]
+    assert cluster == {"server": "https://ABCDEF.gr7.us-west-2.eks.amazonaws.com", "certificate-authority-data": CA}
+    user = next(u for u in data["users"] if u["name"] == EKS_ARN)["user"]["exec"]
+    assert user["command"] == "aws"
+    assert user["args"] == [
+        "--region",
+        TEST_REGION,
+        "eks",
+        "get-token",
+        "--cluster-name",
+        "skyrl-hp-eks",
+        "--output",
+        "json",
+    ]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert "API endpoint is private" in result.stderr
+
+
+def test_kubeconfig_for_a_missing_cluster_is_one_line(stub_aws, tmp_path):
+    sagemaker, stubber = stub_aws("sagemaker")
+    stubber.add_client_error("describe_cluster", "ResourceNotFound", "Cluster skyrl-hp-hyperpod not found")
+    stubber.activate()
+    result = run(None, "kubeconfig", "--region", TEST_REGION, "--kubeconfig", str(tmp_path / "c"),
+                 aws=AwsClients(overrides={"sagemaker": sagemaker}))  # fmt: skip
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("kubeconfig error: HyperPod cluster skyrl-hp-hyperpod in us-west-2: ")
+    assert "ResourceNotFound" in line
+
+
+def test_eks_token_is_a_presigned_get_caller_identity_for_the_cluster():
+    from skyrl_hyperpod.cli.common import new_session
+
+    token = eks_token(new_session(None, TEST_REGION), "skyrl-hp-eks", TEST_REGION)
+    assert token.startswith(TOKEN_PREFIX)
+    encoded = token[len(TOKEN_PREFIX) :]
+    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    assert url.startswith(f"https://sts.{TEST_REGION}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15")
+    assert "X-Amz-Expires=60" in url
+    assert "X-Amz-SignedHeaders=host%3Bx-k8s-aws-id" in url
+
+
+def test_the_cluster_is_reached_with_the_eks_endpoint_and_a_token_from_the_aws_credentials(stub_aws, kube):
+    """The real connection path: eks:DescribeCluster gives the endpoint (here the fake API server) and the CA,
+    the bearer token is `aws eks get-token`'s, signed with the caller's credentials."""
+    eks, stubber = stub_aws("eks")
+    stubber.add_response(
+        "describe_cluster",
+        {
+            "cluster": {
+                "name": "skyrl-hp-eks",
+                "arn": EKS_ARN,
+                "endpoint": kube.host,
+                "certificateAuthority": {"data": CA},
+                "resourcesVpcConfig": {"endpointPublicAccess": True},
+            }
+        },  # fmt: skip
+        {"name": "skyrl-hp-eks"},
+    )
+    stubber.activate()
+    state = CliState(aws=AwsClients(overrides={"eks": eks}), poll_seconds=0)
+    result = CliRunner().invoke(cli, ["train", "status", "--region", TEST_REGION], obj=state)
+    assert result.exit_code == 0, result.output
+    authorization = kube.requests[0].headers["authorization"]
+    assert authorization.startswith(f"Bearer {TOKEN_PREFIX}")
+
+
+def test_train_start_applies_self_contained_rayjobs_without_a_raycluster(kube, tmp_path):
+    (tmp_path / "skyrl-hp.yaml").unlink()  # the default configuration: each RayJob brings its own cluster
+    own_dist = write_dist(tmp_path / "own-dist", load_config(None))
+    assert not (own_dist / "02-raycluster.k8s.yaml").exists()
+    result = run(kube, "train", "start", "--dist", str(own_dist), "--wait")
+    assert result.exit_code == 0, result.output
+    applied = kube.applied()
+    assert not any("/rayclusters/" in path for path in applied)
+    assert applied[-1] == f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}"

