@@ -19,15 +19,26 @@ export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yam
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
 export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test bench clean
+# The drill (README, "What runs on the real engines"): the manifests on real Ray and SkyRL, on 127.0.0.1 only.
+# Its environment (Python 3.12, the training image's Ray, the SkyRL release, torch) is built from the registries
+# into a cache outside the checkout, one directory per content of its pins and interpreter: a change builds a new
+# one, and a fresh clone (new file times) reuses it, so the target has no file prerequisites.
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) $(shell command -v python3.12))
+DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
+DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
+DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
+
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env bench clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/versions.py
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
-	# SkyRL's own config classes validate the training overrides; its declared deps would pull torch (GBs).
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps skyrl==0.3.0 skyrl-gym==0.4.0
+	# SkyRL's own config classes validate the training overrides, at the release the configuration names; its
+	# declared deps would pull torch (GBs). It declares Python >= 3.12; its config module imports on 3.11.
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --ignore-requires-python \
+		$$(PYTHONPATH=. $(PYTHON) -m skyrl_hyperpod.pins skyrl)
 	# The project itself, editable: the `skyrl-hp` command.
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
@@ -84,6 +95,22 @@ promtool:
 
 test: setup crds hyperpod-chart promtool lint chart-check
 	$(PYTHON) -m pytest
+
+drill-env: $(DRILL_ENV)/.installed
+	@echo $(DRILL_ENV)
+
+$(DRILL_ENV)/.installed: | $(VENV)/.installed
+	@test -n "$(PYTHON312)" || { echo "make drill-env: Python 3.12 not found (set PYTHON312=/path/to/python3.12)" >&2; exit 2; }
+	rm -rf $(DRILL_ENV)
+	$(PYTHON312) -m venv $(DRILL_ENV)
+	# No pip cache: the wheels would sit beside the installed copies (GBs of CUDA libraries).
+	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-drill.txt -c constraints-drill.txt
+	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m skyrl_hyperpod.pins skyrl)
+	touch $@
+
+# Every RayJob of dist/ to SkyRL's GPU boundary, token auth, the old runtime-env placement (must fail), the RayService.
+drill: setup drill-env synth-k8s
+	$(PYTHON) -m skyrl_hyperpod.drill --env $(DRILL_ENV)
 
 clean:
 	rm -rf cdk.out dist .pytest_cache

@@ -46,10 +46,14 @@ def deletion_rules(jobs: TrainingJobsConfig) -> tuple[dict, ...]:
 
 
 def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
-    """The shell command the RayJob submits: prepare /shared once, then start SkyRL."""
+    """The shell command the RayJob submits: prepare /shared once, then start SkyRL. The job variables that SkyRL's
+    driver passes on to its actors itself are set here, in the driver's environment, and not in runtimeEnvYAML: Ray
+    refuses the driver's `ray.init(runtime_env=...)` when the job's runtime env already sets one of its names."""
     config = inputs.config
     training, workloads = config.training, config.workloads
+    driver_env = [f"{name}={value}" for name, value in config.derived.driver_env.items()]
     command = [
+        *(["env", *driver_env] if driver_env else []),
         "python",
         f"{training.cluster.job_script_mount}/{JOB_SCRIPT_NAME}",
         "--shared-dir", workloads.shared_mount_path,
@@ -73,7 +77,7 @@ class TrainingJobsChart(cdk8s.Chart):
         super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
         config = inputs.config
         training = config.training
-        env_vars = training.jobs.effective_runtime_env_vars
+        env_vars = config.derived.job_runtime_env
         runtime_env = yaml.safe_dump({"env_vars": env_vars}) if env_vars else None
         cluster_spec = training_cluster_spec(inputs) if training.jobs.self_contained_jobs else None
         self.jobs: list[RayJob] = []

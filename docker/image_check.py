@@ -16,6 +16,12 @@ from pathlib import Path
 def main() -> int:
     ray_version = os.environ["RAY_VERSION"]
     pygame_version = os.environ["PYGAME_VERSION"]
+    # The configured SkyRL release and what it pins (skyrl_hyperpod/config/versions.py).
+    pinned = {
+        "skyrl": os.environ["SKYRL_VERSION"],
+        "torch": os.environ["TORCH_VERSION"],
+        "vllm": os.environ["VLLM_VERSION"],
+    }
     visgym_dir = Path(os.environ["VISGYM_DIR"]).resolve()
     skyrl_dir = Path(os.environ["SKYRL_DIR"])
     problems: list[str] = []
@@ -23,6 +29,11 @@ def main() -> int:
     # KubeRay's rayVersion and the Ray inside the image must be the same release.
     if metadata.version("ray") != ray_version:
         problems.append(f"ray {metadata.version('ray')} is installed but the configuration says {ray_version}")
+    for distribution, version in pinned.items():
+        # A local version label (torch's +cu130) names the build, not the release.
+        installed = metadata.version(distribution).split("+")[0]
+        if installed != version:
+            problems.append(f"{distribution} {installed} is installed but SkyRL {pinned['skyrl']} pins {version}")
     if metadata.version("pygame") != pygame_version:
         problems.append(f"pygame {metadata.version('pygame')} is installed but the configuration says {pygame_version}")
     # NCCL over EFA: NCCL_NET_PLUGIN=ofi makes NCCL dlopen libnccl-net-ofi.so, which needs libfabric;
@@ -59,7 +70,8 @@ def main() -> int:
         print(f"image check failed: {problem}", file=sys.stderr)
     if not problems:
         print(
-            f"image check passed: ray {ray_version}, pygame {pygame_version}, aws-ofi-nccl and libfabric load by name, "
+            f"image check passed: ray {ray_version}, skyrl {pinned['skyrl']} (torch {pinned['torch']}, vllm "
+            f"{pinned['vllm']}), pygame {pygame_version}, aws-ofi-nccl and libfabric load by name, "
             "VisGym maze_2d/easy loads"
         )
     return 1 if problems else 0

@@ -55,10 +55,28 @@ def skyrl_overrides(rayjob: dict) -> dict[str, str]:
     return dict(word.split("=", 1) for word in words[words.index("--") + 1 :])
 
 
-def entrypoint_options(rayjob: dict) -> dict[str, str]:
+def entrypoint_env(rayjob: dict) -> dict[str, str]:
+    """The `env NAME=VALUE` words in front of the command."""
     words = shlex.split(rayjob["spec"]["entrypoint"])
+    if words[0] != "env":
+        return {}
+    return dict(word.split("=", 1) for word in words[1 : words.index("python")])
+
+
+def entrypoint_command(rayjob: dict) -> list[str]:
+    words = shlex.split(rayjob["spec"]["entrypoint"])
+    return words[words.index("python") :]
+
+
+def entrypoint_options(rayjob: dict) -> dict[str, str]:
+    words = entrypoint_command(rayjob)
     head = words[2 : words.index("--")]
     return dict(zip(head[::2], head[1::2], strict=True))
+
+
+def runtime_env_vars(rayjob: dict) -> dict[str, str] | None:
+    text = rayjob["spec"].get("runtimeEnvYAML")
+    return None if text is None else yaml.safe_load(text)["env_vars"]
 
 
 # Jobs on the long-lived RayCluster (training.jobs.self_contained_jobs: false): the charts with a RayCluster.
@@ -192,8 +210,7 @@ def test_rayjob_submits_to_the_long_lived_cluster_when_jobs_are_not_self_contain
 def test_rayjob_entrypoint_runs_the_mounted_script_with_typed_values(default_charts, default_config):
     job = one(default_charts, "RayJob")
     training = default_config.training
-    words = shlex.split(job["spec"]["entrypoint"])
-    assert words[:2] == ["python", f"{training.cluster.job_script_mount}/train_job.py"]
+    assert entrypoint_command(job)[:2] == ["python", f"{training.cluster.job_script_mount}/train_job.py"]
     assert entrypoint_options(job) == {
         "--shared-dir": "/shared",
         "--model-repo": "VisGym/visgym_model",
@@ -224,6 +241,7 @@ def test_entrypoint_is_accepted_by_the_training_script(default_config):
     (run,) = resolve_runs(default_config.training, default_config.hyperpod, default_config.workloads)
     inputs = ChartInputs(config=default_config, outputs=StackOutputs.placeholder(default_config), job_script="")
     words = shlex.split(entrypoint(inputs, run))
+    words = words[words.index("python") :]
     sys.path.insert(0, str(script.parent))
     try:
         import train_job
@@ -268,13 +286,30 @@ def test_the_deletion_ttls_come_from_the_config():
     assert [rule["condition"]["ttlSeconds"] for rule in rules] == [600, 600, 7200]
 
 
-def test_runtime_env_carries_the_configured_variables(default_config):
-    config = validate_config({"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INFO"}}}})
-    runtime_env = yaml.safe_load(one(synth(config), "RayJob")["spec"]["runtimeEnvYAML"])
-    assert runtime_env["env_vars"]["NCCL_DEBUG"] == "INFO"
-    contained = validate_config({})
-    env = yaml.safe_load(one(synth(contained), "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
-    assert env == {"SKYRL_RAY_PG_TIMEOUT_IN_S": str(contained.training.jobs.placement_group_timeout_seconds)}
+def test_job_variables_skyrl_passes_on_go_on_the_entrypoint_the_rest_into_runtime_env(default_config):
+    # Ray refuses SkyRL's ray.init(runtime_env=...) when the job's runtime env repeats a name SkyRL forwards from
+    # the driver's environment (SKYRL_*, NCCL_DEBUG, ...): those are set on the entrypoint, the rest in runtimeEnvYAML.
+    variables = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "FI_EFA_USE_DEVICE_RDMA": "1", "SKYRL_X": "a b"}
+    with pytest.raises(ConfigError) as caught:  # a SKYRL_* value crosses the submitter's shell quoting
+        validate_config({"training": {"jobs": {"runtime_env_vars": variables}}})
+    assert "runtime_env_vars['SKYRL_X'] = 'a b'" in caught.value.problems[0]
+    variables["SKYRL_X"] = "a,b"
+    job = one(synth(validate_config({"training": {"jobs": {"runtime_env_vars": variables}}})), "RayJob")
+    timeout = str(default_config.training.jobs.placement_group_timeout_seconds)
+    assert entrypoint_env(job) == {"SKYRL_RAY_PG_TIMEOUT_IN_S": timeout, "NCCL_DEBUG": "INFO", "SKYRL_X": "a,b"}
+    assert runtime_env_vars(job) == {"NCCL_DEBUG_SUBSYS": "INIT,NET", "FI_EFA_USE_DEVICE_RDMA": "1"}
+    # A value the submitter's shell would split stays whole in runtimeEnvYAML.
+    spaced = validate_config({"training": {"jobs": {"runtime_env_vars": {"EXTRA_FLAGS": "--a --b"}}}})
+    assert runtime_env_vars(one(synth(spaced), "RayJob")) == {"EXTRA_FLAGS": "--a --b"}
+
+
+def test_default_rayjob_sets_no_runtime_env_variable_skyrl_forwards(default_charts, default_config):
+    job = one(default_charts, "RayJob")
+    release = default_config.training_image.skyrl_release
+    assert "runtimeEnvYAML" not in job["spec"]
+    assert all(release.passes_on(name) for name in entrypoint_env(job))
+    shared = one(synth(validate_config(SHARED)), "RayJob")
+    assert "runtimeEnvYAML" not in shared["spec"] and entrypoint_env(shared) == entrypoint_env(job)
 
 
 def test_n_experiments_give_n_rayjobs_with_distinct_runs():
@@ -672,15 +707,15 @@ def test_ray_pods_request_no_more_than_their_node_exposes(overrides):
 def test_placement_waits_are_bounded_and_configurable(default_config, default_charts):
     # A second experiment on the shared RayCluster outwaits the first (not SkyRL's 180 s), but a job whose
     # GPUs never come fails after two hours, not at the 48 h deadline.
-    env = yaml.safe_load(one(default_charts, "RayJob")["spec"]["runtimeEnvYAML"])["env_vars"]
+    env = entrypoint_env(one(default_charts, "RayJob"))
     assert (
         env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == str(default_config.training.jobs.placement_group_timeout_seconds) == "7200"
     )
     assert int(env["SKYRL_RAY_PG_TIMEOUT_IN_S"]) < default_config.training.jobs.job_active_deadline_seconds
     longer = validate_config({"training": {"jobs": {"placement_group_timeout_seconds": 43200}}})
-    assert longer.training.jobs.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "43200"
+    assert longer.derived.driver_env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "43200"
     explicit = validate_config({"training": {"jobs": {"runtime_env_vars": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "600"}}}})
-    assert explicit.training.jobs.effective_runtime_env_vars["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "600"
+    assert explicit.derived.driver_env["SKYRL_RAY_PG_TIMEOUT_IN_S"] == "600"
     with pytest.raises(ConfigError) as caught:
         validate_config({"training": {"jobs": {"placement_group_timeout_seconds": 200000}}})
     assert "placement_group_timeout_seconds = 200000" in caught.value.problems[0]

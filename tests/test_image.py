@@ -69,8 +69,23 @@ def test_base_image_comes_from_the_arg_and_carries_the_configured_ray(dockerfile
 
 def test_refs_are_full_commit_ids(dockerfile):
     defaults = arg_defaults(dockerfile)
-    for name in ("SKYRL_REF", "VISGYM_REF"):
-        assert re.fullmatch(r"[0-9a-f]{40}", defaults[name]), name
+    assert re.fullmatch(r"[0-9a-f]{40}", defaults["VISGYM_REF"])
+    # SkyRL: its release tag by default, or the tag's commit when pinned.
+    assert defaults["SKYRL_REF"] == "" and defaults["SKYRL_TAG"] == f"skyrl-v{defaults['SKYRL_VERSION']}"
+
+
+def test_skyrl_checkout_is_the_configured_release(dockerfile):
+    run_text = " ".join(rest for keyword, rest in dockerfile if keyword == "RUN")
+    assert 'fetch_tag "${SKYRL_REPOSITORY}" "${SKYRL_DIR}" "${SKYRL_TAG}"' in run_text
+    assert 'fetch_commit "${SKYRL_REPOSITORY}" "${SKYRL_DIR}" "${SKYRL_REF}"' in run_text
+    # the checkout's own version must be the configured one, whichever way it was fetched
+    assert '"${SKYRL_DIR}/skyrl/__init__.py"' in run_text and '!= "${SKYRL_VERSION}"' in run_text
+
+
+def test_image_check_compares_the_installed_pins_with_the_build_args():
+    text = (DOCKER_CONTEXT_DIR / "image_check.py").read_text()
+    for name in ("RAY_VERSION", "SKYRL_VERSION", "TORCH_VERSION", "VLLM_VERSION"):
+        assert f'os.environ["{name}"]' in text, name
 
 
 # --- the base image is only ever pulled by digest ------------------------------------------------------
@@ -178,6 +193,7 @@ def test_training_environment_and_labels(dockerfile, default_config):
         "org.opencontainers.image.title",
         'org.opencontainers.image.base.name="${BASE_IMAGE}"',
         'org.opencontainers.image.base.digest="${BASE_IMAGE_DIGEST}"',
+        'skyrl-hyperpod.skyrl.version="${SKYRL_VERSION}"',
         'skyrl-hyperpod.skyrl.ref="${SKYRL_REF}"',
         'skyrl-hyperpod.visgym.ref="${VISGYM_REF}"',
         'skyrl-hyperpod.ray.version="${RAY_VERSION}"',
@@ -230,8 +246,10 @@ def test_tag_names_the_pins_and_is_a_valid_ecr_tag(default_config):
     image = default_config.training_image
     tag = image.tag
     assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag)
-    assert tag.startswith(f"ray{image.ray_version}-skyrl-{image.skyrl_ref[:12]}-visgym-{image.visgym_ref[:12]}-")
+    assert tag.startswith(f"ray{image.ray_version}-skyrl-v{image.skyrl_version}-visgym-{image.visgym_ref[:12]}-")
     assert tag == image.tag  # deterministic
+    pinned = validate_config({"training_image": {"skyrl_ref": "a" * 40}}).training_image.tag
+    assert pinned.startswith(f"ray{image.ray_version}-skyrl-{'a' * 12}-visgym-")
 
 
 def copy_context(tmp_path: Path) -> Path:

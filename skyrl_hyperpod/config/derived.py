@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .serving import training_head_size
+from .training import entrypoint_env_problem, split_job_env
 from .training_runs import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
 
 if TYPE_CHECKING:
@@ -26,6 +27,9 @@ class DerivedValues:
     runs: tuple[ResolvedRun, ...]  # one per experiment: job name, SkyRL knobs, paths
     training_head: PodSize  # explicit, or what the head node leaves after the serving head
     gpus_by_instance_type: dict[str, int]  # GPUs the HyperPod groups bring, per instance type (review)
+    # training.jobs' environment, split by where it must be set (TrainingJobsConfig.runtime_env_vars):
+    driver_env: dict[str, str]  # on the RayJob's entrypoint; SkyRL's driver passes these on
+    job_runtime_env: dict[str, str]  # in the RayJob's runtimeEnvYAML; Ray applies them to every process of the job
 
     def run(self, experiment: str) -> ResolvedRun:
         return next(run for run in self.runs if run.experiment.name == experiment)
@@ -34,6 +38,11 @@ class DerivedValues:
 def derive(config: ProjectConfig) -> DerivedValues:
     """Raises ValueError (one line) when the training runs do not fit the cluster."""
     cpus, memory = training_head_size(config.training, config.serving, config.hyperpod)
+    release = config.training_image.skyrl_release
+    job_env = config.training.jobs.job_env_vars
+    if problem := entrypoint_env_problem(job_env, release):
+        raise ValueError(f"jobs.{problem}")
+    driver_env, job_runtime_env = split_job_env(job_env, release)
     gpus: dict[str, int] = {}
     for group in (config.hyperpod.head_group, config.hyperpod.worker_group):
         gpus[group.instance_type] = gpus.get(group.instance_type, 0) + group.spec.gpus * group.instance_count
@@ -43,4 +52,6 @@ def derive(config: ProjectConfig) -> DerivedValues:
         runs=tuple(resolve_runs(config.training, config.hyperpod, config.workloads)),
         training_head=PodSize(cpus=cpus, memory_gib=memory),
         gpus_by_instance_type=gpus,
+        driver_env=driver_env,
+        job_runtime_env=job_runtime_env,
     )

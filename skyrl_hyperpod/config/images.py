@@ -24,6 +24,15 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .efa import EFA_INSTALLER_KEY_FINGERPRINT
 from .platform import CommitId, StrictModel
+from .versions import (
+    DEFAULT_SERVING_IMAGE,
+    DEFAULT_SKYRL_VERSION,
+    SERVING_IMAGES,
+    SKYRL_RELEASE_TAG,
+    SKYRL_RELEASES,
+    SkyRLRelease,
+    dotted,
+)
 
 # The build context; the repository layout puts it next to the Python package.
 DOCKER_CONTEXT_DIR = Path(__file__).resolve().parents[2] / "docker"
@@ -56,6 +65,9 @@ LOG_RETENTION_DAYS = (
 
 _IMAGE_NAME = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
 _RAY_IN_IMAGE_NAME = re.compile(r"ray-([0-9]+\.[0-9]+\.[0-9]+)")
+# SkyRL's base images name their Python and CUDA: novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0.
+_PYTHON_IN_IMAGE_NAME = re.compile(r"-py([0-9]+)\.([0-9]+)")
+_CUDA_IN_IMAGE_NAME = re.compile(r"-cu([0-9]+)\.[0-9]+")
 # Every generated Ray cluster runs with token authentication (authOptions.mode: token), which
 # KubeRay v1.7.0 refuses below Ray 2.52.0 (ray-operator/controllers/ray/utils/validation.go).
 MIN_TOKEN_AUTH_RAY = (2, 52, 0)
@@ -86,9 +98,22 @@ class TrainingImageConfig(StrictModel):
         "name's current digest, builds FROM it, records it in the image label org.opencontainers.image.base.digest "
         "and prints it to pin here.",
     )
-    ray_version: RayVersion = Field(default="2.57.0", description="2.52.0 or newer (Ray token authentication).")
+    ray_version: RayVersion = Field(
+        default=SKYRL_RELEASES[DEFAULT_SKYRL_VERSION].ray,
+        description="2.52.0 or newer (Ray token authentication); the Ray that skyrl_version pins.",
+    )
     skyrl_repository: str = "https://github.com/NovaSky-AI/SkyRL"
-    skyrl_ref: CommitId = "4298730b55bb01fe1b711662df53dca42a3b7615"
+    skyrl_version: Literal[tuple(SKYRL_RELEASES)] = Field(  # type: ignore[valid-type]
+        default=DEFAULT_SKYRL_VERSION,
+        description="The SkyRL release (PyPI `skyrl`) the image builds from its git tag skyrl-v<version>; the drill "
+        "and the offline override check install the same release from PyPI.",
+    )
+    skyrl_ref: CommitId | None = Field(
+        default=None,
+        description="Optional commit of the release tag, to pin it. Unset, each build fetches the tag, checks that its "
+        "skyrl/__init__.py says skyrl_version and prints the commit to pin here; set, the build fetches this commit "
+        "and makes the same check.",
+    )
     # SkyRL's docs use this fork; which repository holds the ref is unconfirmed (docs/sources.md).
     visgym_repository: str = "https://github.com/anyscale/VisGym"
     visgym_ref: CommitId = "184fbd5e5dc81e32c8b944d9e40ac54dad62e3f2"
@@ -143,15 +168,42 @@ class TrainingImageConfig(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _ray_matches_base(self) -> TrainingImageConfig:
-        # The base image names its Ray; the RayCluster's rayVersion is ray_version: they must agree.
+    def _versions_lock(self) -> TrainingImageConfig:
+        """One Ray, Python and CUDA for the base image, the SkyRL release and the RayCluster's rayVersion."""
         match = _RAY_IN_IMAGE_NAME.search(self.base_image)
         if match and match.group(1) != self.ray_version:
             raise ValueError(
                 f"ray_version {self.ray_version} differs from the Ray {match.group(1)} that base_image "
                 f"{self.base_image} carries: change both together"
             )
+        release = self.skyrl_release
+        if self.ray_version != release.ray:
+            raise ValueError(
+                f"ray_version {self.ray_version} differs from the Ray that skyrl_version {release.version} pins "
+                f"(ray=={release.ray}): SkyRL's lock would install its own Ray beside the cluster's"
+            )
+        if (python := _PYTHON_IN_IMAGE_NAME.search(self.base_image)) and (
+            (int(python.group(1)), int(python.group(2))) < release.python_min
+        ):
+            raise ValueError(
+                f"base_image {self.base_image} carries Python {python.group(1)}.{python.group(2)}; skyrl "
+                f"{release.version} requires Python >= {dotted(release.python_min)}"
+            )
+        if (cuda := _CUDA_IN_IMAGE_NAME.search(self.base_image)) and int(cuda.group(1)) != release.torch_cuda_major:
+            raise ValueError(
+                f"base_image {self.base_image} carries CUDA {cuda.group(1)}; skyrl {release.version} pins torch "
+                f"{release.torch}, built for CUDA {release.torch_cuda_major}"
+            )
         return self
+
+    @property
+    def skyrl_release(self) -> SkyRLRelease:
+        return SKYRL_RELEASES[self.skyrl_version]
+
+    @property
+    def skyrl_tag(self) -> str:
+        """The git tag of skyrl_version in skyrl_repository."""
+        return SKYRL_RELEASE_TAG.format(version=self.skyrl_version)
 
     @property
     def base_image_pinned(self) -> bool:
@@ -167,7 +219,11 @@ class TrainingImageConfig(StrictModel):
             "BASE_IMAGE_DIGEST": self.base_image_digest or "",
             "RAY_VERSION": self.ray_version,
             "SKYRL_REPOSITORY": self.skyrl_repository,
-            "SKYRL_REF": self.skyrl_ref,
+            "SKYRL_VERSION": self.skyrl_version,
+            "SKYRL_TAG": self.skyrl_tag,
+            "SKYRL_REF": self.skyrl_ref or "",
+            "TORCH_VERSION": self.skyrl_release.torch,
+            "VLLM_VERSION": self.skyrl_release.vllm,
             "VISGYM_REPOSITORY": self.visgym_repository,
             "VISGYM_REF": self.visgym_ref,
             "PYGAME_VERSION": self.pygame_version,
@@ -205,7 +261,7 @@ def image_input_files(context_dir: Path = DOCKER_CONTEXT_DIR) -> list[Path]:
 
 
 def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_CONTEXT_DIR) -> str:
-    """`ray<version>-skyrl-<ref12>-visgym-<ref12>-<content12>`: readable pins plus a digest of the
+    """`ray<version>-skyrl-<v<version> or ref12>-visgym-<ref12>-<content12>`: readable pins plus a digest of the
     build arguments and the build-context bytes, so any change to what the image is made of yields
     a new tag (ECR tags are immutable) and nothing else does. With an unpinned base the arguments
     hold the base's name only: the digest a build resolves is not known at synth time, so the same
@@ -215,11 +271,28 @@ def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_CO
     for path in image_input_files(context_dir):
         digest.update(b"\0" + path.relative_to(context_dir).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
-    return (
-        f"ray{image.ray_version}-skyrl-{image.skyrl_ref[:12]}-visgym-{image.visgym_ref[:12]}-{digest.hexdigest()[:12]}"
-    )
+    skyrl = image.skyrl_ref[:12] if image.skyrl_ref else f"v{image.skyrl_version}"
+    return f"ray{image.ray_version}-skyrl-{skyrl}-visgym-{image.visgym_ref[:12]}-{digest.hexdigest()[:12]}"
 
 
 class ServingImageConfig(StrictModel):
-    image: str = "public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0"
-    ray_version: RayVersion = Field(default="2.58.0", description="2.52.0 or newer (Ray token authentication).")
+    image: str = DEFAULT_SERVING_IMAGE
+    ray_version: RayVersion = Field(
+        default=SERVING_IMAGES[DEFAULT_SERVING_IMAGE].ray,
+        description="2.52.0 or newer (Ray token authentication); for a known image, the Ray it carries.",
+    )
+
+    @model_validator(mode="after")
+    def _ray_matches_image(self) -> ServingImageConfig:
+        known = SERVING_IMAGES.get(self.image)
+        if known is not None and known.ray != self.ray_version:
+            raise ValueError(
+                f"ray_version {self.ray_version} differs from the Ray {known.ray} that image {self.image} carries"
+            )
+        return self
+
+    @property
+    def vllm_version(self) -> str | None:
+        """vLLM inside a known serving image (None for another image)."""
+        known = SERVING_IMAGES.get(self.image)
+        return known.vllm if known else None

@@ -13,6 +13,7 @@ values and checks SkyRL's rules.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -20,10 +21,16 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from ..kuberay import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .platform import Cidr, StrictModel
 from .shared_memory import MIN_SHM_GIB
+from .versions import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES, SkyRLRelease
 from .workloads import K8S_NAME_PATTERN, relative_path
 
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
 SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"
+# A name `env NAME=VALUE` accepts and Ray passes on.
+ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Values that reach the driver through the entrypoint cross KubeRay's submitter shell (`bash -c`), `ray job
+# submit`'s re-quoting (subprocess.list2cmdline) and the job supervisor's shell: these characters survive all three.
+ENTRYPOINT_SAFE_VALUE = re.compile(r"[A-Za-z0-9_.,:/=+@%^-]*")
 # Long enough for one job to queue behind another on the shared RayCluster, short enough that a
 # missing GPU/EFA resource or a stuck worker fails the same day (SkyRL's own default is 180 s).
 DEFAULT_PLACEMENT_GROUP_TIMEOUT_SECONDS = 7200
@@ -319,7 +326,17 @@ class TrainingJobsConfig(StrictModel):
     stall_gpu_utilization_percent: float = Field(
         default=10, gt=0, lt=100, description="GPU utilisation (DCGM_FI_DEV_GPU_UTIL, %) below which a job is idle."
     )
-    runtime_env_vars: dict[str, str] = Field(default_factory=dict, description="Extra env vars for the Ray job.")
+    runtime_env_vars: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra env vars for the training job, any name. Where each ends up: a name SkyRL "
+        f"{DEFAULT_SKYRL_VERSION}'s driver passes on to its actors itself (every SKYRL_* and "
+        f"{', '.join(sorted(SKYRL_RELEASES[DEFAULT_SKYRL_VERSION].runtime_env_names))}) is set on the RayJob's "
+        "entrypoint (`env NAME=VALUE python ...`): the driver gets it and SkyRL forwards it to its actors (for the "
+        "few SkyRL sets itself, such as VLLM_ALLOW_RUNTIME_LORA_UPDATING, SkyRL's value wins in its actors); its value "
+        "may use letters, digits and _.,:/=+@%^- only (it crosses KubeRay's submitter shell). Every other name goes "
+        "into the RayJob's runtimeEnvYAML, which Ray applies to the driver and every worker process of the job. Ray "
+        "refuses a job whose runtimeEnvYAML repeats a name SkyRL passes on, hence the split.",
+    )
 
     @model_validator(mode="after")
     def _retries_need_own_cluster(self) -> TrainingJobsConfig:
@@ -358,8 +375,17 @@ class TrainingJobsConfig(StrictModel):
             )
         return self
 
+    @field_validator("runtime_env_vars")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not ENV_VAR_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: an environment variable name is letters, digits and '_', not starting "
+                                 "with a digit")  # fmt: skip
+        return value
+
     @property
-    def effective_runtime_env_vars(self) -> dict[str, str]:
+    def job_env_vars(self) -> dict[str, str]:
         """runtime_env_vars, plus SkyRL's placement-group timeout unless set there explicitly.
 
         SkyRL's driver gives up after SKYRL_RAY_PG_TIMEOUT_IN_S (180 s by default) when it cannot get
@@ -368,6 +394,25 @@ class TrainingJobsConfig(StrictModel):
         placement_group_timeout_seconds: bounded, so a mis-scheduled job fails instead of idling.
         """
         return {SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV: str(self.placement_group_timeout_seconds)} | self.runtime_env_vars
+
+
+def split_job_env(env: dict[str, str], release: SkyRLRelease) -> tuple[dict[str, str], dict[str, str]]:
+    """(driver env, job runtime env): the names `release`'s driver puts into its own `ray.init` runtime env go on the
+    entrypoint, every other name into the RayJob's runtimeEnvYAML (see TrainingJobsConfig.runtime_env_vars)."""
+    driver = {name: value for name, value in env.items() if release.passes_on(name)}
+    return driver, {name: value for name, value in env.items() if name not in driver}
+
+
+def entrypoint_env_problem(env: dict[str, str], release: SkyRLRelease) -> str | None:
+    """One line for the first driver-side value the submission path would mangle, or None."""
+    driver, _ = split_job_env(env, release)
+    for name, value in driver.items():
+        if not ENTRYPOINT_SAFE_VALUE.fullmatch(value):
+            return (
+                f"runtime_env_vars[{name!r}] = {value!r}: SkyRL passes {name} on from the driver's environment, so it "
+                "is set on the RayJob's entrypoint, whose shell quoting allows only letters, digits and _.,:/=+@%^-"
+            )
+    return None
 
 
 class TrainingConfig(StrictModel):

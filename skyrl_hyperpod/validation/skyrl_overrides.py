@@ -1,21 +1,18 @@
 """SkyRL's dotted `key=value` overrides checked by SkyRL's own config dataclasses.
 
-SkyRL publishes its trainer as the PyPI package `skyrl` (0.3.0 is the newest for Python 3.11).
-Its config module (skyrl.train.config) imports without torch when installed with --no-deps next
-to omegaconf, skyrl-gym (also --no-deps), pandas, loguru, func_timeout and requests. Parsing
-goes through `SkyRLTrainConfig.from_cli_overrides`, which rejects unknown keys, the `+` prefix
-and removed keys. One step cannot run here: the top-level `__post_init__` ends by importing the
-training backends (Python >= 3.12 only) for a runtime tweak (forcing enforce_eager off with LoRA),
-so that import failure alone is tolerated.
+SkyRL publishes its trainer as the PyPI package `skyrl`; the version checked is the release the training
+image builds (`training_image.skyrl_version`, config/versions.py), which the Makefile installs with --no-deps.
+Its config module (skyrl.train.config) imports without torch next to omegaconf, skyrl-gym (also --no-deps),
+pandas, loguru, func_timeout and requests. skyrl 0.4.0 declares Python >= 3.12 and this project's tooling runs
+on 3.11: the config module imports there (the Makefile installs it with --ignore-requires-python); the training
+code that needs 3.12 runs in the drill (`make drill`). Parsing goes through
+`SkyRLTrainConfig.from_cli_overrides`, which rejects unknown keys, the `+` prefix and removed keys. One step
+cannot run here: the top-level `__post_init__` ends by importing the training backends (torch) for a runtime
+tweak (forcing enforce_eager off with LoRA), so that import failure alone is tolerated.
 
 SkyRL's batch-size rule (`validate_batch_sizes` in skyrl/train/utils/utils.py) lives in a module
 that imports torch and Ray at the top, so it is not imported: its own source is read from the
-installed package and executed (it needs only `math`). It is the same function, byte for byte, in
-skyrl 0.3.0, skyrl 0.4.0 and SkyRL's main branch (August 2026). skyrl 0.4.0 requires Python >= 3.12,
-this project's tooling runs on 3.11, so 0.3.0 stays the checked version.
-
-Caveat: the training image pins SkyRL at a git commit, not at 0.3.0; a key added after 0.3.0
-would be reported as unknown here.
+installed package and executed (it needs only `math`).
 """
 
 from __future__ import annotations
@@ -27,8 +24,11 @@ from functools import lru_cache
 from importlib import metadata, util
 from pathlib import Path
 
+from ..config.versions import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES
+
 CHECK_NAME = "SkyRL override check with SkyRL's config classes"
-SKYRL_VERSION = "0.3.0"
+SKYRL_VERSION = DEFAULT_SKYRL_VERSION
+_INSTALL = f"pip install --no-deps --ignore-requires-python skyrl=={SKYRL_VERSION} skyrl-gym=={SKYRL_RELEASES[SKYRL_VERSION].skyrl_gym}"
 _BACKENDS_MODULE = "skyrl.backends"
 _BATCH_RULE_MODULE = "skyrl.train.utils.utils"
 _BATCH_RULE_FUNCTION = "validate_batch_sizes"
@@ -38,7 +38,9 @@ def unavailable_reason() -> str | None:
     try:
         installed = metadata.version("skyrl")
     except metadata.PackageNotFoundError:
-        return f"skyrl=={SKYRL_VERSION} is not installed (pip install --no-deps skyrl=={SKYRL_VERSION} skyrl-gym)"
+        return f"skyrl=={SKYRL_VERSION} is not installed ({_INSTALL})"
+    if installed != SKYRL_VERSION:
+        return f"skyrl {installed} is installed, the training image builds {SKYRL_VERSION} ({_INSTALL})"
     try:
         _offline_config_class()
         skyrl_batch_size_rule()

@@ -1,0 +1,204 @@
+"""`python -m skyrl_hyperpod.drill`: run the synthesized manifests on real Ray and SkyRL, offline, on 127.0.0.1.
+
+The drill runs inside its own network, PID and mount namespaces (`unshare --net --pid --mount-proc`, as root):
+the only network is a loopback interface, so nothing it starts can reach or be reached from another address;
+every process it starts ends with it, whatever happens. Its files go to one run directory, /tmp/hpd-*
+(short: Ray's Unix socket paths live under it), kept when a check fails (its path is printed) and removed
+otherwise; the cluster's TMPDIR is inside it, and SkyRL's fixed log directory /tmp/skyrl-logs is a bind mount of
+one of its directories inside the namespace. PID 1 of the namespace is this module's small init, which reaps the
+Ray daemons and exits with the drill's status.
+
+One line per check (`drill: ...`); exit 1 if any fails, 2 when the drill cannot run. See README, "What runs on
+the real engines".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import ConfigError, ProjectConfig, load_config
+from .manifests import Manifests
+from .run import DrillEnv, Outcome, TrainingCluster, version_problems
+from .scenarios import SCENARIOS
+from .serve import ServingCluster
+
+IN_NAMESPACE = "HP_DRILL_NAMESPACE"
+RUN_DIR_ENV = "HP_DRILL_RUN_DIR"
+CLUSTER_TIMEOUT_SECONDS = 300
+# trainer.log_path's default in SkyRL 0.4.0 (skyrl/train/config/config.py), which initialize_ray writes into.
+SKYRL_LOG_DIR = Path("/tmp/skyrl-logs")
+
+
+@dataclass
+class Drill:
+    config: ProjectConfig
+    manifests: Manifests
+    env: DrillEnv
+    run_dir: Path
+    _training: TrainingCluster | None = field(default=None, init=False)
+    _serving: ServingCluster | None = field(default=None, init=False)
+
+    @property
+    def rayjobs(self) -> list[dict[str, Any]]:
+        return self.manifests.rayjobs()
+
+    @property
+    def training(self) -> TrainingCluster:
+        if self._training is None:
+            raise RuntimeError("no training cluster is running")
+        return self._training
+
+    def start_training(self) -> str:
+        # Jobs on the shared RayCluster, or each with its own (identical) rayClusterSpec: one cluster runs them all.
+        specs = {json.dumps(self.manifests.cluster_of(job), sort_keys=True) for job in self.rayjobs}
+        if len(specs) != 1:
+            raise ValueError(f"the RayJobs run on {len(specs)} different cluster specs; the drill starts one cluster")
+        spec = json.loads(specs.pop())
+        cluster = TrainingCluster(self.run_dir, self.manifests, self.config, self.env, spec)
+        cluster.start(CLUSTER_TIMEOUT_SECONDS)
+        self._training = cluster
+        return cluster.describe()
+
+    def stop_training(self) -> None:
+        if self._training is not None:
+            self._training.stop()
+            self._training = None
+
+    @property
+    def serving(self) -> ServingCluster:
+        if self._serving is None:
+            raise RuntimeError("no serving cluster is running")
+        return self._serving
+
+    def start_serving(self) -> str:
+        cluster = ServingCluster(self.run_dir, self.manifests, self.env.serve_python, self.manifests.one("RayService"))
+        cluster.start(CLUSTER_TIMEOUT_SECONDS)
+        self._serving = cluster
+        nodes = cluster.cluster.nodes
+        gpus = sum(int(node.params.get("num-gpus", 0)) for node in nodes)
+        return f"{len(nodes)} nodes (head + {len(nodes) - 1} workers), {gpus} logical GPUs"
+
+    def stop_serving(self) -> None:
+        if self._serving is not None:
+            self._serving.stop()
+            self._serving = None
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(None)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    env = DrillEnv(train_python=Path(args.env) / "bin" / "python", serve_python=Path(sys.executable))
+    if not env.train_python.is_file():
+        print(f"drill: no drill environment at {args.env} (make drill-env builds it)", file=sys.stderr)
+        return 2
+    if problems := version_problems(env, config):
+        for problem in problems:
+            print(f"drill: {problem}", file=sys.stderr)
+        return 2
+    manifests = Manifests.load(Path(args.manifests))
+    run_dir = Path(os.environ[RUN_DIR_ENV])
+    logs = str(run_dir)
+    drill = Drill(config=config, manifests=manifests, env=env, run_dir=run_dir)
+    selected = [SCENARIOS[name] for name in args.scenario] if args.scenario else list(SCENARIOS.values())
+    outcomes: list[Outcome] = []
+    try:
+        training = [scenario for scenario in selected if scenario.cluster == "training"]
+        if training:
+            print(f"drill: training cluster: {drill.start_training()}", flush=True)
+            try:
+                for scenario in training:
+                    for outcome in scenario.run(drill):
+                        outcomes.append(outcome)
+                        print(outcome.line, flush=True)
+            finally:
+                drill.stop_training()
+        serving = [scenario for scenario in selected if scenario.cluster == "serving"]
+        if serving:
+            print(f"drill: serving cluster: {drill.start_serving()}", flush=True)
+            try:
+                for scenario in serving:
+                    for outcome in scenario.run(drill):
+                        outcomes.append(outcome)
+                        print(outcome.line, flush=True)
+            finally:
+                drill.stop_serving()
+    except (RuntimeError, ValueError, OSError, ConfigError) as error:
+        print(f"drill: {error} (logs: {logs})", file=sys.stderr)
+        return 1
+    failed = sum(not outcome.ok for outcome in outcomes)
+    print(f"drill: {len(outcomes) - failed} passed, {failed} failed" + (f" (logs: {logs})" if failed else ""))
+    return 1 if failed else 0
+
+
+def init(argv: list[str]) -> int:
+    """PID 1 of the drill's namespaces: loopback up, SkyRL's log directory onto the run directory, the drill as a
+    child, and every orphaned Ray daemon reaped until the drill exits (the kernel then ends whatever is left)."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    logs = Path(os.environ[RUN_DIR_ENV]) / "skyrl-logs"
+    logs.mkdir()
+    subprocess.run(["mount", "--bind", str(logs), str(SKYRL_LOG_DIR)], check=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "skyrl_hyperpod.drill", *argv], env={**os.environ, IN_NAMESPACE: "1"}
+    )
+    while True:
+        pid, status = os.wait()
+        if pid == child.pid:
+            return os.waitstatus_to_exitcode(status)
+
+
+def new_run_dir() -> Path:
+    """A new /tmp/hpd-*: Ray's Unix socket paths (<temp dir>/session_<time>_<pid>/sockets/<name>) must stay under 108
+    bytes."""
+    return Path(tempfile.mkdtemp(prefix="hpd-", dir="/tmp"))
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m skyrl_hyperpod.drill", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", required=True, help="the drill environment (make drill-env prints it)")
+    parser.add_argument("--manifests", default="dist", help="synthesized manifests (default: dist)")
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="run only these (repeatable)")
+    parser.add_argument("--keep", action="store_true", help="keep the run directory after a passing drill")
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
+    if os.environ.get(IN_NAMESPACE) == "1":
+        return run(args)
+    if os.getpid() == 1:
+        return init(sys.argv[1:])
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        print("drill: runs as root with `unshare` (util-linux), in namespaces of its own", file=sys.stderr)
+        return 2
+    run_dir = new_run_dir()
+    # The mount point of SkyRL's log directory, created empty on the machine if missing and removed after.
+    created = not SKYRL_LOG_DIR.exists()
+    SKYRL_LOG_DIR.mkdir(exist_ok=True)
+    command = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-m",
+               "skyrl_hyperpod.drill", *sys.argv[1:]]  # fmt: skip
+    try:
+        code = subprocess.run(command, env={**os.environ, RUN_DIR_ENV: str(run_dir)}, check=False).returncode
+    finally:
+        if created:
+            SKYRL_LOG_DIR.rmdir()
+    if code == 0 and not args.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""RayJob manifests of a variant of the configuration, built in-process by the charts (as `cdk8s synth` does)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..config import ConfigError, ProjectConfig
+from ..config.loader import _describe, merge_onto_defaults
+from ..outputs import StackOutputs
+
+JOB_SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "train_job.py"
+
+
+def with_overlay(config: ProjectConfig, overlay: dict[str, Any]) -> ProjectConfig:
+    """`config` with `overlay` laid over it, validated like a configuration file."""
+    try:
+        return ProjectConfig.model_validate(merge_onto_defaults(ProjectConfig, overlay, config))
+    except ValidationError as exc:
+        raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
+
+
+def rayjobs(config: ProjectConfig) -> list[dict[str, Any]]:
+    from ..runtime import prefer_venv_node
+
+    prefer_venv_node()
+    import cdk8s
+
+    from charts import ChartInputs, build_charts
+
+    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=JOB_SCRIPT.read_text())
+    documents = [doc for chart in build_charts(cdk8s.App(), inputs) for doc in chart.to_json()]
+    return [doc for doc in documents if doc["kind"] == "RayJob"]

@@ -1,0 +1,338 @@
+"""The drill's own logic, without Ray: how it maps the pods onto one machine, builds KubeRay's submitter command,
+prepares a job's state and judges a run. The drill itself (`make drill`, run by .ci/run) runs the real Ray and
+SkyRL; these tests keep its judgement honest (a missing variable, a wrong placement or no boundary fails)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_charts import synth
+
+from skyrl_hyperpod.drill import kuberay
+from skyrl_hyperpod.drill.cluster import convert_param_map, plan_cluster, quantity
+from skyrl_hyperpod.drill.layout import (
+    Entrypoint,
+    PathMap,
+    image_env,
+    load_train_job,
+    pod_mounts,
+    prepare_job_state,
+    visgym_rows,
+)
+from skyrl_hyperpod.drill.manifests import Manifests
+from skyrl_hyperpod.drill.run import DOCKERFILE, GPU_BOUNDARY, JobRun, boundary_summary, job_env, parse_stop
+from skyrl_hyperpod.drill.scenarios import SCENARIOS, old_runtime_env_placement
+from skyrl_hyperpod.drill.visgym_entrypoint import split_env_variant
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def manifests(default_config) -> Manifests:
+    return Manifests(tuple(doc for docs in synth(default_config, job_script="print(1)\n").values() for doc in docs))
+
+
+# --- paths --------------------------------------------------------------------------------------------------
+
+
+def test_path_map_rewrites_paths_where_they_start_only(tmp_path):
+    paths = PathMap({"/shared": tmp_path / "pvc", "/shared/models": tmp_path / "models", "/opt/job": tmp_path / "job"})
+    text = "python /opt/job/train_job.py --shared-dir /shared -- a.b=/shared/runs/x c=['/shared/d'] /sharedx /x/shared"
+    assert paths.text(text) == (
+        f"python {tmp_path}/job/train_job.py --shared-dir {tmp_path}/pvc -- a.b={tmp_path}/pvc/runs/x "
+        f"c=['{tmp_path}/pvc/d'] /sharedx /x/shared"
+    )
+    assert paths.path("/shared/models/m") == tmp_path / "models" / "m"  # the longest mount wins
+    with pytest.raises(ValueError, match="under no mount"):
+        paths.path("/home/ray")
+
+
+def test_path_map_rewrites_once(tmp_path):
+    # A mapped directory that itself contains a mount path is not mapped again.
+    paths = PathMap({"/shared": Path("/x/shared"), "/x": Path("/y")})
+    assert paths.text("/shared/a /x/b") == "/x/shared/a /y/b"
+
+
+def test_pod_volumes_become_directories_and_the_job_script_a_file(manifests, tmp_path):
+    head = manifests.cluster_of(manifests.rayjobs()[0])["headGroupSpec"]["template"]
+    mounts = pod_mounts(head, tmp_path, manifests)
+    assert set(mounts) == {"/shared", "/opt/skyrl-job"}  # /dev/shm stays the machine's
+    assert mounts["/shared"] == tmp_path / "volumes" / "pvc" / "fsx-shared"
+    assert (mounts["/opt/skyrl-job"] / "train_job.py").read_text() == "print(1)\n"
+
+
+# --- the cluster ----------------------------------------------------------------------------------------------
+
+
+def test_nodes_have_kuberays_start_params_scaled_to_the_machine(manifests, tmp_path):
+    spec = manifests.cluster_of(manifests.rayjobs()[0])
+    paths = PathMap(pod_mounts(spec["headGroupSpec"]["template"], tmp_path, manifests))
+    nodes = plan_cluster(spec, paths=paths, base_env={"PATH": "/bin"}, temp_root=tmp_path / "ray", token="t0k")
+    head, *workers = nodes
+    worker_group = spec["workerGroupSpecs"][0]
+    assert len(workers) == worker_group["replicas"] == 3
+    limits = spec["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert head.params["num-cpus"] == str(int(quantity(limits["cpu"]))) and head.params["num-gpus"] == "0"
+    assert head.params["dashboard-host"] == "127.0.0.1" and "head" in head.params
+    worker_limits = worker_group["template"]["spec"]["containers"][0]["resources"]["limits"]
+    for worker in workers:
+        assert (
+            worker.params["num-gpus"] == str(worker_limits["nvidia.com/gpu"]) == "2"
+        )  # logical GPUs as in the manifest
+        assert worker.params["address"] == "127.0.0.1:6379" and worker.params["node-ip-address"] == "127.0.0.1"
+        assert int(worker.params["object-store-memory"]) <= 128 * 2**20 < int(worker.scaled["object-store-memory"][0])
+        assert worker.env["HF_HOME"] == f"{tmp_path}/volumes/pvc/fsx-shared/cache/huggingface"
+        assert worker.env["FI_PROVIDER"] == "efa"
+    for node in nodes:
+        assert node.env["RAY_AUTH_MODE"] == "token" and node.env["RAY_AUTH_TOKEN"] == "t0k"
+    for port in ("metrics-export-port", "dashboard-agent-listen-port"):
+        assert len({node.params[port] for node in nodes}) == len(nodes), port
+    assert len({node.params["temp-dir"] for node in nodes}) == len(nodes)
+    command = head.start_command(Path("/venv/bin/ray"))
+    assert command[:3] == ["/venv/bin/ray", "start", "--dashboard-agent-listen-port=52365"]
+    assert "--head" in command and "--disable-usage-stats" in command
+
+
+def test_param_map_follows_kuberay():
+    assert convert_param_map({"block": "true", "num-gpus": "2", "include-dashboard": "false", "x": "False"}) == [
+        "--block",
+        "--include-dashboard=false",
+        "--num-gpus=2",
+    ]
+
+
+def test_a_cluster_without_token_auth_is_refused(manifests, tmp_path):
+    spec = dict(manifests.cluster_of(manifests.rayjobs()[0]), authOptions={"mode": "disabled"})
+    with pytest.raises(ValueError, match="token authentication"):
+        plan_cluster(spec, paths=PathMap({}), base_env={}, temp_root=tmp_path, token="t")
+
+
+# --- KubeRay's submitter ----------------------------------------------------------------------------------------
+
+
+def fake_tools(directory: Path) -> None:
+    """`ray` that records its arguments (and finds no job: `ray job status` exits 1), `python` that exits 0 (the
+    submitter's health check)."""
+    directory.mkdir()
+    ray = directory / "ray"
+    ray.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        "with open(os.environ['RAY_CALLS'], 'a') as out: out.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "sys.exit(1 if sys.argv[1:3] == ['job', 'status'] else 0)\n"
+    )
+    python = directory / "python"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    for tool in (ray, python):
+        tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+
+
+def test_the_submitters_shell_hands_ray_the_rayjobs_words(manifests, tmp_path):
+    # A stand-in `ray` on PATH records what KubeRay's bash command passes to it; the real one runs in the drill.
+    rayjob = manifests.rayjobs()[0]
+    spec = dict(rayjob["spec"], runtimeEnvYAML="env_vars:\n  A: 'x y'\n", metadata={"team": "rl"})
+    command = kuberay.submit_command(spec, address="127.0.0.1:8265", job_id="job-bcd2f", entrypoint=spec["entrypoint"])
+    fake_tools(tmp_path / "bin")
+    calls = tmp_path / "calls"
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "RAY_CALLS": str(calls)}
+    subprocess.run(kuberay.submitter_argv(command), env=env, capture_output=True, text=True, check=True)
+    status, submit, logs = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert status == ["job", "status", "--address", "http://127.0.0.1:8265", "job-bcd2f"]
+    assert submit[:6] == ["job", "submit", "--address", "http://127.0.0.1:8265", "--no-wait", "--runtime-env-json"]
+    assert json.loads(submit[6]) == {"env_vars": {"A": "x y"}}
+    assert submit[7:11] == ["--metadata-json", '{"team":"rl"}', "--submission-id", "job-bcd2f"]
+    assert submit[11] == "--" and submit[12:] == shlex.split(spec["entrypoint"])
+    assert logs == ["job", "logs", "--address", "http://127.0.0.1:8265", "--follow", "job-bcd2f"]
+
+
+def test_submission_ids_are_kuberays():
+    job_id = kuberay.submission_id("skyrl-visgym-maze-grpo")
+    assert job_id.startswith("skyrl-visgym-maze-grpo-") and len(job_id.rsplit("-", 1)[1]) == 5
+    assert set(job_id.rsplit("-", 1)[1]) <= set("bcdfghjklmnpqrstvwxz2456789")
+
+
+# --- the job's state and what it set ------------------------------------------------------------------------------
+
+
+def test_entrypoint_parse():
+    parsed = Entrypoint.parse("env A=1 B=x,y python /s.py --a b -- k=v")
+    assert (parsed.env, parsed.script, parsed.args) == ({"A": "1", "B": "x,y"}, "/s.py", ["--a", "b", "--", "k=v"])
+    assert Entrypoint.parse("python /s.py").env == {}
+    with pytest.raises(ValueError, match="expected"):
+        Entrypoint.parse("bash -c 'python /s.py'")
+
+
+def test_job_env_is_the_entrypoints_and_the_runtime_envs(manifests):
+    rayjob = manifests.rayjobs()[0]
+    assert job_env(rayjob) == {"SKYRL_RAY_PG_TIMEOUT_IN_S": "7200"}
+    old = old_runtime_env_placement(rayjob)
+    assert Entrypoint.parse(old["spec"]["entrypoint"]).env == {}
+    assert yaml.safe_load(old["spec"]["runtimeEnvYAML"]) == {"env_vars": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "7200"}}
+    assert job_env(old) == job_env(rayjob)
+    assert shlex.split(old["spec"]["entrypoint"]) == shlex.split(rayjob["spec"]["entrypoint"])[2:]
+
+
+def test_prepared_state_is_what_train_job_py_accepts(manifests, tmp_path):
+    rayjob = manifests.rayjobs()[0]
+    script = REPO_ROOT / "docker" / "train_job.py"
+    paths = PathMap(
+        {"/shared": tmp_path / "shared", "/opt/skyrl-job": script.parent, "/home/ray/SkyRL": tmp_path / "s"}
+    )
+    entrypoint = Entrypoint.parse(paths.text(rayjob["spec"]["entrypoint"]))
+    train_job = load_train_job(Path(entrypoint.script))
+    prepared = prepare_job_state(entrypoint, train_job, tmp_path / "s")
+    model_dir = Path(prepared["model_dir"])
+    assert {p.name for p in model_dir.iterdir()} == {"tokenizer.json", "tokenizer_config.json", ".prepared.json"}
+    assert (tmp_path / "s" / "examples/train/visgym/entrypoint.py").is_file()
+    import pyarrow.parquet as pq
+
+    train = pq.read_table(tmp_path / "shared/datasets/visgym-maze/train.parquet").to_pylist()
+    assert len(train) == prepared["train_rows"] == 256 and train[0] == visgym_rows("maze_2d/easy", 1, seeded=False)[0]
+    evaluation = pq.read_table(tmp_path / "shared/datasets/visgym-maze/eval.parquet").to_pylist()
+    assert [row["seed"] for row in evaluation] == list(range(64))
+    # train_job.py's dry run agrees: it would neither download nor generate.
+    result = subprocess.run(
+        [sys.executable, entrypoint.script, *entrypoint.args[: entrypoint.args.index("--")], "--dry-run", "--"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "ready; datasets" in result.stderr and result.stderr.count(" ready") == 2
+
+
+def test_the_standin_entrypoint_reads_env_variant_as_the_example_does():
+    assert split_env_variant(["--env_variant", "sft", "a=1", "b=2"]) == ("sft", ["a=1", "b=2"])
+    assert split_env_variant(["a=1", "--env_variant=instruct"]) == ("instruct", ["a=1"])
+    with pytest.raises(SystemExit, match="--env_variant must be one of"):
+        split_env_variant(["a=1"])
+
+
+def test_the_image_env_comes_from_the_dockerfile(default_config):
+    env = image_env(DOCKERFILE, default_config.training_image.build_args)
+    assert env["NCCL_NET_PLUGIN"] == "ofi" and env["HF_HUB_ENABLE_HF_TRANSFER"] == "1"
+    assert env["PYTHONPATH"] == default_config.training_image.skyrl_dir
+    assert "PATH" not in env and "VIRTUAL_ENV" not in env
+
+
+# --- judging a run --------------------------------------------------------------------------------------------
+
+
+def report(**changes):
+    base = {
+        "at": GPU_BOUNDARY, "skyrl": "0.4.0", "ray": "2.57.0", "torch": "2.13.0+cu130", "python": "3.12.1",
+        "train_rows": 256, "eval_rows": 64, "env": {"SKYRL_RAY_PG_TIMEOUT_IN_S": "7200"},
+        "placement": {"policy_num_nodes": 3, "policy_num_gpus_per_node": 2, "num_engines": 6},
+        "placement_group": {"state": "CREATED", "strategy": "PACK", "bundles": [{"GPU": 1.0, "CPU": 1.0}] * 6,
+                            "bundles_per_node": [2, 2, 2]},
+    }  # fmt: skip
+    return base | changes
+
+
+def job_run(stop, logs="", expected=None) -> JobRun:
+    expected = {"SKYRL_RAY_PG_TIMEOUT_IN_S": "7200"} if expected is None else expected
+    return JobRun("rj", "rj-bcdfg", "FAILED", "", logs, expected, stop)
+
+
+def test_a_run_that_reached_the_boundary_with_its_layout_and_env_passes():
+    outcome = boundary_summary(job_run(report()))
+    assert outcome.ok and outcome.line.startswith("drill: rj: reached the GPU boundary (SkyRL 0.4.0 on Ray 2.57.0")
+    assert "6 x {'GPU': 1.0, 'CPU': 1.0} PACK on 3 nodes (2+2+2 GPUs)" in outcome.line
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected", "message"),
+    [
+        (report(env={}), None, "SKYRL_RAY_PG_TIMEOUT_IN_S=7200 did not reach SkyRL's trainer process"),
+        (report(env={"SKYRL_RAY_PG_TIMEOUT_IN_S": "180"}), None, "(it saw '180')"),
+        (report(placement_group={"state": "CREATED", "strategy": "PACK", "bundles": [{}] * 6, "bundles_per_node": [6]}),
+         None, "is not the configured layout [2, 2, 2]"),
+        (report(placement_group=None), None, "is not the configured layout"),
+    ],
+)  # fmt: skip
+def test_a_run_at_the_boundary_with_the_wrong_env_or_layout_fails(stop, expected, message):
+    outcome = boundary_summary(job_run(stop, expected=expected))
+    assert not outcome.ok and message in outcome.line
+
+
+def test_a_run_that_stopped_early_reports_its_first_error():
+    logs = (
+        "train_job: starting SkyRL\nTraceback (most recent call last):\n  File x\n"
+        "(skyrl_entrypoint pid=12) ValueError: Failed to merge the Job's runtime env {'env_vars': {'A': '1'}}\n"
+        "RuntimeError: later\n"
+    )
+    run = job_run(None, logs)
+    assert run.first_error == "ValueError: Failed to merge the Job's runtime env {'env_vars': {'A': '1'}}"
+    outcome = boundary_summary(run)
+    assert not outcome.ok and outcome.line == f"drill: rj: stopped before the GPU boundary: {run.first_error}"
+    assert job_run(None, "no error here").first_error == "job FAILED without an error line in its logs"
+
+
+def test_the_stop_marker_is_read_from_the_job_logs():
+    logs = f"(skyrl_entrypoint pid=1) SKYRL_HP_DRILL_STOP {json.dumps(report())}\nGPUBoundaryReached: next\n"
+    assert parse_stop(logs) == report()
+    assert parse_stop("nothing") is None
+
+
+def test_the_gpu_boundary_hook_replaces_only_the_trainer_setup(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "drill_site", REPO_ROOT / "skyrl_hyperpod/drill/site/sitecustomize.py"
+    )
+    site = importlib.util.module_from_spec(spec)
+    monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
+    spec.loader.exec_module(site)  # outside the drill: no import hook
+    assert not any(isinstance(finder, site._PatchOnImport) for finder in sys.meta_path)
+
+    class BasePPOExp:
+        def __init__(self, cfg):
+            self.cfg = cfg
+
+        def _setup_trainer(self):
+            return "GPU work"
+
+        def run(self):
+            return self._setup_trainer()
+
+    module = type(sys)("main_base")
+    module.BasePPOExp = BasePPOExp
+    site._patch(module)
+    reports = []
+    monkeypatch.setattr(site, "_report", lambda experiment: reports.append(experiment.cfg) or {"at": GPU_BOUNDARY})
+    monkeypatch.setenv("HP_DRILL_DIR", str(tmp_path))
+    experiment = BasePPOExp("cfg")
+    with pytest.raises(site.GPUBoundaryReached):
+        experiment.run()
+    assert reports == ["cfg"]
+    (tmp_path / "stop-at").write_text("trainer-start\n")
+    monkeypatch.setattr(site, "_common", lambda cfg, at: {"at": at})
+    with pytest.raises(site.DrillStop):
+        BasePPOExp("cfg")
+
+
+def test_scenarios_are_registered_with_their_cluster():
+    assert {name: s.cluster for name, s in SCENARIOS.items()} == {
+        "token-auth": "training",
+        "rayjobs": "training",
+        "job-env-vars": "training",
+        "mutation-old-runtime-env": "training",
+        "rayservice": "serving",
+    }
+
+
+def test_ci_runs_the_drill_after_the_tests():
+    lines = [line for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
+    assert lines == ["make test", "make drill"]
+
+
+def test_the_drill_needs_its_environment(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "skyrl_hyperpod.drill", "--env", str(tmp_path / "missing")],
+        capture_output=True, text=True, check=False, env={**os.environ, "HP_DRILL_NAMESPACE": "1"},
+    )  # fmt: skip
+    assert result.returncode == 2 and "no drill environment at" in result.stderr
