@@ -115,26 +115,22 @@ def run(args: argparse.Namespace) -> int:
     selected = [SCENARIOS[name] for name in args.scenario] if args.scenario else list(SCENARIOS.values())
     outcomes: list[Outcome] = []
     try:
-        training = [scenario for scenario in selected if scenario.cluster == "training"]
-        if training:
-            print(f"drill: training cluster: {drill.start_training()}", flush=True)
+        # Each cluster is started only for the scenarios that need it, and stopped whatever they do.
+        for cluster, start, stop in (
+            ("training", drill.start_training, drill.stop_training),
+            ("serving", drill.start_serving, drill.stop_serving),
+        ):
+            scenarios = [scenario for scenario in selected if scenario.cluster == cluster]
+            if not scenarios:
+                continue
+            print(f"drill: {cluster} cluster: {start()}", flush=True)
             try:
-                for scenario in training:
+                for scenario in scenarios:
                     for outcome in scenario.run(drill):
                         outcomes.append(outcome)
                         print(outcome.line, flush=True)
             finally:
-                drill.stop_training()
-        serving = [scenario for scenario in selected if scenario.cluster == "serving"]
-        if serving:
-            print(f"drill: serving cluster: {drill.start_serving()}", flush=True)
-            try:
-                for scenario in serving:
-                    for outcome in scenario.run(drill):
-                        outcomes.append(outcome)
-                        print(outcome.line, flush=True)
-            finally:
-                drill.stop_serving()
+                stop()
     except (RuntimeError, ValueError, OSError, ConfigError) as error:
         print(f"drill: {error} (logs: {logs})", file=sys.stderr)
         return 1
