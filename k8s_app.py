@@ -18,8 +18,8 @@ from skyrl_hyperpod.config import ConfigError, ProjectConfig
 from skyrl_hyperpod.config.loader import load_config_with_source
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
 from skyrl_hyperpod.ops.summary import workloads_summary
-from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
+from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
 
 REPO_ROOT = Path(__file__).resolve().parent
 JOB_SCRIPT = REPO_ROOT / "docker" / "train_job.py"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import cdk8s
 from constructs import Construct
 
-from skyrl_hyperpod.constants import RAY_HEAD_CONTAINER
+from skyrl_hyperpod.config.names import RAY_HEAD_CONTAINER
 
-from .constructs.kuberay import RayCluster, RayClusterSpecProps
+from .constructs.kuberay_resources import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
 from .constructs.ray_pods import (
     HEAD_PORTS,

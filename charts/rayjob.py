@@ -18,7 +18,7 @@ from constructs import Construct
 from skyrl_hyperpod.config.training import TrainingJobsConfig
 from skyrl_hyperpod.config.training_runs import ResolvedRun, model_path
 
-from .constructs.kuberay import RayJob, RayJobProps
+from .constructs.kuberay_resources import RayJob, RayJobProps
 from .inputs import JOB_SCRIPT_NAME, ChartInputs
 from .raycluster import training_cluster_spec
 

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from .config import ProjectConfig
-from .constants import RAY_HEAD_CONTAINER
+from .config.names import RAY_HEAD_CONTAINER
 
 RULE_GROUP = "skyrl-hp"
 # How long a retry alert stays firing: the alert manager sends it once (its group_wait), so an hour is only

@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import ProjectConfig
 from .config.platform import InstanceGroupConfig
-from .constants import INSTANCE_TYPE_LABEL
+from .upstream import INSTANCE_TYPE_LABEL
 
 # AWS's install guide names the release `hyperpod-dependencies` in kube-system
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html),

@@ -15,7 +15,7 @@ from typing import Any
 
 from .config import ProjectConfig
 from .config.serving import Publication
-from .outputs import StackOutputs
+from .stack_outputs import StackOutputs
 
 
 def lora_loading_path(config: ProjectConfig, outputs: StackOutputs) -> str:

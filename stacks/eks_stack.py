@@ -1,6 +1,6 @@
 """EKS cluster, add-ons, workload identities and the operators HyperPod and the Ray workloads need.
 
-Everything here deploys before the HyperPod cluster (platform.py makes the HyperPod stack depend on
+Everything here deploys before the HyperPod cluster (compose.py makes the HyperPod stack depend on
 this one): the HyperPod dependencies chart must exist before HyperPod creates nodes, and no Helm
 release here waits for pods, because no node exists yet.
 """
@@ -16,15 +16,16 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH
-from skyrl_hyperpod.constants import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_CHART, KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.helm_values import (
     HYPERPOD_DEPENDENCIES_NAMESPACE,
     HYPERPOD_DEPENDENCIES_RELEASE,
     archive_pins,
     hyperpod_dependencies_values,
 )
-from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.upstream import KUBERAY_OPERATOR_CHART
 
 from .components.eks_addons import EksAddons
 from .components.eks_cluster import EksCluster

@@ -1,7 +1,7 @@
 """Observability: Amazon Managed Prometheus, its alert rules and alert manager (to the HyperPod failure
 topic), and the HyperPod observability add-on (Grafana optional).
 
-Deployed after the HyperPod stack (see platform.py): the add-on schedules its collectors on
+Deployed after the HyperPod stack (see compose.py): the add-on schedules its collectors on
 HyperPod nodes, and the alerts go to that stack's topic.
 """
 
@@ -15,7 +15,7 @@ from constructs import Construct
 
 from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.outputs import OperatorOutputKey
+from skyrl_hyperpod.stack_outputs import OperatorOutputKey
 
 from .components.alerts import HyperPodFailureAlerts
 from .components.observability import HyperPodObservability

@@ -1,6 +1,6 @@
 """The optional HyperPod Ray endpoint operator (`ray_endpoint_operator.enabled`).
 
-Deployed after the HyperPod stack (see platform.py): the SageMaker Spaces add-on it depends on is Active
+Deployed after the HyperPod stack (see compose.py): the SageMaker Spaces add-on it depends on is Active
 only once nodes run its pods, and AWS installs the operator only after that.
 """
 

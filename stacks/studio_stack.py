@@ -9,8 +9,8 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.constants import PROJECT_TAG_KEY
-from skyrl_hyperpod.outputs import OperatorOutputKey
+from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
+from skyrl_hyperpod.stack_outputs import OperatorOutputKey
 
 from .components.studio import StudioDomain
 

@@ -14,7 +14,7 @@ import pytest
 
 from charts import ChartInputs, build_charts
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.outputs import StackOutputs
+from skyrl_hyperpod.stack_outputs import StackOutputs
 
 STUB_SCRIPT = "print('train_job stub')\n"
 CHART_IDS = ("01-platform", "03-rayjobs", "04-publish-adapter", "05-rayservice")

@@ -21,7 +21,7 @@ from charts.rayjob import entrypoint
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, validate_config
 from skyrl_hyperpod.config.serving import training_head_size
 from skyrl_hyperpod.config.training_runs import resolve_runs
-from skyrl_hyperpod.outputs import OutputKey, StackOutputs
+from skyrl_hyperpod.stack_outputs import OutputKey, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STUB_SCRIPT = "print('train_job stub')\n"
@@ -478,7 +478,7 @@ def test_serving_off_synthesizes_neither_publish_jobs_nor_the_rayservice():
 
 
 def test_deployed_outputs_replace_every_placeholder(default_config, tmp_path):
-    from skyrl_hyperpod.outputs import load_stack_outputs
+    from skyrl_hyperpod.stack_outputs import load_stack_outputs
 
     real = {
         OutputKey.REGION.value: "us-west-2",

@@ -20,7 +20,7 @@ from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import load_config, validate_config
 from skyrl_hyperpod.ops.kube import TOKEN_PREFIX, eks_token
-from skyrl_hyperpod.outputs import StackOutputs
+from skyrl_hyperpod.stack_outputs import StackOutputs
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "isolated")
 

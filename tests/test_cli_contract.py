@@ -142,7 +142,7 @@ def test_teardown_plan_text_is_scoped_to_the_configuration(tmp_path):
 
 
 def test_outputs_check_and_image_tag_print_json(tmp_path, default_config):
-    from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, StackOutputs
+    from skyrl_hyperpod.stack_outputs import FIELD_BY_OUTPUT_KEY, StackOutputs
 
     placeholder = StackOutputs.placeholder(default_config).model_dump()
     outputs = {"skyrl-hp-storage": {key: placeholder[field] for key, field in FIELD_BY_OUTPUT_KEY.items()}}

@@ -12,7 +12,7 @@ from conftest import stub_cloudformation
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
-from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY, OutputKey, load_stack_outputs
+from skyrl_hyperpod.stack_outputs import FIELD_BY_OUTPUT_KEY, OutputKey, load_stack_outputs
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 

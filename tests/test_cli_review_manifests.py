@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.outputs import StackOutputs
+from skyrl_hyperpod.stack_outputs import StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"

@@ -16,7 +16,7 @@ from test_cli_cluster import NAMESPACE, RAYCLUSTER, deployed_outputs, write_dist
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import CliState
 from skyrl_hyperpod.config import load_config
-from skyrl_hyperpod.outputs import FIELD_BY_OUTPUT_KEY
+from skyrl_hyperpod.stack_outputs import FIELD_BY_OUTPUT_KEY
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "isolated")
 JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"

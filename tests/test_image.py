@@ -13,7 +13,7 @@ from cli_helpers import skyrl_hp
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files, training_image_tag
-from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.stack_outputs import OutputKey
 
 DOCKERFILE = DOCKER_CONTEXT_DIR / "Dockerfile"
 

@@ -20,10 +20,10 @@ from cli_helpers import skyrl_hp
 from conftest import KUBERAY_CRDS_DIR
 
 from charts import ChartInputs, build_charts, manifests
-from charts.constructs.kuberay import RayJob, RayJobProps
+from charts.constructs.kuberay_resources import RayJob, RayJobProps
 from charts.raycluster import training_cluster_spec
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.outputs import StackOutputs
+from skyrl_hyperpod.stack_outputs import StackOutputs
 from skyrl_hyperpod.validation import CheckSkipped, cel_rules, kuberay_operator, validate_manifests, validation_report
 from skyrl_hyperpod.validation import crds as crd_module
 

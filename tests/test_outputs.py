@@ -7,8 +7,8 @@ import json
 import pytest
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.ops.outputs import describe
-from skyrl_hyperpod.outputs import (
+from skyrl_hyperpod.ops.fetch_outputs import describe
+from skyrl_hyperpod.stack_outputs import (
     FIELD_BY_OUTPUT_KEY,
     OperatorOutputKey,
     OutputKey,

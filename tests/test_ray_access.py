@@ -18,10 +18,10 @@ import pytest
 from test_charts import STUB_SCRIPT, objects, synth
 
 from charts import ChartInputs, build_charts, manifests
-from charts.constructs.kuberay import INTERNAL_LOAD_BALANCER_ANNOTATIONS
+from charts.constructs.kuberay_resources import INTERNAL_LOAD_BALANCER_ANNOTATIONS
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.constants import KUBERAY_NAMESPACE
-from skyrl_hyperpod.outputs import StackOutputs
+from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE
+from skyrl_hyperpod.stack_outputs import StackOutputs
 from skyrl_hyperpod.validation import validate_manifests
 
 GCS, DASHBOARD, CLIENT, SERVE, METRICS = 6379, 8265, 10001, 8000, 8080

@@ -427,7 +427,7 @@ def test_serving_lora_settings_match_every_trained_adapter():
         ]}}
     )  # fmt: skip
     from charts import serve_config
-    from skyrl_hyperpod.outputs import StackOutputs
+    from skyrl_hyperpod.stack_outputs import StackOutputs
 
     engine = serve_config(config, StackOutputs.placeholder(config))["applications"][0]["args"]["llm_configs"][0]
     kwargs = engine["engine_kwargs"]

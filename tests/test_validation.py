@@ -17,7 +17,7 @@ from cli_helpers import skyrl_hp
 from conftest import KUBERAY_CRDS_DIR
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.outputs import StackOutputs
+from skyrl_hyperpod.stack_outputs import StackOutputs
 from skyrl_hyperpod.validation import (
     CheckSkipped,
     deployability_problems,

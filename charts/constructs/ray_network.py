@@ -1,7 +1,7 @@
 """NetworkPolicies that close Ray's ports to everything but the pods that need them.
 
 Ray's dashboard/job API runs arbitrary code for whoever reaches it, and pod IPs are routable in the
-VPC; token authentication (authOptions on every cluster, see kuberay.py) is the first lock, these
+VPC; token authentication (authOptions on every cluster, see kuberay_resources.py) is the first lock, these
 policies the second. Built as plain dicts, like the KubeRay objects, and checked against
 Kubernetes' own NetworkPolicy schema by the validation step.
 
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import cdk8s
 from constructs import Construct
 
-from skyrl_hyperpod.constants import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_CHART, KUBERAY_OPERATOR_RELEASE
+from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_RELEASE
+from skyrl_hyperpod.upstream import KUBERAY_OPERATOR_CHART
 
 API_VERSION = "networking.k8s.io/v1"
 COMPONENT_LABEL = "app.kubernetes.io/component"
@@ -60,7 +61,7 @@ def cidr_peer(cidr: str, *, except_: tuple[str, ...] = ()) -> dict:
     return {"ipBlock": block}
 
 
-# The KubeRay operator's own pods, by the selector labels its chart puts on them (constants.py), not every
+# The KubeRay operator's own pods, by the selector labels its chart puts on them (upstream.py), not every
 # pod of its namespace: whatever else runs in kuberay-system does not reach a head's job API.
 KUBERAY_OPERATOR_PEER = namespaced_pod_peer(
     KUBERAY_NAMESPACE,

@@ -13,13 +13,13 @@ import click
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.ops import cost as cost_module
-from skyrl_hyperpod.ops import outputs as outputs_module
+from skyrl_hyperpod.ops import fetch_outputs
 from skyrl_hyperpod.ops import preflight as preflight_module
 from skyrl_hyperpod.ops import review as review_module
 from skyrl_hyperpod.ops import status as status_module
 from skyrl_hyperpod.ops import teardown as teardown_module
-from skyrl_hyperpod.outputs import load_stack_outputs
 from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.stack_outputs import load_stack_outputs
 
 from .cluster import COMMANDS as cluster_commands
 from .common import (
@@ -265,7 +265,7 @@ def review(
     "--file",
     "outputs_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=outputs_module.DEFAULT_OUTPUTS_FILE,
+    default=fetch_outputs.DEFAULT_OUTPUTS_FILE,
     show_default=True,
     help="Outputs file to write (or check).",
 )
@@ -291,7 +291,7 @@ def outputs(
         if as_json:
             print_json(values.model_dump())
         else:
-            echo("\n".join(outputs_module.describe(values)))
+            echo("\n".join(fetch_outputs.describe(values)))
         return
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
@@ -301,12 +301,12 @@ def outputs(
             EXIT_BAD_INPUT,
         )
     with aws_errors("outputs error: CloudFormation"):
-        content, warnings = outputs_module.fetch_stack_outputs(clients("cloudformation", chosen), config)
+        content, warnings = fetch_outputs.fetch_stack_outputs(clients("cloudformation", chosen), config)
     for warning in warnings:
         echo(warning, err=True)
     try:
-        values = outputs_module.write_outputs_file(content, outputs_file, config)
-    except outputs_module.OutputsError as error:
+        values = fetch_outputs.write_outputs_file(content, outputs_file, config)
+    except fetch_outputs.OutputsError as error:
         fail(error.problems, EXIT_FINDINGS)
     count = sum(len(v) for v in content.values())
     if as_json:

@@ -16,13 +16,13 @@ from typing import Any
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
+from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import kubeconfig as kubeconfig_module
 from skyrl_hyperpod.ops import metrics as metrics_module
-from skyrl_hyperpod.ops import workloads
 from skyrl_hyperpod.ops.kube import Cluster, KubeError, api_client_for, describe_eks_cluster, eks_token
 from skyrl_hyperpod.ops.portforward import pod_connector
 from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
 
 from .common import (
     EXIT_BAD_INPUT,
@@ -111,7 +111,7 @@ def cluster_errors() -> Iterator[None]:
         yield
     except KubeError as error:
         fail([f"cluster error: {error}"], EXIT_FINDINGS)
-    except workloads.WorkloadError as error:
+    except cluster_workloads.WorkloadError as error:
         fail(error.problems, EXIT_FINDINGS)
 
 
@@ -155,7 +155,7 @@ def kubeconfig(
     """Write kubectl's context for the cluster and make it current, as `hyp set-cluster-context` does.
 
     The HyperPod cluster's EKS orchestrator comes from sagemaker:DescribeCluster, its endpoint and CA from
-    eks:DescribeCluster; the context's namespace is workloads.namespace. Other entries of the file are kept.
+    eks:DescribeCluster; the context's namespace is cluster_workloads.namespace. Other entries of the file are kept.
     """
     config = load_project_config(config_path, region=region)
     chosen = _region(ctx, region, config, profile)
@@ -218,10 +218,10 @@ def train_start(
     runs = _pick_experiments(config, experiment)
     self_contained = config.training.jobs.self_contained_jobs
     with cluster_errors():
-        platform = workloads.load_chart(dist, PLATFORM_CHART)
-        raycluster = [] if self_contained else workloads.load_chart(dist, RAYCLUSTER_CHART)
+        platform = cluster_workloads.load_chart(dist, PLATFORM_CHART)
+        raycluster = [] if self_contained else cluster_workloads.load_chart(dist, RAYCLUSTER_CHART)
         wanted = {run.job_name for run in runs}
-        jobs = [job for job in workloads.load_chart(dist, RAYJOBS_CHART) if job["metadata"]["name"] in wanted]
+        jobs = [job for job in cluster_workloads.load_chart(dist, RAYJOBS_CHART) if job["metadata"]["name"] in wanted]
         missing = wanted - {job["metadata"]["name"] for job in jobs}
         if missing:
             fail(
@@ -232,21 +232,21 @@ def train_start(
             )
         cluster = connect(ctx, config, region, profile)
         flush_header()
-        workloads.apply_all(cluster, platform, echo)
-        workloads.apply_all(cluster, raycluster, echo)
+        cluster_workloads.apply_all(cluster, platform, echo)
+        cluster_workloads.apply_all(cluster, raycluster, echo)
         if wait and not self_contained:
             name, namespace = config.training.cluster.raycluster_name, config.workloads.namespace
             replicas = config.derived.worker_layout.replicas
 
             def ready() -> tuple[bool, str]:
-                counts = workloads.ray_pod_counts(cluster, namespace, name, replicas)
+                counts = cluster_workloads.ray_pod_counts(cluster, namespace, name, replicas)
                 return counts.complete, counts.line(name)
 
-            workloads.wait_for(
+            cluster_workloads.wait_for(
                 ready, timeout=timeout, interval=poll_interval(ctx), echo=echo,
                 what=f"RayCluster {name} not Ready",
             )  # fmt: skip
-        workloads.apply_all(cluster, jobs, echo)
+        cluster_workloads.apply_all(cluster, jobs, echo)
     echo(f"submitted {len(jobs)} RayJob(s); follow with: skyrl-hp train status, skyrl-hp train logs --follow")
 
 
@@ -262,13 +262,13 @@ def train_status(
     """The training RayCluster's pods and each experiment's RayJob state. Exit 1 when a RayJob failed."""
     config = load_project_config(config_path, region=region)
     with cluster_errors():
-        status = workloads.training_status(connect(ctx, config, region, profile), config)
+        status = cluster_workloads.training_status(connect(ctx, config, region, profile), config)
     if as_json:
         print_json(status)
     else:
-        for line in workloads.render_training_status(status):
+        for line in cluster_workloads.render_training_status(status):
             echo(line)
-    if any(job["job_status"] in workloads.FAILED_JOB_STATES for job in status["jobs"]):
+    if any(job["job_status"] in cluster_workloads.FAILED_JOB_STATES for job in status["jobs"]):
         sys.exit(EXIT_FINDINGS)
 
 
@@ -307,7 +307,7 @@ def train_logs(
     namespace = config.workloads.namespace
     with cluster_errors():
         cluster = connect(ctx, config, region, profile)
-        pod = workloads.submitter_pod(cluster, namespace, run.job_name)
+        pod = cluster_workloads.submitter_pod(cluster, namespace, run.job_name)
         flush_header()
         try:
             for line in cluster.logs(namespace, pod, follow=follow, tail=tail):
@@ -347,7 +347,7 @@ def train_metrics(
         namespace = config.workloads.namespace
         with cluster_errors():
             cluster = connect(ctx, config, region, profile)
-            lines = list(cluster.logs(namespace, workloads.submitter_pod(cluster, namespace, run.job_name)))
+            lines = list(cluster.logs(namespace, cluster_workloads.submitter_pod(cluster, namespace, run.job_name)))
     steps = metrics_module.parse_log(lines)
     if not steps:
         fail(

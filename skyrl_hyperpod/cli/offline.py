@@ -12,13 +12,13 @@ from pathlib import Path
 
 import click
 
-from skyrl_hyperpod import image as image_module
+from skyrl_hyperpod import image_commands
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.platform import VersionsConfig
 from skyrl_hyperpod.config.reference import render as render_reference
-from skyrl_hyperpod.kuberay import KUBERAY_TAG
 from skyrl_hyperpod.ops.validate import validate_manifests
 from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.upstream import KUBERAY_TAG
 from skyrl_hyperpod.validation import crds as crds_module
 from skyrl_hyperpod.validation import hyperpod_chart as chart_module
 
@@ -72,10 +72,10 @@ def tag(config_path: Path | None, as_json: bool) -> None:
 def build_args(config_path: Path | None) -> None:
     """Print the --build-arg flags, one per line (and, on stderr, how to set the base image digest)."""
     image_config = load_project_config(config_path).training_image
-    flags = image_module.build_arg_flags(image_config)
-    steps = image_module.base_digest_steps(image_config)
-    echo("\n# ".join([f"# set ${image_module.DIGEST_VARIABLE} first:", *steps]), err=True)
-    echo("\n".join(image_module.shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
+    flags = image_commands.build_arg_flags(image_config)
+    steps = image_commands.base_digest_steps(image_config)
+    echo("\n# ".join([f"# set ${image_commands.DIGEST_VARIABLE} first:", *steps]), err=True)
+    echo("\n".join(image_commands.shell_join(flags[i : i + 2]) for i in range(0, len(flags), 2)))
 
 
 @image.command("buildx-command")
@@ -100,12 +100,12 @@ def buildx_command(config_path: Path | None, repository_uri: str | None, outputs
         uri, placeholder = repository_uri, False
     else:
         try:
-            uri, placeholder = image_module.repository_uri_from(config, outputs_file)
+            uri, placeholder = image_commands.repository_uri_from(config, outputs_file)
         except ConfigError as error:
             fail(error.problems, EXIT_BAD_INPUT)
     if placeholder:
         echo(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", err=True)
-    echo(image_module.buildx_command(config.training_image, uri))
+    echo(image_commands.buildx_command(config.training_image, uri))
 
 
 @image.command("start-build-command")
@@ -114,7 +114,7 @@ def buildx_command(config_path: Path | None, repository_uri: str | None, outputs
 def start_build_command(config_path: Path | None, region: str | None) -> None:
     """Print the commands that run the in-cloud build (CodeBuild) and follow its log."""
     config = load_project_config(config_path, region=region)
-    echo(image_module.start_build_command(config, resolve_region(region, config)))
+    echo(image_commands.start_build_command(config, resolve_region(region, config)))
 
 
 # --- validate ------------------------------------------------------------------------------------------------

@@ -14,13 +14,13 @@ import click
 import yaml
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.manifests import RAYJOBS_CHART
-from skyrl_hyperpod.ops import ray_api, workloads
+from skyrl_hyperpod.ops import cluster_workloads, ray_api
 from skyrl_hyperpod.ops import verify as verify_module
 from skyrl_hyperpod.ops.kube import Cluster
 from skyrl_hyperpod.ops.portforward import LocalForward
 from skyrl_hyperpod.ops.preflight import CheckResult
 from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.synthesized_manifests import RAYJOBS_CHART
 
 from .cluster import _pick_experiments, cluster_errors, connect, dist_option, experiment_option, port_connector
 from .common import (
@@ -96,10 +96,10 @@ def ray_group() -> None:
 
 
 def _rayjob_of(dist: Path, job_name: str) -> dict[str, Any]:
-    for job in workloads.load_chart(dist, RAYJOBS_CHART):
+    for job in cluster_workloads.load_chart(dist, RAYJOBS_CHART):
         if job["metadata"]["name"] == job_name:
             return dict(job)
-    raise workloads.WorkloadError(
+    raise cluster_workloads.WorkloadError(
         [f"manifest error: {dist} has no RayJob {job_name}: synthesize again (make synth-k8s)"]
     )
 

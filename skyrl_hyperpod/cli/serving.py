@@ -12,14 +12,14 @@ import click
 from skyrl_hyperpod.config import ConfigError, ProjectConfig
 from skyrl_hyperpod.config.serving import publication
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
-from skyrl_hyperpod.manifests import RAYSERVICE_CHART
+from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import serve as serve_module
-from skyrl_hyperpod.ops import workloads
 from skyrl_hyperpod.ops.kube import Cluster, KubeError
 from skyrl_hyperpod.ops.portforward import LocalForward
-from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
 from skyrl_hyperpod.publish_job import publish_job
 from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
+from skyrl_hyperpod.synthesized_manifests import RAYSERVICE_CHART
 
 from .cluster import (
     DEFAULT_WAIT_SECONDS,
@@ -126,7 +126,7 @@ def adapter_publish(
                 state = _job_state(cluster.get(job) or {})
                 return state in ("Complete", "Failed"), f"Job {pub.job_name}: {state}"
 
-            workloads.wait_for(
+            cluster_workloads.wait_for(
                 done, timeout=timeout, interval=poll_interval(ctx), echo=echo, what=f"Job {pub.job_name}"
             )
             pods = cluster.pods(namespace, f"job-name={pub.job_name}")
@@ -199,7 +199,7 @@ def serve_up(
         fail(["serve: serving.enabled is false in this configuration: nothing to serve"], EXIT_BAD_INPUT)
     namespace = config.workloads.namespace
     with cluster_errors():
-        objects = workloads.load_chart(dist, RAYSERVICE_CHART)
+        objects = cluster_workloads.load_chart(dist, RAYSERVICE_CHART)
         cluster = connect(ctx, config, region, profile)
         holders = serve_module.gpu_holders(cluster, namespace)
         question = serve_module.room_question(config, holders)
@@ -214,16 +214,16 @@ def serve_up(
                 cluster.delete({"apiVersion": "ray.io/v1", "kind": "RayCluster",
                                 "metadata": {"name": holder.name, "namespace": namespace}})  # fmt: skip
                 echo(f"deleted RayCluster {holder.name}")
-        workloads.apply_all(cluster, objects, echo)
+        cluster_workloads.apply_all(cluster, objects, echo)
         name = config.serving.rayservice_name
         if wait:
 
             def ready() -> tuple[bool, str]:
-                live = cluster.get(workloads.rayservice_path(namespace, name)) or {}
+                live = cluster.get(cluster_workloads.rayservice_path(namespace, name)) or {}
                 done, state = _rayservice_ready(live)
                 return done, f"RayService {name}: {state}"
 
-            workloads.wait_for(
+            cluster_workloads.wait_for(
                 ready, timeout=timeout, interval=poll_interval(ctx), echo=echo, what=f"RayService {name}"
             )
     echo("query it: skyrl-hp serve query --adapter <name> --image maze.png")

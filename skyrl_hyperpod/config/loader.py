@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ProblemsError
-from ..k8s_names import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
+from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
 from .project import ProjectConfig
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..kuberay import KUBERAY_RELEASE, KUBERAY_TAG
+from ..upstream import KUBERAY_RELEASE, KUBERAY_TAG
 from .catalog import INSTANCE_CATALOG, InstanceSpec
 
 _HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")

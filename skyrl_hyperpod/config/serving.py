@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..kuberay import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
+from ..upstream import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
 from .platform import HyperPodConfig, StrictModel
 from .shared_memory import MIN_SHM_GIB
 from .training import TrainingConfig

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..kuberay import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from ..upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .platform import Cidr, StrictModel
 from .shared_memory import MIN_SHM_GIB
 from .versions import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES, SkyRLRelease

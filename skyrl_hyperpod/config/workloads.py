@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from ..k8s_names import DNS1123_LABEL_PATTERN
+from ..upstream import DNS1123_LABEL_PATTERN
 from .platform import StrictModel
 
 K8S_NAME_PATTERN = DNS1123_LABEL_PATTERN

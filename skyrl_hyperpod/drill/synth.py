@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from ..config import ConfigError, ProjectConfig
 from ..config.loader import _describe, merge_onto_defaults
-from ..outputs import StackOutputs
+from ..stack_outputs import StackOutputs
 
 JOB_SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "train_job.py"
 

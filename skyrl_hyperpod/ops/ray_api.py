@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from skyrl_hyperpod.constants import RAY_DASHBOARD_PORT
+from skyrl_hyperpod.upstream import RAY_DASHBOARD_PORT
 
 from .kube import Cluster, KubeError
 

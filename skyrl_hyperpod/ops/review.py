@@ -38,7 +38,7 @@ from typing import Any, Literal
 import yaml
 
 from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.manifests import read_manifest_documents
+from skyrl_hyperpod.synthesized_manifests import read_manifest_documents
 
 RETAIN_POLICIES = frozenset({"Retain", "RetainExceptOnCreate"})
 IGNORED_TYPES = frozenset({"AWS::CDK::Metadata"})

@@ -11,8 +11,8 @@ import shlex
 from dataclasses import dataclass
 
 from skyrl_hyperpod.config import CONFIG_ENV_VAR, ProjectConfig
-from skyrl_hyperpod.constants import PROJECT_TAG_KEY
-from skyrl_hyperpod.outputs import OperatorOutputKey, OutputKey
+from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
+from skyrl_hyperpod.stack_outputs import OperatorOutputKey, OutputKey
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.constants import PROJECT_TAG_KEY
+from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
 from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.stack_outputs import OutputKey
 
+from .cluster_workloads import raycluster_path, rayjob_path, rayservice_path
 from .kube import Cluster
 from .preflight import deployed_project_stacks
-from .workloads import raycluster_path, rayjob_path, rayservice_path
 
 Echo = Callable[[str], None]
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig
 from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.manifests import read_manifest_documents
+from skyrl_hyperpod.synthesized_manifests import read_manifest_documents
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 from jsonschema import Draft4Validator, validators
 
 from ..config import ConfigError
-from ..kuberay import KUBERAY_API_VERSION, KUBERAY_TAG
 from ..locations import default_upstream_dir
+from ..upstream import KUBERAY_API_VERSION, KUBERAY_TAG
 from . import cel_rules, kuberay_operator, structural
 
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"

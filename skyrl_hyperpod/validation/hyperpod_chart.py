@@ -56,7 +56,6 @@ import yaml
 
 from ..config import ConfigError, ProjectConfig
 from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from ..constants import INSTANCE_TYPE_LABEL
 from ..helm_values import (
     EFA_DEVICE_PLUGIN,
     HEALTH_MONITORING_AGENT,
@@ -70,6 +69,7 @@ from ..helm_values import (
     ray_endpoint_operator_values,
 )
 from ..locations import default_upstream_dir
+from ..upstream import INSTANCE_TYPE_LABEL
 from . import _cache
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"

@@ -28,8 +28,14 @@ from typing import Any
 
 import yaml
 
-from ..k8s_names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
-from ..kuberay import KUBERAY_NAME_PATTERN, KUBERAY_TAG, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from ..upstream import (
+    DNS1123_LABEL_PATTERN,
+    DNS1123_SUBDOMAIN_PATTERN,
+    KUBERAY_NAME_PATTERN,
+    KUBERAY_TAG,
+    RAYCLUSTER_NAME_MAX,
+    RAYJOB_NAME_MAX,
+)
 from ._report import json_path
 
 VALIDATION_SOURCE = "ray-operator/controllers/ray/utils/validation.go"

@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from packaging.version import Version
 
 from ..config import ConfigError
-from ..k8s_names import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
 
 _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
 _DNS1123_LABEL = re.compile(DNS1123_LABEL_PATTERN)

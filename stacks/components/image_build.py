@@ -23,7 +23,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
-from skyrl_hyperpod.image import base_digest_steps, docker_build_command
+from skyrl_hyperpod.image_commands import base_digest_steps, docker_build_command
 
 from .iam_wildcards import nag_rule
 from .log_encryption import allow_log_groups

@@ -6,7 +6,7 @@ Installed by the AWS guide's recipe
 add-on Active with web browser access, then `helm upgrade --install hyperpod-ray-endpoint-operator` into the
 operator's namespace with `region`, `domain`, `manager.enableEndpointsByDefault` and optionally `kmsKeyArn`;
 with a KMS key, the rotator's service account gets a role allowed `kms:GenerateDataKey` on that key only.
-This construct belongs in a stack that deploys after the HyperPod cluster (platform.py): the add-on turns
+This construct belongs in a stack that deploys after the HyperPod cluster (compose.py): the add-on turns
 Active only once nodes run its pods.
 """
 

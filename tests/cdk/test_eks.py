@@ -33,7 +33,7 @@ from skyrl_hyperpod.helm_values import (
     HYPERPOD_DEPENDENCIES_RELEASE,
     UPSTREAM_ARCHIVE_SHA256,
 )
-from skyrl_hyperpod.outputs import OutputKey
+from skyrl_hyperpod.stack_outputs import OutputKey
 from skyrl_hyperpod.validation.hyperpod_chart import installer_module, sums_for
 from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit

@@ -15,7 +15,7 @@ from conftest import cdk_json_context
 
 from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig, validate_config
-from skyrl_hyperpod.outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey
+from skyrl_hyperpod.stack_outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey
 from stacks.components.alerts import HyperPodFailureAlerts
 from stacks.components.observability import (
     ADDON_NAME,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .config import ConfigError, ProjectConfig
 from .config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
-from .outputs import OutputKey, StackOutputs
+from .stack_outputs import OutputKey, StackOutputs
 
 # Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
 PLATFORM = "linux/amd64"

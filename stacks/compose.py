@@ -14,7 +14,7 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.constants import PROJECT_TAG_KEY
+from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
 
 from .eks_stack import EksStack
 from .hyperpod_stack import HyperPodStack

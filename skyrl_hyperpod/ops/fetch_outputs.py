@@ -14,7 +14,7 @@ from typing import Any
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig
 from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.outputs import StackOutputs, load_stack_outputs
+from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
 
 from .preflight import deployed_project_stacks
 

@@ -1,0 +1,44 @@
+"""Facts of the upstream projects this project builds on (Kubernetes, KubeRay, Ray, the HyperPod add-ons), one
+place for each, with its public source. Settings live in skyrl_hyperpod/config/; these are not settings.
+"""
+
+from __future__ import annotations
+
+# Kubernetes' name rules: k8s.io/apimachinery/pkg/util/validation/validation.go (IsDNS1123Label,
+# IsDNS1123Subdomain, IsDNS1035Label), https://kubernetes.io/docs/concepts/overview/working-with-objects/names/.
+DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # most names: namespaces, service accounts
+DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"  # Services: a letter first
+
+# Well-known node label the kubelet sets from the EC2 instance type; HyperPod nodes carry their
+# ml.* instance type in it.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+# The KubeRay release this project installs and validates against: https://github.com/ray-project/kuberay/tree/v1.7.0
+# (ray-operator/controllers/ray/utils/constant.go for the name limits, ray-operator/config/crd/bases/ for the CRDs).
+# The kuberay-operator Helm chart version and the git tag (v<release>) of the CRDs that validation pins; the
+# Makefile reads KUBERAY_RELEASE from this line.
+KUBERAY_RELEASE = "1.7.0"
+KUBERAY_TAG = f"v{KUBERAY_RELEASE}"
+KUBERAY_API_VERSION = "ray.io/v1"
+# Longest names KubeRay accepts: generated child objects (pods, services, a job's cluster) append suffixes.
+RAYCLUSTER_NAME_MAX = 53
+RAYJOB_NAME_MAX = 47  # RayJob and RayService
+# RayCluster, RayJob and RayService names must be DNS-1035 labels (a letter first), since they name Services:
+# Validate<Kind>Metadata in ray-operator/controllers/ray/utils/validation.go.
+KUBERAY_NAME_PATTERN = DNS1035_LABEL_PATTERN
+
+# The kuberay-operator Helm chart's name. The chart labels the operator's pods with it and with the release name
+# (helm-chart/kuberay-operator/templates/deployment.yaml, v1.7.0: app.kubernetes.io/name = the chart name,
+# app.kubernetes.io/instance = the release), which is how the NetworkPolicies tell the operator from any other
+# pod in its namespace.
+KUBERAY_OPERATOR_CHART = "kuberay-operator"
+# The namespace the SageMaker HyperPod observability EKS add-on (amazon-sagemaker-hyperpod-observability) installs
+# its collector in, which scrapes Ray's metrics port: the add-on fixes it, the Ray pods' NetworkPolicies admit it.
+HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"
+
+# Ray's default head ports (https://docs.ray.io/en/latest/ray-core/configure.html#ports-configurations):
+# the charts publish them on the head Service and admit them in the NetworkPolicies.
+RAY_GCS_PORT = 6379
+RAY_DASHBOARD_PORT = 8265  # dashboard and job submission API
+RAY_CLIENT_PORT = 10001
