@@ -12,6 +12,7 @@ from pathlib import Path
 
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.loader import load_config_with_source
+from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.ops.summary import platform_summary
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
 
@@ -47,7 +48,7 @@ def main() -> None:
         config, source = load_config_with_source(None)
         for line in platform_summary(config, source):
             print(line, file=sys.stderr)
-    except ConfigError as error:
+    except ProblemsError as error:  # the configuration, or the image build context its tag is computed from
         fail(error.problems)
     prefer_venv_node()
     import aws_cdk as cdk
@@ -58,7 +59,7 @@ def main() -> None:
     try:
         # Constructs re-check what only exists once CDK has allocated it (e.g. subnet CIDRs).
         build_platform(app, config)
-    except ConfigError as error:
+    except ProblemsError as error:
         fail(error.problems)
     app.synth()
     exit_after_synth()

@@ -14,9 +14,10 @@ import sys
 import warnings
 from pathlib import Path
 
-from skyrl_hyperpod.config import ConfigError, ProjectConfig
+from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.loader import load_config_with_source
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
+from skyrl_hyperpod.errors import InputError, ProblemsError
 from skyrl_hyperpod.ops.summary import workloads_summary
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
 from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
@@ -39,7 +40,7 @@ def stack_outputs(config: ProjectConfig) -> StackOutputs:
 
 def read_job_script(path: Path = JOB_SCRIPT) -> str:
     if not path.is_file():
-        raise ConfigError([f"charts error: training script {str(path)!r} is missing (the RayJob runs it)"])
+        raise InputError([f"charts error: training script {str(path)!r} is missing (the RayJob runs it)"])
     return path.read_text(encoding="utf-8")
 
 
@@ -49,7 +50,7 @@ def main() -> None:
         for line in workloads_summary(config, source):
             print(line, file=sys.stderr)
         outputs, job_script = stack_outputs(config), read_job_script()
-    except ConfigError as error:
+    except ProblemsError as error:  # the configuration, the stack outputs file or the training script
         fail(error.problems)
     # Imported once the inputs are known to be good: a bad file fails before cdk8s's Node process starts.
     prefer_venv_node()
@@ -66,7 +67,7 @@ def main() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # each skipped check is printed below, as one line
             problems, skipped = validation_report(manifests(charts), config=config)
-    except ConfigError as error:  # e.g. the KubeRay CRDs are not where KUBERAY_CRDS_DIR says
+    except ProblemsError as error:  # e.g. the KubeRay CRDs are not where KUBERAY_CRDS_DIR says
         problems, skipped = error.problems, []
     for line in skipped:
         print(f"warning: {line}", file=sys.stderr)

@@ -27,7 +27,7 @@ class PublishAdapterChart(cdk8s.Chart):
         super().__init__(scope, construct_id, labels=inputs.labels, disable_resource_name_hashes=True)
         config = inputs.config
         self.jobs: list[cdk8s.ApiObject] = []
-        for pub in publications(config.serving, config.derived):
+        for pub in publications(config.serving, config.derived.runs):
             manifest = publish_job(config, inputs.outputs, pub, {})
             job = cdk8s.ApiObject(
                 self,

@@ -1,4 +1,6 @@
-"""The one error type of the project's own checks: one human-readable line per problem."""
+"""The error types of the project's own checks: one human-readable line per problem.
+
+The configuration's own error, ConfigError, is in skyrl_hyperpod/config/errors.py."""
 
 from __future__ import annotations
 
@@ -9,6 +11,12 @@ class ProblemsError(Exception):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("\n".join(problems))
+
+
+class InputError(ProblemsError):
+    """A file or directory the project reads besides the configuration (the training script, the KubeRay CRDs,
+    the synthesized manifests, the stack outputs file, the image's build context) is missing or not what it
+    must be."""
 
 
 def one_line(error: BaseException) -> str:

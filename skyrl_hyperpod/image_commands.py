@@ -16,8 +16,9 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from .config import ConfigError, ProjectConfig
+from .config import ProjectConfig
 from .config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
+from .errors import InputError
 from .stack_outputs import OutputKey, StackOutputs
 
 # Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
@@ -93,13 +94,13 @@ def repository_uri_from(config: ProjectConfig, outputs_file: Path | None) -> tup
     try:
         stacks = json.loads(outputs_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError([f"outputs error: cannot read {outputs_file}: {exc}"]) from None
+        raise InputError([f"outputs error: cannot read {outputs_file}: {exc}"]) from None
     for stack_name, outputs in stacks.items() if isinstance(stacks, dict) else ():
         if stack_name.startswith(f"{config.name_prefix}-") and isinstance(outputs, dict):
             uri = outputs.get(OutputKey.ECR_REPOSITORY_URI.value)
             if uri:
                 return uri, False
-    raise ConfigError(
+    raise InputError(
         [
             f"outputs error: {outputs_file} has no {OutputKey.ECR_REPOSITORY_URI.value} output "
             f"of a {config.name_prefix}-* stack"

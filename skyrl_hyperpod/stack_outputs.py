@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .config.loader import ConfigError
 from .config.project import ProjectConfig
+from .errors import InputError
 
 
 class OutputKey(str, Enum):
@@ -117,13 +117,13 @@ def load_stack_outputs(path: str | Path, config: ProjectConfig) -> StackOutputs:
     """Read `cdk deploy --outputs-file` output, keeping only this project's stacks."""
     file = Path(path)
     if not file.is_file():
-        raise ConfigError([f"outputs error: file {str(file)!r} does not exist (run cdk deploy --outputs-file {file})"])
+        raise InputError([f"outputs error: file {str(file)!r} does not exist (run cdk deploy --outputs-file {file})"])
     try:
         stacks = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ConfigError([f"outputs error: {file} is not valid JSON (line {exc.lineno})"]) from None
+        raise InputError([f"outputs error: {file} is not valid JSON (line {exc.lineno})"]) from None
     if not isinstance(stacks, dict):
-        raise ConfigError([f"outputs error: {file} must map stack names to their outputs"])
+        raise InputError([f"outputs error: {file} must map stack names to their outputs"])
     values: dict[str, str] = {}
     for stack_name, outputs in stacks.items():
         if not stack_name.startswith(f"{config.name_prefix}-") or not isinstance(outputs, dict):
@@ -140,7 +140,7 @@ def load_stack_outputs(path: str | Path, config: ProjectConfig) -> StackOutputs:
             for err in exc.errors()
             if err["type"] == "missing"
         )
-        raise ConfigError(
+        raise InputError(
             [f"outputs error: {file} lacks output {key} of a {config.name_prefix}-* stack" for key in missing]
             or [f"outputs error: {file}: {exc.errors()[0]['msg']}"]
         ) from None

@@ -13,6 +13,7 @@ from cli_helpers import skyrl_hp
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files, training_image_tag
+from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.stack_outputs import OutputKey
 
 DOCKERFILE = DOCKER_CONTEXT_DIR / "Dockerfile"
@@ -282,7 +283,7 @@ def test_tag_changes_with_any_build_argument(default_config):
 
 
 def test_missing_dockerfile_is_a_clear_error(tmp_path, default_config):
-    with pytest.raises(ConfigError, match="Dockerfile is missing"):
+    with pytest.raises(InputError, match="Dockerfile is missing"):
         training_image_tag(default_config.training_image, tmp_path)
 
 

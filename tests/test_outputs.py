@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.ops.fetch_outputs import describe
 from skyrl_hyperpod.stack_outputs import (
     FIELD_BY_OUTPUT_KEY,
@@ -63,7 +63,7 @@ def test_observability_outputs_are_read_when_that_stack_emits_them(tmp_path, def
 
 def test_a_missing_output_is_named(tmp_path, default_config):
     file = deployed_file(tmp_path, default_config, drop=OutputKey.FSX_MOUNT_NAME.value)
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(InputError) as caught:
         load_stack_outputs(file, default_config)
     assert caught.value.problems == [
         f"outputs error: {file} lacks output FsxMountName of a {default_config.name_prefix}-* stack"
@@ -74,12 +74,12 @@ def test_a_missing_output_is_named(tmp_path, default_config):
 def test_malformed_files_are_one_line_errors(tmp_path, default_config, content, message):
     file = tmp_path / "outputs.json"
     file.write_text(content)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(InputError, match=message):
         load_stack_outputs(file, default_config)
 
 
 def test_missing_file_tells_how_to_create_it(tmp_path, default_config):
-    with pytest.raises(ConfigError, match="--outputs-file"):
+    with pytest.raises(InputError, match="--outputs-file"):
         load_stack_outputs(tmp_path / "outputs.json", default_config)
 
 

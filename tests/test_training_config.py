@@ -60,7 +60,7 @@ def test_reference_run_places_one_engine_per_gpu(default_config):
     assert run.ckpt_path.startswith(run.export_path + "/") and run.ckpt_path != run.export_path
     assert run.lora_sync_path.startswith("/shared/")
     # The published step exists: the run's last step, which is also a multiple of hf_save_interval.
-    [pub] = publications(default_config.serving, default_config.derived)
+    [pub] = publications(default_config.serving, default_config.derived.runs)
     assert pub.step == run.total_steps == 160
     assert pub.step % run.knobs.hf_save_interval == 0
     assert pub.adapter_name == "maze-grpo"

@@ -16,7 +16,7 @@ import yaml
 from cli_helpers import skyrl_hp
 from conftest import KUBERAY_CRDS_DIR
 
-from skyrl_hyperpod.config import ConfigError
+from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.stack_outputs import StackOutputs
 from skyrl_hyperpod.validation import (
     CheckSkipped,
@@ -292,7 +292,7 @@ def test_schemas_are_loaded_once_per_process(default_config):
 def test_crds_dir_comes_from_the_environment_variable(monkeypatch, tmp_path, default_config):
     assert crd_module.resolve_crds_dir() == KUBERAY_CRDS_DIR.resolve()
     monkeypatch.setenv(crd_module.CRDS_DIR_ENV_VAR, str(tmp_path / "missing"))
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(InputError) as raised:
         problems_for(ray_cluster(default_config), default_config)
     [line] = raised.value.problems
     assert "missing" in line and "KUBERAY_CRDS_DIR" in line and "skyrl-hp fetch crds" in line
@@ -318,7 +318,7 @@ def test_crds_that_are_not_v1_7_0_are_refused(tmp_path, default_config):
     for spec in crd_module.KUBERAY_KINDS.values():
         data = (KUBERAY_CRDS_DIR / spec.file_name).read_bytes()
         (tmp_path / spec.file_name).write_bytes(data + b"\n# edited\n" if spec.kind == "RayJob" else data)
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(InputError) as raised:
         validate_manifests([ray_job(default_config)], config=default_config, crds_dir=tmp_path)
     [line] = raised.value.problems
     assert "ray.io_rayjobs.yaml is not the KubeRay v1.7.0 CRD" in line

@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.errors import one_line
+from skyrl_hyperpod.errors import InputError, ProblemsError, one_line
 from skyrl_hyperpod.ops import cost as cost_module
 from skyrl_hyperpod.ops import fetch_outputs
 from skyrl_hyperpod.ops import preflight as preflight_module
@@ -49,7 +48,8 @@ from .serving import COMMANDS as serving_commands
 
 class OneLineErrors(click.Group):
     """Click's usage errors (unknown option, missing argument, bad value) as one line naming the command and
-    where its help is, exit 2, instead of the usage block."""
+    where its help is, exit 2, instead of the usage block; the project's own errors (ProblemsError: a bad
+    configuration, a missing input file) as their lines, exit 2, instead of a traceback."""
 
     def main(
         self,
@@ -73,6 +73,9 @@ class OneLineErrors(click.Group):
         except click.ClickException as error:
             error.show()
             sys.exit(error.exit_code)
+        except ProblemsError as error:
+            # What a command did not catch itself (e.g. a missing CRD directory): its lines, not a traceback.
+            fail(error.problems, EXIT_BAD_INPUT)
         sys.exit(0)
 
 
@@ -286,7 +289,7 @@ def outputs(
     if check:
         try:
             values = load_stack_outputs(outputs_file, config)
-        except ConfigError as error:
+        except InputError as error:
             fail(error.problems, EXIT_BAD_INPUT)
         if as_json:
             print_json(values.model_dump())

@@ -16,6 +16,7 @@ from skyrl_hyperpod import image_commands
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.platform import VersionsConfig
 from skyrl_hyperpod.config.reference import render as render_reference
+from skyrl_hyperpod.errors import InputError, ProblemsError
 from skyrl_hyperpod.ops.validate import validate_manifests
 from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.upstream import KUBERAY_TAG
@@ -101,7 +102,7 @@ def buildx_command(config_path: Path | None, repository_uri: str | None, outputs
     else:
         try:
             uri, placeholder = image_commands.repository_uri_from(config, outputs_file)
-        except ConfigError as error:
+        except InputError as error:
             fail(error.problems, EXIT_BAD_INPUT)
     if placeholder:
         echo(f"# placeholder repository {uri}: pass --outputs-file or --repository-uri", err=True)
@@ -132,9 +133,11 @@ def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, d
 
     Skipped checks are printed as SKIPPED lines on stderr."""
     config = load_project_config(config_path)
+    # The manifests or the KubeRay CRDs cannot be read (InputError), or there are no schemas for the configured
+    # Kubernetes version (ConfigError).
     try:
         result = validate_manifests(directory, config=config, crds_dir=crds_dir, deployable=deployable)
-    except ConfigError as error:
+    except ProblemsError as error:
         fail(error.problems, EXIT_BAD_INPUT)
     print_findings(result.problems, result.skipped, as_json)
     echo(f"{result.documents} manifests in {directory} are valid{' and deployable' if deployable else ''}", err=True)

@@ -9,9 +9,10 @@ from typing import Any
 
 import click
 
-from skyrl_hyperpod.config import ConfigError, ProjectConfig
+from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.serving import publication
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
+from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import serve as serve_module
 from skyrl_hyperpod.ops.kube import Cluster, KubeError
@@ -50,7 +51,7 @@ def deployed_outputs(config: ProjectConfig) -> StackOutputs:
     path = Path(os.environ.get(OUTPUTS_FILE_ENV_VAR) or config.workloads.outputs_file)
     try:
         return load_stack_outputs(path, config)
-    except ConfigError as error:
+    except InputError as error:
         fail([f"{error.problems[0]}; or write it with: skyrl-hp outputs --file {path}"], EXIT_BAD_INPUT)
 
 

@@ -1,7 +1,8 @@
 """One typed configuration for the CDK app, the cdk8s app, the image build and the tooling."""
 
 from .catalog import INSTANCE_CATALOG, InstanceSpec, instance_spec
-from .loader import CONFIG_ENV_VAR, ConfigError, load_config, read_yaml, validate_config
+from .errors import ConfigError
+from .loader import CONFIG_ENV_VAR, load_config, read_yaml, validate_config
 from .project import ProjectConfig
 
 __all__ = [

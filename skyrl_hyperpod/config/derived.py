@@ -1,17 +1,21 @@
 """Values derived from the validated configuration, computed once: the layer the charts and the review
-read instead of recomputing them from the raw sections."""
+read instead of recomputing them from the raw sections.
+
+This module imports the sections and computes from them; no section imports it (tests/test_config_imports.py),
+and ProjectConfig (project.py) calls `derive` with its sections.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from .serving import training_head_size
-from .training import entrypoint_env_problem, split_job_env
+from .images import TrainingImageConfig
+from .names import DerivedNames
+from .platform import HyperPodConfig
+from .serving import ServingConfig, training_head_size
+from .training import TrainingConfig, entrypoint_env_problem, split_job_env
 from .training_runs import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
-
-if TYPE_CHECKING:
-    from .project import DerivedNames, ProjectConfig
+from .workloads import WorkloadsConfig
 
 
 @dataclass(frozen=True)
@@ -35,21 +39,29 @@ class DerivedValues:
         return next(run for run in self.runs if run.experiment.name == experiment)
 
 
-def derive(config: ProjectConfig) -> DerivedValues:
+def derive(
+    *,
+    names: DerivedNames,
+    hyperpod: HyperPodConfig,
+    training_image: TrainingImageConfig,
+    workloads: WorkloadsConfig,
+    training: TrainingConfig,
+    serving: ServingConfig,
+) -> DerivedValues:
     """Raises ValueError (one line) when the training runs do not fit the cluster."""
-    cpus, memory = training_head_size(config.training, config.serving, config.hyperpod)
-    release = config.training_image.skyrl_release
-    job_env = config.training.jobs.job_env_vars
+    cpus, memory = training_head_size(training, serving, hyperpod)
+    release = training_image.skyrl_release
+    job_env = training.jobs.job_env_vars
     if problem := entrypoint_env_problem(job_env, release):
         raise ValueError(f"jobs.{problem}")
     driver_env, job_runtime_env = split_job_env(job_env, release)
     gpus: dict[str, int] = {}
-    for group in (config.hyperpod.head_group, config.hyperpod.worker_group):
+    for group in (hyperpod.head_group, hyperpod.worker_group):
         gpus[group.instance_type] = gpus.get(group.instance_type, 0) + group.spec.gpus * group.instance_count
     return DerivedValues(
-        names=config.names,
-        worker_layout=worker_layout(config.training, config.hyperpod),
-        runs=tuple(resolve_runs(config.training, config.hyperpod, config.workloads)),
+        names=names,
+        worker_layout=worker_layout(training, hyperpod),
+        runs=tuple(resolve_runs(training, hyperpod, workloads)),
         training_head=PodSize(cpus=cpus, memory_gib=memory),
         gpus_by_instance_type=gpus,
         driver_env=driver_env,

@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from ..errors import InputError
 from .efa import EFA_INSTALLER_KEY_FINGERPRINT
 from .platform import CommitId, StrictModel
 from .versions import (
@@ -247,9 +248,7 @@ def image_input_files(context_dir: Path = DOCKER_CONTEXT_DIR) -> list[Path]:
     dockerignore = context_dir / ".dockerignore"
     missing = [str(p) for p in (dockerfile, dockerignore) if not p.is_file()]
     if missing:
-        from .loader import ConfigError
-
-        raise ConfigError(
+        raise InputError(
             [f"image error: {path} is missing; the training image tag is computed from it" for path in missing]
         )
     included = [

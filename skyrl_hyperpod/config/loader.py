@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ProblemsError
 from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
+from .errors import ConfigError
 from .project import ProjectConfig
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
@@ -26,10 +26,6 @@ CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
 DEFAULT_CONFIG_FILE = "skyrl-hp.yaml"
 # Where every key is documented: one `## <section>` heading per top-level section (config/reference.py).
 REFERENCE_DOC = "docs/configuration.md"
-
-
-class ConfigError(ProblemsError):
-    """Invalid configuration. `problems` holds one human-readable line per problem."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
-"""Names this project gives things (its conventions, not settings and not upstream facts: skyrl_hyperpod/upstream.py)."""
+"""Names this project gives things: the physical names computed from name_prefix, and its conventions (neither
+settings nor upstream facts, which are in skyrl_hyperpod/upstream.py)."""
 
 from __future__ import annotations
+
+from .platform import StrictModel
 
 # The tag key build_platform puts on every stack (and so on every resource that takes tags); its value is
 # name_prefix. The Studio role finds the HyperPod cluster by it, the teardown plan the project's leftovers.
@@ -16,3 +19,30 @@ KUBERAY_OPERATOR_RELEASE = "kuberay-operator"
 # Name of the Ray container in every head pod the charts generate (training, self-contained jobs, serving):
 # the alert rules watch its restarts.
 RAY_HEAD_CONTAINER = "ray-head"
+
+
+class DerivedNames(StrictModel):
+    """Physical names computed once from name_prefix; stacks, charts and tooling read these."""
+
+    prefix: str
+
+    @property
+    def eks_cluster(self) -> str:
+        return f"{self.prefix}-eks"
+
+    @property
+    def hyperpod_cluster(self) -> str:
+        return f"{self.prefix}-hyperpod"
+
+    @property
+    def ecr_repository(self) -> str:
+        return f"{self.prefix}/skyrl-train"
+
+    def stack(self, component: str) -> str:
+        return f"{self.prefix}-{component}"
+
+    def lifecycle_bucket(self, configured: str | None, *, account: str, region: str) -> str:
+        """`hyperpod.lifecycle_bucket_name`, else `sagemaker-<prefix>-lifecycle-<account>-<region>`:
+        globally unique and readable by the managed HyperPod instance policy (which reads only
+        `sagemaker-*` buckets). account/region may be CloudFormation tokens."""
+        return configured or f"sagemaker-{self.prefix}-lifecycle-{account}-{region}"

@@ -9,6 +9,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .derived import DerivedValues, derive
 from .images import ServingImageConfig, TrainingImageConfig
+from .names import DerivedNames
 from .platform import (
     AlertsConfig,
     EksConfig,
@@ -32,33 +33,6 @@ from .workloads import WorkloadsConfig
 # Longest derived name is the lifecycle bucket "sagemaker-<prefix>-lifecycle-<account>-<region>",
 # which must fit S3's 63 characters with a 12-digit account and the longest region names.
 NAME_PREFIX_MAX = 15
-
-
-class DerivedNames(StrictModel):
-    """Physical names computed once from name_prefix; stacks, charts and tooling read these."""
-
-    prefix: str
-
-    @property
-    def eks_cluster(self) -> str:
-        return f"{self.prefix}-eks"
-
-    @property
-    def hyperpod_cluster(self) -> str:
-        return f"{self.prefix}-hyperpod"
-
-    @property
-    def ecr_repository(self) -> str:
-        return f"{self.prefix}/skyrl-train"
-
-    def stack(self, component: str) -> str:
-        return f"{self.prefix}-{component}"
-
-    def lifecycle_bucket(self, configured: str | None, *, account: str, region: str) -> str:
-        """`hyperpod.lifecycle_bucket_name`, else `sagemaker-<prefix>-lifecycle-<account>-<region>`:
-        globally unique and readable by the managed HyperPod instance policy (which reads only
-        `sagemaker-*` buckets). account/region may be CloudFormation tokens."""
-        return configured or f"sagemaker-{self.prefix}-lifecycle-{account}-{region}"
 
 
 class ProjectConfig(StrictModel):
@@ -139,12 +113,26 @@ class ProjectConfig(StrictModel):
             )
 
     def _check_serving(self) -> None:
-        check_serving(self.serving, training=self.training, hyperpod=self.hyperpod, derived=self.derived)
+        head = self.derived.training_head
+        check_serving(
+            self.serving,
+            training=self.training,
+            hyperpod=self.hyperpod,
+            runs=self.derived.runs,
+            training_head=(head.cpus, head.memory_gib),
+        )
 
     @cached_property
     def derived(self) -> DerivedValues:
         """Names, runs, pod sizes, worker layout and GPUs per instance type, computed once from this configuration."""
-        return derive(self)
+        return derive(
+            names=self.names,
+            hyperpod=self.hyperpod,
+            training_image=self.training_image,
+            workloads=self.workloads,
+            training=self.training,
+            serving=self.serving,
+        )
 
     @cached_property
     def names(self) -> DerivedNames:

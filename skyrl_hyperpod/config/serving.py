@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,9 +20,6 @@ from .training import TrainingConfig
 from .training_runs import ResolvedRun, gpu_name
 from .vllm_memory import engine_memory, max_model_len_problem
 from .workloads import K8S_NAME_PATTERN
-
-if TYPE_CHECKING:
-    from .derived import DerivedValues
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
@@ -102,13 +99,20 @@ def publication(run: ResolvedRun, step: int | None = None, adapter_name: str | N
     return Publication(run=run, step=chosen, adapter_name=name)
 
 
-def publications(serving: ServingConfig, derived: DerivedValues) -> list[Publication]:
+def published_runs(serving: ServingConfig, runs: Sequence[ResolvedRun]) -> list[ResolvedRun]:
+    """The runs whose adapters are published: `publish.experiment`'s, else every LoRA run."""
+    experiment = serving.publish.experiment
+    if experiment is not None:
+        return [run for run in runs if run.experiment.name == experiment]
+    return [run for run in runs if run.knobs.lora_rank]
+
+
+def publications(serving: ServingConfig, runs: Sequence[ResolvedRun]) -> list[Publication]:
     """What the publish chart writes: one Job per published experiment (none when serving is off)."""
     if not serving.enabled:
         return []
     publish = serving.publish
-    runs = [derived.run(publish.experiment)] if publish.experiment else [r for r in derived.runs if r.knobs.lora_rank]
-    return [publication(run, publish.step, publish.adapter_name) for run in runs]
+    return [publication(run, publish.step, publish.adapter_name) for run in published_runs(serving, runs)]
 
 
 class ServingConfig(StrictModel):
@@ -189,11 +193,11 @@ def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpo
 
 
 def _check_head_node(
-    serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, derived: DerivedValues
+    serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, training_head: tuple[int, int]
 ) -> None:
     """Both heads on one head node: their requests together must fit what a pod there may request."""
     head = hyperpod.head_group
-    training_cpus, training_memory = derived.training_head.cpus, derived.training_head.memory_gib
+    training_cpus, training_memory = training_head
     for key, unit, allocatable, training_value, serving_value in (
         ("head_cpus", "vCPUs", head.allocatable_vcpus, training_cpus, serving.head_cpus),
         ("head_memory_gib", "GiB", head.allocatable_memory_gib, training_memory, serving.head_memory_gib),
@@ -225,14 +229,19 @@ def effective_max_lora_rank(serving: ServingConfig, runs: Sequence[ResolvedRun])
 
 
 def check_serving(
-    serving: ServingConfig, *, training: TrainingConfig, hyperpod: HyperPodConfig, derived: DerivedValues
+    serving: ServingConfig,
+    *,
+    training: TrainingConfig,
+    hyperpod: HyperPodConfig,
+    runs: Sequence[ResolvedRun],
+    training_head: tuple[int, int],
 ) -> None:
-    """Cross-checks against the training runs, the GPU group and the head node the two heads share;
-    ValueError naming field, value, rule. Nothing to check when serving is off."""
+    """Cross-checks against the training runs, the GPU group and the head node the two heads share (the training
+    head's (vCPUs, GiB) as derived); ValueError naming field, value, rule. Nothing to check when serving is off."""
     if not serving.enabled:
         return
-    rank = effective_max_lora_rank(serving, derived.runs)
-    for run in derived.runs:
+    rank = effective_max_lora_rank(serving, runs)
+    for run in runs:
         if run.knobs.lora_rank > rank:
             raise ValueError(
                 f"max_lora_rank = {rank}: experiment {run.experiment.name!r} trains LoRA rank {run.knobs.lora_rank}; "
@@ -274,14 +283,14 @@ def check_serving(
             f"worker_shm_gib = {serving.worker_shm_gib}: keep /dev/shm at most half of the "
             f"{group.allocatable_memory_gib} GiB a pod may use"
         )
-    _check_head_node(serving, training=training, hyperpod=hyperpod, derived=derived)
+    _check_head_node(serving, training=training, hyperpod=hyperpod, training_head=training_head)
     publish = serving.publish
     names = [experiment.name for experiment in training.experiments]
     if publish.experiment is not None and publish.experiment not in names:
         raise ValueError(
             f"publish.experiment = {publish.experiment!r}: not one of the experiments ({', '.join(names)})"
         )
-    lora_runs = [run for run in derived.runs if run.knobs.lora_rank]
+    lora_runs = [run for run in runs if run.knobs.lora_rank]
     if not lora_runs:
         raise ValueError(
             "enabled = true but every experiment is a full fine-tune (LoRA rank 0): the RayService serves LoRA "
@@ -293,7 +302,7 @@ def check_serving(
             "one folder; set publish.experiment too, or leave adapter_name unset (each adapter is named after its "
             "experiment)"
         )
-    for pub_run in [derived.run(publish.experiment)] if publish.experiment else lora_runs:
+    for pub_run in published_runs(serving, runs):
         try:
             publication(pub_run, publish.step, publish.adapter_name)
         except ValueError as exc:

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from skyrl_hyperpod.config import ConfigError, ProjectConfig
-from skyrl_hyperpod.errors import ProblemsError
+from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.errors import InputError, ProblemsError
 from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
 
 from .preflight import deployed_project_stacks
@@ -56,7 +56,7 @@ def write_outputs_file(content: dict[str, dict[str, str]], file: Path, config: P
             stream.write("\n")
         try:
             outputs = load_stack_outputs(temporary, config)
-        except ConfigError as error:
+        except InputError as error:
             raise OutputsError(
                 [
                     p.replace(temporary, "CloudFormation").replace(

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from skyrl_hyperpod.config import ConfigError, ProjectConfig
-from skyrl_hyperpod.errors import ProblemsError
+from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.errors import InputError, ProblemsError
 from skyrl_hyperpod.synthesized_manifests import read_manifest_documents
 
 
@@ -28,7 +28,7 @@ def read_manifests(directory: Path) -> list[Any]:
     try:
         return [document.content for document in read_manifest_documents(directory, prefix="validation error")]
     except ProblemsError as error:
-        raise ConfigError(error.problems) from None
+        raise InputError(error.problems) from None
 
 
 def validate_manifests(
@@ -36,7 +36,7 @@ def validate_manifests(
 ) -> ManifestValidation:
     """Problems of every manifest under `directory`; with `deployable`, placeholder stack outputs too.
 
-    Raises ConfigError (one line each) when the directory, a file or the KubeRay CRDs cannot be read."""
+    Raises InputError (one line each) when the directory, a file or the KubeRay CRDs cannot be read."""
     from skyrl_hyperpod.validation import deployability_problems, validation_report
 
     docs = read_manifests(directory)

@@ -36,7 +36,7 @@ __all__ = [
 def validate_manifests(docs: list[dict], *, config: ProjectConfig, crds_dir: Path | None = None) -> list[str]:
     """One line per problem ("<kind>/<name>: <json path>: <message>"); empty when every object is valid.
 
-    Raises ConfigError (one line) when the KubeRay CRDs cannot be found or are not v1.7.0.
+    Raises InputError (one line) when the KubeRay CRDs cannot be found or are not v1.7.0.
     """
     problems, _ = validation_report(docs, config=config, crds_dir=crds_dir)
     return problems

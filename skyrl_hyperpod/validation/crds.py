@@ -15,7 +15,7 @@ from pathlib import Path
 
 from jsonschema import Draft4Validator, validators
 
-from ..config import ConfigError
+from ..errors import InputError
 from ..locations import default_upstream_dir
 from ..upstream import KUBERAY_API_VERSION, KUBERAY_TAG
 from . import cel_rules, kuberay_operator, structural
@@ -50,7 +50,7 @@ KUBERAY_KINDS: dict[str, KubeRayKind] = {
 
 
 def resolve_crds_dir(crds_dir: Path | str | None = None) -> Path:
-    """The CRD directory to use; a one-line ConfigError when it is missing or incomplete."""
+    """The CRD directory to use; a one-line InputError when it is missing or incomplete."""
     if crds_dir is not None:
         directory, origin = Path(crds_dir), "crds_dir"
     elif os.environ.get(CRDS_DIR_ENV_VAR):
@@ -58,7 +58,7 @@ def resolve_crds_dir(crds_dir: Path | str | None = None) -> Path:
     else:
         directory, origin = DEFAULT_CRDS_DIR, "default location"
     if not directory.is_dir():
-        raise ConfigError(
+        raise InputError(
             [
                 f"validation error: KubeRay CRDs directory {str(directory)!r} ({origin}) does not exist; "
                 f"set {CRDS_DIR_ENV_VAR} or download them with `{FETCH_COMMAND}`"
@@ -66,7 +66,7 @@ def resolve_crds_dir(crds_dir: Path | str | None = None) -> Path:
         )
     missing = [k.file_name for k in KUBERAY_KINDS.values() if not (directory / k.file_name).is_file()]
     if missing:
-        raise ConfigError(
+        raise InputError(
             [
                 f"validation error: KubeRay CRDs directory {str(directory)!r} lacks {', '.join(missing)}; "
                 f"download them with `{FETCH_COMMAND}`"
@@ -83,7 +83,7 @@ def crd_schema(directory: Path, kind: str) -> dict:
     data = path.read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if actual != spec.sha256:
-        raise ConfigError(
+        raise InputError(
             [
                 f"validation error: {path} is not the KubeRay {KUBERAY_TAG} CRD (sha256 {actual}, "
                 f"expected {spec.sha256}); download it again with `{FETCH_COMMAND}`"
@@ -92,7 +92,7 @@ def crd_schema(directory: Path, kind: str) -> dict:
     document = _v1_only_document(data) or _load_yaml(data)
     versions = [v for v in document["spec"]["versions"] if v.get("name") == "v1"]
     if document.get("spec", {}).get("names", {}).get("kind") != kind or not versions:
-        raise ConfigError([f"validation error: {path} does not define {KUBERAY_API_VERSION} {kind}"])
+        raise InputError([f"validation error: {path} does not define {KUBERAY_API_VERSION} {kind}"])
     return versions[0]["schema"]["openAPIV3Schema"]
 
 
