@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ProjectConfig
-from .config.platform import InstanceGroupConfig
 from .upstream import INSTANCE_TYPE_LABEL
 
 # AWS's install guide names the release `hyperpod-dependencies` in kube-system
@@ -47,16 +46,14 @@ def archive_pins(config: ProjectConfig) -> dict[str, str]:
     return {**UPSTREAM_ARCHIVE_SHA256, **config.helm_installer.archive_sha256}
 
 
-def hyperpod_groups(config: ProjectConfig) -> tuple[InstanceGroupConfig, ...]:
-    return (config.hyperpod.head_group, config.hyperpod.worker_group)
-
-
 def gpu_instance_types(config: ProjectConfig) -> list[str]:
-    return sorted({group.instance_type for group in hyperpod_groups(config) if group.spec.gpus > 0})
+    return sorted({group.instance_type for group in config.hyperpod.instance_groups.values() if group.spec.gpus > 0})
 
 
 def efa_instance_types(config: ProjectConfig) -> list[str]:
-    return sorted({group.instance_type for group in hyperpod_groups(config) if group.spec.efa_interfaces > 0})
+    return sorted(
+        {group.instance_type for group in config.hyperpod.instance_groups.values() if group.spec.efa_interfaces > 0}
+    )
 
 
 def hyperpod_dependencies_values(config: ProjectConfig, region: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def derive(
         raise ValueError(f"jobs.{problem}")
     driver_env, job_runtime_env = split_job_env(job_env, release)
     gpus: dict[str, int] = {}
-    for group in (hyperpod.head_group, hyperpod.worker_group):
+    for group in hyperpod.instance_groups.values():
         gpus[group.instance_type] = gpus.get(group.instance_type, 0) + group.spec.gpus * group.instance_count
     return DerivedValues(
         names=names,

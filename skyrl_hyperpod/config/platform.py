@@ -393,6 +393,14 @@ class HyperPodConfig(StrictModel):
             raise ValueError("must be a valid S3 bucket name: 3-63 lowercase letters, digits, dots or hyphens")
         return value
 
+    @property
+    def instance_groups(self) -> dict[str, InstanceGroupConfig]:
+        """Every instance group of the HyperPod cluster by its configuration key, in the order the cluster lists
+        them (the Ray head's first). What applies to every group (the cluster's groups, prices, capacity,
+        status, device plugins) reads this, so another group is one more entry here; what needs the Ray head or
+        the GPU workers reads `head_group` or `worker_group`."""
+        return {"head_group": self.head_group, "worker_group": self.worker_group}
+
     @model_validator(mode="after")
     def _groups(self) -> HyperPodConfig:
         if self.head_group.instance_count < 1:
@@ -401,8 +409,11 @@ class HyperPodConfig(StrictModel):
             raise ValueError(f"worker_group.instance_type {self.worker_group.instance_type} has no GPUs")
         if self.worker_group.instance_count < 1:
             raise ValueError("worker_group.instance_count must be at least 1")
-        if self.head_group.name == self.worker_group.name:
-            raise ValueError(f"head_group.name and worker_group.name are both {self.head_group.name!r}")
+        seen: dict[str, str] = {}
+        for key, group in self.instance_groups.items():
+            if group.name in seen:
+                raise ValueError(f"{seen[group.name]}.name and {key}.name are both {group.name!r}")
+            seen[group.name] = key
         return self
 
 

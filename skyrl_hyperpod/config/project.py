@@ -95,10 +95,7 @@ class ProjectConfig(StrictModel):
     def _check_instance_types_in_region(self) -> None:
         if self.env.region is None:
             return
-        groups = {
-            f"{name}.instance_type": getattr(self.hyperpod, name).instance_type
-            for name in ("head_group", "worker_group")
-        }
+        groups = {f"{key}.instance_type": group.instance_type for key, group in self.hyperpod.instance_groups.items()}
         problem = region_problem(self.env.region, groups)
         if problem:
             raise ValueError(problem)

@@ -109,7 +109,7 @@ def price_book_for(region: str | None, prices_file: Path | None) -> tuple[Path |
 def apply_live_prices(config: ProjectConfig, book: PriceBook, pricing_client: Any) -> tuple[PriceBook, list[str]]:
     """`book` with the Price List API's HyperPod prices of the configured instance types, and the types it
     had no price for (their file figures stay)."""
-    types = [config.hyperpod.head_group.instance_type, config.hyperpod.worker_group.instance_type]
+    types = [group.instance_type for group in config.hyperpod.instance_groups.values()]
     found = live_hyperpod_prices(pricing_client, book.region, types)
     return with_live_prices(book, found), sorted(set(types) - set(found))
 
@@ -263,8 +263,7 @@ def display_path(file: Path | Traversable) -> str:
 
 def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hours: float) -> Estimate:
     """Every component the configuration deploys, priced from `book`."""
-    hp = config.hyperpod
-    groups = (hp.head_group, hp.worker_group)
+    groups = tuple(config.hyperpod.instance_groups.values())
     items = [_instance_group_item(group, book, price_file) for group in groups]
 
     ebs_gb = sum(g.instance_count * g.ebs_volume_gb for g in groups)

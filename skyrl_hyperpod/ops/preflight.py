@@ -191,7 +191,7 @@ def check_cluster_access(config: ProjectConfig, caller_arn: str) -> list[CheckRe
 
 def _instance_counts(config: ProjectConfig) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for group in (config.hyperpod.head_group, config.hyperpod.worker_group):
+    for group in config.hyperpod.instance_groups.values():
         counts[group.instance_type] += group.instance_count
     return counts
 

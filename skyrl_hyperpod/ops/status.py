@@ -93,7 +93,7 @@ def fetch_status(config: ProjectConfig, sagemaker: Any) -> ClusterStatus:
             nodes.setdefault(node["InstanceGroupName"], []).append(node)
     live = {group["InstanceGroupName"]: group for group in cluster.get("InstanceGroups", [])}
     groups = []
-    for configured in (config.hyperpod.head_group, config.hyperpod.worker_group):
+    for configured in config.hyperpod.instance_groups.values():
         group_nodes = nodes.get(configured.name, [])
         messages = [
             node["InstanceStatus"].get("Message", "").strip() or "no message"

@@ -54,8 +54,7 @@ def _node_ready(node: dict[str, Any]) -> bool:
 def check_nodes(cluster: Cluster, config: ProjectConfig) -> list[CheckResult]:
     nodes = cluster.nodes()
     results = []
-    for key in ("head_group", "worker_group"):
-        group = getattr(config.hyperpod, key)
+    for group in config.hyperpod.instance_groups.values():
         mine = [
             n
             for n in nodes

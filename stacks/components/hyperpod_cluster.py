@@ -251,7 +251,7 @@ class HyperPodCluster(Construct):
             ),
             node_recovery=hyperpod.node_recovery,
             node_provisioning_mode=NODE_PROVISIONING_MODE,
-            instance_groups=[self._instance_group(group) for group in (hyperpod.head_group, hyperpod.worker_group)],
+            instance_groups=[self._instance_group(group) for group in hyperpod.instance_groups.values()],
         )
         # Nodes fetch the scripts as soon as they boot: the objects and every grant must exist.
         self.cluster.node.add_dependency(lifecycle_scripts.deployment)
