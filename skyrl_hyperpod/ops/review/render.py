@@ -8,9 +8,15 @@ from typing import Any
 
 import yaml
 
-from .model import MISSING, PropertyChange, Review, display_path, display_value
+from .model import MISSING, PropertyChange, Review, Section, display_path, display_value
 
 MAX_PROPERTY_LINES = 25
+# The sections the review rules' findings show in, in this order, after "Replacements and data-loss risks" (where
+# the change rules' risks show, on each resource's entry).
+SECTION_HEADINGS: dict[Section, str] = {
+    "helm": "### ⚠️ Helm releases replaced or removed (the installer reinstalls, hands over or uninstalls a live release)",
+    "disruptions": "### ⚠️ Disruptive updates (no replacement, but workloads are interrupted)",
+}
 
 
 def _property_lines(changes: list[PropertyChange], indent: str = "  ") -> list[str]:
@@ -176,9 +182,11 @@ def render_markdown(result: Review) -> str:
             lines += [f"  - {r}" for r in (c.reasons if c.action == "REPLACE" else [])[:3]]
             lines += [f"  - {p}" for p in c.possible[:3]]
             lines += [f"  - risk: {r}" for r in c.risks]
-    if result.disruptions:
-        lines += ["", "### ⚠️ Disruptive updates (no replacement, but workloads are interrupted)", ""]
-        for d in result.disruptions:
+    for section, heading in SECTION_HEADINGS.items():
+        found = [d for d in result.disruptions if d.section == section]
+        if found:
+            lines += ["", heading, ""]
+        for d in found:
             lines.append(f"- {d.subject}: {d.text} ([source]({d.source}))")
             lines += [f"  - {detail}" for detail in d.details]
     if result.cost is not None:
