@@ -10,7 +10,7 @@ Adding a rule is one file, one registry line and one test:
 2. One line in `RULES` below. Order matters: change rules add their lines in this order, and review rules'
    findings show in this order within their section.
 3. `tests/review_rules/test_rule_<name>.py`: the rule fires on its own input and stays quiet on a clean one.
-   tests/review_rules/test_registry.py fails when a file here is not in `RULES` or the other way round.
+   tests/review_rules/test_review_rule_registry.py fails when a file here is not in `RULES` or the other way round.
 """
 
 from __future__ import annotations
