@@ -44,11 +44,16 @@ def review(tmp_path: Path, base: dict, head: dict, *args: str):
     return CliRunner().invoke(cli, ["review", str(base_dir), str(head_dir), *args])
 
 
-def disruptions(markdown: str) -> list[str]:
-    if "### ⚠️ Disruptive updates" not in markdown:
+def section_lines(markdown: str, heading: str) -> list[str]:
+    if f"### ⚠️ {heading}" not in markdown:
         return []
-    section = markdown.split("### ⚠️ Disruptive updates", 1)[1].split("\n### ", 1)[0]
+    section = markdown.split(f"### ⚠️ {heading}", 1)[1].split("\n### ", 1)[0]
     return [line for line in section.splitlines() if line.startswith("- ")]
+
+
+def disruptions(markdown: str) -> list[str]:
+    """The Helm findings, which have their own section: a replaced release is no in-place update."""
+    return section_lines(markdown, "Helm releases replaced or removed")
 
 
 def test_renaming_the_release_is_a_disruptive_replacement_that_fails_the_gate(tmp_path):
@@ -82,3 +87,31 @@ def test_a_values_change_is_an_ordinary_upgrade(tmp_path):
     result = review(tmp_path, {"Deps": release()}, {"Deps": head}, "--fail-on-stateful-replacement")
     assert result.exit_code == 0, result.output
     assert disruptions(result.stdout) == [] and "- **MODIFY** `Deps` (Custom::HelmChartFromGit)" in result.stdout
+
+
+def hyperpod_cluster(instance_type: str) -> dict:
+    group = {"InstanceGroupName": "gpu-workers", "InstanceType": instance_type, "InstanceCount": 2, "ThreadsPerCore": 1}
+    return {
+        "Type": "AWS::SageMaker::Cluster",
+        "Properties": {"ClusterName": "skyrl-hp-hyperpod", "InstanceGroups": [group]},
+    }
+
+
+def test_replaced_releases_are_not_listed_as_updates_without_replacement(tmp_path):
+    # One pull request that renames a release (a replacement) and changes a HyperPod group's instance type (an
+    # update in place that replaces the group's nodes): each under the heading whose words are true of it.
+    base = {"Deps": release("dependencies"), "Cluster": hyperpod_cluster("ml.g7e.12xlarge")}
+    head = {"Deps": release(), "Cluster": hyperpod_cluster("ml.g7e.24xlarge")}
+    markdown = review(tmp_path, base, head).stdout
+    [helm] = disruptions(markdown)
+    [in_place] = section_lines(markdown, "Disruptive updates (no replacement, but workloads are interrupted)")
+    assert helm.startswith("- Helm release `skyrl-hp-eks/Deps`: replaced:")
+    assert in_place.startswith("- HyperPod group `gpu-workers` (2 node(s)), `skyrl-hp-eks/Cluster`: InstanceType")
+    assert (
+        markdown.index("### ⚠️ Replacements")
+        < markdown.index("### ⚠️ Helm releases")
+        < markdown.index("### ⚠️ Disruptive updates")
+    )
+    # Only the Helm change: no "Disruptive updates" heading at all.
+    markdown = review(tmp_path / "helm-only", {"Deps": release("dependencies")}, {"Deps": release()}).stdout
+    assert "Disruptive updates" not in markdown and len(disruptions(markdown)) == 1
