@@ -80,7 +80,7 @@ def test_the_hook_configuration_is_valid_and_runs_the_pinned_tools():
         assert tool.startswith(".venv/bin/") and (REPO_ROOT / tool).is_file(), hook["id"]
 
 
-def test_the_hooks_pass_on_the_repository(tmp_path):
+def test_the_hooks_pass_on_the_repository(tmp_path: Path) -> None:
     # Every tracked file, copied as the working tree has it (a change not yet committed included).
     files: dict[str, str | Path] = {name: REPO_ROOT / name for name in tracked_files()}
     run = run_hooks(hook_repository(tmp_path / "repo", files))
@@ -99,7 +99,7 @@ jobs:
 """
 
 
-def test_the_hooks_fail_on_broken_files(tmp_path):
+def test_the_hooks_fail_on_broken_files(tmp_path: Path) -> None:
     files: dict[str, str | Path] = {
         "lint.py": "print(undefined_name)\n",  # F821: no fix can make it pass
         "unformatted.py": "x = {  'a':1}\n",
