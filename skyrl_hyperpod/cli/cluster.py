@@ -8,7 +8,7 @@ server through the CLI state (CliState.kube).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ DEFAULT_WAIT_SECONDS = 1800.0
 POLL_SECONDS = 10.0
 
 
-def dist_option(command: Any) -> Any:
+def dist_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--dist",
         "dist",
@@ -57,7 +57,7 @@ def dist_option(command: Any) -> Any:
     )(command)
 
 
-def experiment_option(required: bool = False) -> Any:
+def experiment_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option(
         "--experiment",
         default=None,

@@ -14,9 +14,10 @@ import click
 
 from skyrl_hyperpod import image_commands
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.config.platform import VersionsConfig
+from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, VersionsConfig
 from skyrl_hyperpod.config.reference import render as render_reference
 from skyrl_hyperpod.errors import InputError, ProblemsError
+from skyrl_hyperpod.helm_values import gpu_instance_types
 from skyrl_hyperpod.ops.validate import validate_manifests
 from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.upstream import KUBERAY_TAG
@@ -195,7 +196,7 @@ def fetch_hyperpod_chart_command(dest: Path | None, commit: str, if_missing: boo
     except OSError as exc:
         fail([f"fetch_hyperpod_chart: cannot write to {target}: {exc}"], EXIT_FINDINGS)
     if outcome == "fetched":
-        echo(f"verified {directory / chart_module.HYPERPOD_CHART_PATH}")
+        echo(f"verified {directory / HYPERPOD_CHART_PATH}")
         echo(f"export {chart_module.CHARTS_DIR_ENV_VAR}={target.resolve()}")
 
 
@@ -253,7 +254,7 @@ def chart_check(
     print_findings(problems, skipped, as_json)
     echo(
         f"chart values for commit {config.versions.hyperpod_cli_commit} are valid "
-        f"(GPU types: {', '.join(chart_module.gpu_instance_types(config))})",
+        f"(GPU types: {', '.join(gpu_instance_types(config))})",
         err=True,
     )
 

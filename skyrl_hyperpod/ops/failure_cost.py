@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.training_runs import ResolvedRun
+from skyrl_hyperpod.config.training_runs import FailureCost, ResolvedRun
 
 from .cost import DEFAULT_PRICE_REGION, PriceBook, display_path, estimate, price_book_for
 
@@ -89,7 +89,7 @@ def render_table(costs: list[RunFailureCost]) -> str:
     return "\n".join(lines)
 
 
-def _row(label: str, steps: float, fc, gpu_dollars: float, all_dollars: float) -> str:
+def _row(label: str, steps: float, fc: FailureCost, gpu_dollars: float, all_dollars: float) -> str:
     return (
         f"| {label} | {steps:g} | {fc.hours(steps):.2f} | {fc.gpu_hours(steps):.2f} | {_money(gpu_dollars)} | "
         f"{_money(all_dollars)} |"

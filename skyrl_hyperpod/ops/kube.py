@@ -159,23 +159,25 @@ class Cluster:
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply (`kubectl apply --server-side --force-conflicts`): the object as synthesized wins."""
-        return self._call(
+        applied: dict[str, Any] = self._call(
             "PATCH",
             object_path(obj),
             body=obj,
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             content_type="application/apply-patch+yaml",
         )
+        return applied
 
     def get(self, obj_or_path: dict[str, Any] | str) -> dict[str, Any] | None:
         """The live object, or None when it does not exist."""
         path = obj_or_path if isinstance(obj_or_path, str) else object_path(obj_or_path)
         try:
-            return self._call("GET", path)
+            live: dict[str, Any] = self._call("GET", path)
         except KubeError as error:
             if " 404 " in f" {error} ":
                 return None
             raise
+        return live
 
     def delete(self, obj: dict[str, Any]) -> bool:
         """Delete in the background (dependents follow); False when it was already gone."""

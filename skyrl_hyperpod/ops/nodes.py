@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ..json_types import JsonObject
 from .status import ClusterNotFound
 
 RUNNING = "Running"
@@ -42,7 +43,7 @@ class Node:
         return self.status == RUNNING
 
 
-def _node(summary: dict) -> Node:
+def _node(summary: JsonObject) -> Node:
     state = summary.get("InstanceStatus", {})
     return Node(
         node_id=summary["InstanceId"],

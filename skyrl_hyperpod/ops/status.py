@@ -19,6 +19,8 @@ from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
 
+from ..json_types import JsonObject
+
 # ClusterInstanceStatusDetails.Status values that count as a working node.
 RUNNING = "Running"
 FAILURE = "Failure"
@@ -36,7 +38,7 @@ class GroupStatus:
     instance_type: str
     configured: int
     target: int | None  # the live group's TargetCount; None: the cluster has no such group
-    nodes: Counter = field(default_factory=Counter)  # node status -> count
+    nodes: Counter[str] = field(default_factory=Counter)  # node status -> count
     failure_messages: tuple[str, ...] = ()
 
     @property
@@ -87,7 +89,7 @@ def fetch_status(config: ProjectConfig, sagemaker: Any) -> ClusterStatus:
         cluster = sagemaker.describe_cluster(ClusterName=name)
     except sagemaker.exceptions.ResourceNotFound:
         raise ClusterNotFound(name) from None
-    nodes: dict[str, list[dict]] = {}
+    nodes: dict[str, list[JsonObject]] = {}
     for page in sagemaker.get_paginator("list_cluster_nodes").paginate(ClusterName=name):
         for node in page["ClusterNodeSummaries"]:
             nodes.setdefault(node["InstanceGroupName"], []).append(node)

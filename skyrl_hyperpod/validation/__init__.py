@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config.project import ProjectConfig
+from ..json_types import JsonObject
+from ..kuberay import KUBERAY_API_VERSION
 from . import cel_rules, crds, kubernetes, serve_config, skyrl_overrides
 from ._report import CheckSkipped, object_label, skipped
 from .placeholders import deployability_problems
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 
-def validate_manifests(docs: list[dict], *, config: ProjectConfig, crds_dir: Path | None = None) -> list[str]:
+def validate_manifests(docs: list[JsonObject], *, config: ProjectConfig, crds_dir: Path | None = None) -> list[str]:
     """One line per problem ("<kind>/<name>: <json path>: <message>"); empty when every object is valid.
 
     Raises InputError (one line) when the KubeRay CRDs cannot be found or are not v1.7.0.
@@ -49,7 +51,7 @@ def validation_report(
     kubernetes_version = config.eks.kubernetes_version
     problems: list[str] = []
     skips: list[str] = []
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple[str, str, str, str], int] = {}
     kinds_seen: set[str] = set()
     for index, doc in enumerate(docs):
         label = object_label(doc, index)
@@ -98,11 +100,9 @@ def validate_skyrl_overrides(overrides: list[str]) -> list[str]:
 
 
 def _is_ray_service(doc: Any) -> bool:
-    return (
-        isinstance(doc, dict) and doc.get("apiVersion") == crds.KUBERAY_API_VERSION and doc.get("kind") == "RayService"
-    )
+    return isinstance(doc, dict) and doc.get("apiVersion") == KUBERAY_API_VERSION and doc.get("kind") == "RayService"
 
 
-def _namespace(doc: dict) -> str:
+def _namespace(doc: JsonObject) -> str:
     metadata = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     return str(metadata.get("namespace") or "")

@@ -18,8 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
+from ..json_types import JsonArray, JsonObject, JsonPath
 from ._report import json_path
 
 CHECK_NAME = "CRD CEL rule"
@@ -28,6 +30,21 @@ OLD_SELF = "oldSelf"
 # Schema path steps: a property name, or one of these for "every list item" / "every map value".
 EACH_ITEM = "[*]"
 EACH_VALUE = "{*}"
+
+
+class CelResult(Protocol):
+    """What this module reads of an evaluation result (cel-expr-python ships no type information)."""
+
+    def type(self) -> object: ...
+    def value(self) -> object: ...
+
+
+class CelProgram(Protocol):
+    def eval(self, *, data: dict[str, object]) -> CelResult: ...
+
+
+class CelEnvironment(Protocol):
+    def compile(self, expression: str, /) -> CelProgram: ...
 
 
 @dataclass(frozen=True)
@@ -56,12 +73,12 @@ class CelRule:
 
 @dataclass(frozen=True)
 class CompiledRules:
-    on_create: tuple[tuple[CelRule, Any], ...]  # (rule, compiled program)
+    on_create: tuple[tuple[CelRule, CelProgram], ...]
     update_only: tuple[CelRule, ...]  # transition rules (refer to oldSelf)
     unsupported: tuple[tuple[CelRule, str], ...]  # (rule, the checker's reason)
 
 
-def schema_rules(kind: str, schema: dict) -> list[CelRule]:
+def schema_rules(kind: str, schema: JsonObject) -> list[CelRule]:
     """Every x-kubernetes-validations rule of a CRD's openAPIV3Schema, with its schema path."""
     found: list[CelRule] = []
 
@@ -90,7 +107,7 @@ def schema_rules(kind: str, schema: dict) -> list[CelRule]:
 
 
 @cache
-def _environment():
+def _environment() -> tuple[ModuleType, CelEnvironment]:
     from cel_expr_python import cel
     from cel_expr_python.ext import ext_strings
 
@@ -135,7 +152,7 @@ def kind_rules(directory: Path, kind: str) -> CompiledRules:
     return compile_rules(schema_rules(kind, crd_schema(directory, kind)))
 
 
-def _values_at(value: Any, schema_path: tuple[str, ...], path: list) -> Iterator[tuple[list, Any]]:
+def _values_at(value: Any, schema_path: tuple[str, ...], path: JsonPath) -> Iterator[tuple[JsonArray, Any]]:
     """(JSON path, value) of every present, non-null value the schema path selects."""
     if value is None:
         return
@@ -155,7 +172,7 @@ def _values_at(value: Any, schema_path: tuple[str, ...], path: list) -> Iterator
         yield from _values_at(value[step], rest, [*path, step])
 
 
-def evaluate(rules: CompiledRules, defaulted: dict) -> list[str]:
+def evaluate(rules: CompiledRules, defaulted: JsonObject) -> list[str]:
     """Problems (" <json path>: <message>") of every on-create rule that fails on a defaulted object."""
     cel, _ = _environment()
     problems = []

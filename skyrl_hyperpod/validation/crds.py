@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft4Validator, validators
 
 from ..errors import InputError
+from ..json_types import JsonObject
 from ..locations import default_upstream_dir
 from ..upstream import KUBERAY_API_VERSION, KUBERAY_TAG
 from . import cel_rules, kuberay_operator, structural
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 CRDS_DIR_ENV_VAR = "KUBERAY_CRDS_DIR"
 DEFAULT_CRDS_DIR = default_upstream_dir(f"kuberay-crds/{KUBERAY_TAG}")
@@ -76,7 +82,7 @@ def resolve_crds_dir(crds_dir: Path | str | None = None) -> Path:
 
 
 @cache
-def crd_schema(directory: Path, kind: str) -> dict:
+def crd_schema(directory: Path, kind: str) -> JsonObject:
     """spec.versions[name=v1].schema.openAPIV3Schema of the kind's CRD, after a checksum check."""
     spec = KUBERAY_KINDS[kind]
     path = directory / spec.file_name
@@ -93,10 +99,12 @@ def crd_schema(directory: Path, kind: str) -> dict:
     versions = [v for v in document["spec"]["versions"] if v.get("name") == "v1"]
     if document.get("spec", {}).get("names", {}).get("kind") != kind or not versions:
         raise InputError([f"validation error: {path} does not define {KUBERAY_API_VERSION} {kind}"])
-    return versions[0]["schema"]["openAPIV3Schema"]
+    schema: JsonObject = versions[0]["schema"]["openAPIV3Schema"]
+    return schema
 
 
-def _load_yaml(data: bytes | str) -> dict:
+def _load_yaml(data: bytes | str) -> Any:
+    """Whatever the YAML holds (a CRD is a mapping; the callers check what they read)."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -108,7 +116,7 @@ _VERSION_ENTRY = b"\n  - "
 _VERSIONS_KEY = b"\n  versions:\n"
 
 
-def _v1_only_document(data: bytes) -> dict | None:
+def _v1_only_document(data: bytes) -> JsonObject | None:
     """The CRD with spec.versions reduced to the v1 entry, parsing only that entry's YAML.
 
     Every KubeRay CRD serves v1 and the deprecated v1alpha1, each with its own full schema: parsing only
@@ -134,7 +142,7 @@ def crd_validator(directory: Path, kind: str, kubernetes_version: str) -> Draft4
 
     meta_validator = object_meta_validator(kubernetes_version)
 
-    def object_meta(validator, enabled, instance, schema):
+    def object_meta(validator: object, enabled: object, instance: object, schema: object) -> Iterator[ValidationError]:
         if enabled and isinstance(instance, dict):
             yield from meta_validator.iter_errors(instance)
 
@@ -143,7 +151,7 @@ def crd_validator(directory: Path, kind: str, kubernetes_version: str) -> Draft4
     return strict(structural.strict_schema(crd_schema(directory, kind)))
 
 
-def kuberay_problems(doc: dict, *, kubernetes_version: str, crds_dir: Path | str | None) -> list[str]:
+def kuberay_problems(doc: JsonObject, *, kubernetes_version: str, crds_dir: Path | str | None) -> list[str]:
     """Problems of a ray.io object (" <json path>: <message>" without the object label)."""
     from ._report import json_path
 

@@ -46,6 +46,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -270,7 +271,7 @@ def external_plugin_problems(values: dict[str, Any], chart: Path, config: Projec
     merged = merge_values(_load_yaml(chart / "values.yaml"), values)
     deps = dependencies(chart)
     problems = []
-    for plugin, types, judge in (
+    plugins: tuple[tuple[str, list[str], Callable[[dict[str, Any], str], bool]], ...] = (
         (NVIDIA_DEVICE_PLUGIN, gpu_instance_types(config), lambda section, t: selects(section, _node_labels(t))),
         (
             EFA_DEVICE_PLUGIN,
@@ -278,7 +279,8 @@ def external_plugin_problems(values: dict[str, Any], chart: Path, config: Projec
             # The eks-charts EFA plugin matches node.kubernetes.io/instance-type against this list.
             lambda section, t: t in ((section.get("supportedInstanceLabels") or {}).get("values") or []),
         ),
-    ):
+    )
+    for plugin, types, judge in plugins:
         if not types:
             continue
         dependency = deps.get(plugin)
@@ -520,7 +522,8 @@ def _stand_in_archive(dependency: Any, directory: Path, helm: str, run: Any) -> 
 
 def _archive_from(archives_dir: Path, dependency: Any, pins: dict[str, str], handler: ModuleType) -> Path:
     """The real archive of `dependency` in `archives_dir`, verified against the installer's pins."""
-    for name in handler.archive_names(dependency.name, dependency.version):
+    names: list[str] = handler.archive_names(dependency.name, dependency.version)
+    for name in names:
         path = archives_dir / name
         if path.is_file():
             actual = handler.sha256_file(str(path))

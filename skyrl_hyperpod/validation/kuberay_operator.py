@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from ..json_types import JsonArray, JsonObject, JsonPath
 from ..upstream import (
     DNS1123_LABEL_PATTERN,
     DNS1123_SUBDOMAIN_PATTERN,
@@ -74,10 +75,10 @@ _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
 # k8s.io/apimachinery/pkg/util/version ParseGeneric: "v"-prefix optional, two or more numeric parts.
 _GENERIC_VERSION = re.compile(r"^\s*v?([0-9]+(?:\.[0-9]+)+)(.*)$")
 
-Finding = tuple[list, str, str]  # (JSON path, message, Go function)
+Finding = tuple[JsonPath, str, str]  # (JSON path, message, Go function)
 
 
-def operator_problems(doc: dict, *, gates: Mapping[str, bool] = FEATURE_GATES) -> list[str]:
+def operator_problems(doc: JsonObject, *, gates: Mapping[str, bool] = FEATURE_GATES) -> list[str]:
     """Problems (" <json path>: <message> (KubeRay v1.7.0 <Go function>)") of a schema-valid, defaulted object."""
     check = _KIND_CHECKS.get(str(doc.get("kind")))
     spec = _mapping(doc.get("spec"))
@@ -91,41 +92,41 @@ def operator_problems(doc: dict, *, gates: Mapping[str, bool] = FEATURE_GATES) -
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-def _mapping(value: Any) -> dict:
+def _mapping(value: Any) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list:
+def _list(value: Any) -> JsonArray:
     return value if isinstance(value, list) else []
 
 
-def _metadata(doc: dict) -> dict:
+def _metadata(doc: JsonObject) -> JsonObject:
     return _mapping(doc.get("metadata"))
 
 
-def _containers(group: dict) -> list:
+def _containers(group: JsonObject) -> JsonArray:
     return _list(_mapping(_mapping(group.get("template")).get("spec")).get("containers"))
 
 
-def _ray_container(group: dict) -> dict:
+def _ray_container(group: JsonObject) -> JsonObject:
     """KubeRay treats the first container of a pod template as the Ray container (RayContainerIndex 0)."""
     containers = _containers(group)
     return _mapping(containers[0]) if containers else {}
 
 
-def _env(container_or_options: dict) -> dict[str, dict]:
+def _env(container_or_options: JsonObject) -> dict[str, JsonObject]:
     return {str(e.get("name")): e for e in _list(container_or_options.get("env")) if isinstance(e, dict)}
 
 
-def _autoscaling(spec: dict) -> bool:
+def _autoscaling(spec: JsonObject) -> bool:
     return spec.get("enableInTreeAutoscaling") is True
 
 
-def _autoscaler_v2(spec: dict) -> bool:
+def _autoscaler_v2(spec: JsonObject) -> bool:
     return _mapping(spec.get("autoscalerOptions")).get("version") == "v2"
 
 
-def _v2_by_env(spec: dict) -> bool:
+def _v2_by_env(spec: JsonObject) -> bool:
     env = _env(_ray_container(_mapping(spec.get("headGroupSpec")))).get(AUTOSCALER_V2_ENV)
     return env is not None and env.get("value") in ("1", "true")
 
@@ -140,7 +141,7 @@ def parse_generic_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in parts)
 
 
-def _ray_version_problem(spec: dict, minimum: tuple[int, ...], what: str) -> str | None:
+def _ray_version_problem(spec: JsonObject, minimum: tuple[int, ...], what: str) -> str | None:
     wanted = ".".join(map(str, minimum))
     ray_version = str(spec.get("rayVersion") or "")
     if not ray_version:
@@ -156,7 +157,9 @@ def _ray_version_problem(spec: dict, minimum: tuple[int, ...], what: str) -> str
 # --- RayClusterSpec (RayCluster.spec, RayJob.spec.rayClusterSpec, RayService.spec.rayClusterConfig) ---
 
 
-def cluster_spec_findings(spec: dict, annotations: dict, at: list, gates: Mapping[str, bool]) -> Iterator[Finding]:
+def cluster_spec_findings(
+    spec: JsonObject, annotations: JsonObject, at: JsonPath, gates: Mapping[str, bool]
+) -> Iterator[Finding]:
     """ValidateRayClusterSpec and the functions it calls."""
     source = "ValidateRayClusterSpec"
     head = _mapping(spec.get("headGroupSpec"))
@@ -288,7 +291,7 @@ def cluster_spec_findings(spec: dict, annotations: dict, at: list, gates: Mappin
         yield [*at, "tlsOptions"], "needs the RayClusterMTLS feature gate, which is off", source
 
 
-def _group_resources_and_labels(group: dict, at: list, what: str) -> Iterator[Finding]:
+def _group_resources_and_labels(group: JsonObject, at: JsonPath, what: str) -> Iterator[Finding]:
     params = _mapping(group.get("rayStartParams"))
     if any(params.get(key) for key in RAY_START_RESOURCE_PARAMS) and _mapping(group.get("resources")):
         yield (
@@ -316,7 +319,7 @@ def _qualified_name(key: str) -> bool:
     return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
 
 
-def _idle_timeout(spec: dict, group: dict, at: list) -> Iterator[Finding]:
+def _idle_timeout(spec: JsonObject, group: JsonObject, at: JsonPath) -> Iterator[Finding]:
     value, name = group.get("idleTimeoutSeconds"), group.get("groupName")
     if value is None:
         return
@@ -334,7 +337,7 @@ def _idle_timeout(spec: dict, group: dict, at: list) -> Iterator[Finding]:
         )
 
 
-def _priority(spec: dict, group: dict, at: list) -> Iterator[Finding]:
+def _priority(spec: JsonObject, group: JsonObject, at: JsonPath) -> Iterator[Finding]:
     value, name = group.get("priority"), group.get("groupName")
     if not value:
         return
@@ -346,7 +349,7 @@ def _priority(spec: dict, group: dict, at: list) -> Iterator[Finding]:
 
 
 def _gcs_backend(
-    options: dict, head_container: dict, head: dict, at: list, gates: Mapping[str, bool]
+    options: JsonObject, head_container: JsonObject, head: JsonObject, at: JsonPath, gates: Mapping[str, bool]
 ) -> Iterator[Finding]:
     source = "validateGcsFaultToleranceBackend"
     if (options.get("backend") or "redis") != "rocksdb":
@@ -390,7 +393,7 @@ def _gcs_backend(
             yield [*at, "backend"], "the head pod's gcs-storage volume is managed by KubeRay with 'rocksdb'", source
 
 
-def _auth(spec: dict, at: list) -> Iterator[Finding]:
+def _auth(spec: JsonObject, at: JsonPath) -> Iterator[Finding]:
     source = "ValidateRayClusterSpec"
     options = _mapping(spec.get("authOptions"))
     k8s_token = options.get("enableK8sTokenAuth") is True
@@ -408,13 +411,13 @@ def _auth(spec: dict, at: list) -> Iterator[Finding]:
         yield [*at, "authOptions", "enableK8sTokenAuth"], "needs authOptions.mode: token", source
 
 
-def _network_policy(spec: dict, at: list) -> Iterator[Finding]:
+def _network_policy(spec: JsonObject, at: JsonPath) -> Iterator[Finding]:
     source = "validateNetworkPolicy"
     policy = _mapping(spec.get("networkPolicy"))
     mode = policy.get("mode") or "DenyAll"
     np_at = [*at, "networkPolicy"]
 
-    def rules(part: dict, part_at: list) -> Iterator[Finding]:
+    def rules(part: JsonObject, part_at: JsonPath) -> Iterator[Finding]:
         if mode == "DenyAllEgress" and _list(part.get("ingressRules")):
             yield [*part_at, "ingressRules"], f"cannot be set when mode is {mode} (ingress is not restricted)", source
         if mode == "DenyAllIngress" and _list(part.get("egressRules")):
@@ -444,7 +447,7 @@ def _network_policy(spec: dict, at: list) -> Iterator[Finding]:
             )
 
 
-def _upgrade_strategy_of_cluster(spec: dict, at: list, created_by: str | None) -> Iterator[Finding]:
+def _upgrade_strategy_of_cluster(spec: JsonObject, at: JsonPath, created_by: str | None) -> Iterator[Finding]:
     """ValidateRayClusterUpgradeOptions: who may set a RayCluster's upgradeStrategy (the CRD's enum already
     limits its type to Recreate and None)."""
     if _mapping(spec.get("upgradeStrategy")).get("type") is None:
@@ -460,7 +463,7 @@ def _upgrade_strategy_of_cluster(spec: dict, at: list, created_by: str | None) -
 # --- metadata --------------------------------------------------------------------------------------
 
 
-def metadata_findings(doc: dict) -> Iterator[Finding]:
+def metadata_findings(doc: JsonObject) -> Iterator[Finding]:
     kind, name = doc["kind"], _metadata(doc).get("name")
     source = f"Validate{kind}Metadata"
     if not isinstance(name, str):
@@ -483,7 +486,7 @@ def metadata_findings(doc: dict) -> Iterator[Finding]:
 # --- kinds -----------------------------------------------------------------------------------------
 
 
-def _ray_cluster(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
+def _ray_cluster(doc: JsonObject, gates: Mapping[str, bool]) -> Iterator[Finding]:
     yield from metadata_findings(doc)
     metadata = _metadata(doc)
     spec = _mapping(doc.get("spec"))
@@ -492,7 +495,7 @@ def _ray_cluster(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
     yield from _upgrade_strategy_of_cluster(spec, ["spec"], created_by)
 
 
-def _ray_job(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
+def _ray_job(doc: JsonObject, gates: Mapping[str, bool]) -> Iterator[Finding]:
     yield from metadata_findings(doc)
     source = "ValidateRayJobSpec"
     spec = _mapping(doc.get("spec"))
@@ -562,7 +565,7 @@ def _ray_job(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
         yield ["spec", "backoffLimit"], "must be non-negative", source
 
 
-def _deletion(spec: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
+def _deletion(spec: JsonObject, gates: Mapping[str, bool]) -> Iterator[Finding]:
     source = "validateDeletionConfiguration"
     shutdown = spec.get("shutdownAfterJobFinishes") is True
     ttl = spec.get("ttlSecondsAfterFinished", 0)
@@ -571,7 +574,7 @@ def _deletion(spec: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
     strategy = spec.get("deletionStrategy")
     if strategy is None:
         return
-    at = ["spec", "deletionStrategy"]
+    at: JsonPath = ["spec", "deletionStrategy"]
     if not gates["RayJobDeletionPolicy"]:
         yield at, "needs the RayJobDeletionPolicy feature gate, which is off", source
         return
@@ -590,7 +593,7 @@ def _deletion(spec: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
         yield at, "needs both onSuccess and onFailure, or deletionRules", source
 
 
-def _legacy_deletion(spec: dict, strategy: dict, at: list) -> Iterator[Finding]:
+def _legacy_deletion(spec: JsonObject, strategy: JsonObject, at: JsonPath) -> Iterator[Finding]:
     source = "validateLegacyDeletionPolicies"
     if strategy.get("onSuccess") is None or strategy.get("onFailure") is None:
         yield at, "onSuccess and onFailure must both be set", source
@@ -612,7 +615,7 @@ def _legacy_deletion(spec: dict, strategy: dict, at: list) -> Iterator[Finding]:
         yield at, "DeleteNone contradicts shutdownAfterJobFinishes: true", source
 
 
-def _deletion_rules(spec: dict, rules: list, at: list) -> Iterator[Finding]:
+def _deletion_rules(spec: JsonObject, rules: JsonArray, at: JsonPath) -> Iterator[Finding]:
     source = "validateDeletionRules"
     selector = bool(_mapping(spec.get("clusterSelector")))
     autoscaling = _autoscaling(_mapping(spec.get("rayClusterSpec")))
@@ -658,7 +661,7 @@ def _deletion_rules(spec: dict, rules: list, at: list) -> Iterator[Finding]:
             previous = policy
 
 
-def _ray_service(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
+def _ray_service(doc: JsonObject, gates: Mapping[str, bool]) -> Iterator[Finding]:
     yield from metadata_findings(doc)
     annotations = _mapping(_metadata(doc).get("annotations"))
     timeout = annotations.get(INITIALIZING_TIMEOUT_ANNOTATION)
@@ -667,7 +670,7 @@ def _ray_service(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
     source = "ValidateRayServiceSpec"
     spec = _mapping(doc.get("spec"))
     cluster = _mapping(spec.get("rayClusterConfig"))
-    cluster_at = ["spec", "rayClusterConfig"]
+    cluster_at: JsonPath = ["spec", "rayClusterConfig"]
     if _mapping(cluster.get("authOptions")).get("enableK8sTokenAuth") is True:
         yield (
             [*cluster_at, "authOptions", "enableK8sTokenAuth"],
@@ -694,7 +697,7 @@ def _ray_service(doc: dict, gates: Mapping[str, bool]) -> Iterator[Finding]:
 
 
 def _initializing_timeout(value: str) -> Iterator[Finding]:
-    at = ["metadata", "annotations", INITIALIZING_TIMEOUT_ANNOTATION]
+    at: JsonPath = ["metadata", "annotations", INITIALIZING_TIMEOUT_ANNOTATION]
     source = "validateInitializingTimeout"
     seconds = go_duration_seconds(value)
     if seconds is None and re.fullmatch(r"[-+]?\d+", value):
@@ -720,7 +723,7 @@ def go_duration_seconds(value: str) -> float | None:
     return sign * sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
 
 
-def _incremental_upgrade(cluster: dict, strategy: dict) -> Iterator[Finding]:
+def _incremental_upgrade(cluster: JsonObject, strategy: JsonObject) -> Iterator[Finding]:
     source = "ValidateClusterUpgradeOptions"
     at = ["spec", "upgradeStrategy"]
     if not _autoscaling(cluster):
@@ -752,7 +755,7 @@ def _incremental_upgrade(cluster: dict, strategy: dict) -> Iterator[Finding]:
         yield [*at, "gatewayClassName"], "required for NewClusterWithIncrementalUpgrade", source
 
 
-_KIND_CHECKS: dict[str, Callable[[dict, Mapping[str, bool]], Iterator[Finding]]] = {
+_KIND_CHECKS: dict[str, Callable[[JsonObject, Mapping[str, bool]], Iterator[Finding]]] = {
     "RayCluster": _ray_cluster,
     "RayJob": _ray_job,
     "RayService": _ray_service,

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 from packaging.version import Version
 
 from ..config import ConfigError
+from ..json_types import JsonObject
 from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+
+if TYPE_CHECKING:
+    from referencing.jsonschema import SchemaRegistry
 
 _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
 _DNS1123_LABEL = re.compile(DNS1123_LABEL_PATTERN)
@@ -31,7 +35,7 @@ def schema_version(kubernetes_version: str) -> str:
     from kubernetes_validate import utils
 
     wanted = Version(kubernetes_version)
-    shipped = [v for v in utils.all_versions() if Version(v).release[:2] <= wanted.release[:2]]
+    shipped: list[str] = [v for v in utils.all_versions() if Version(v).release[:2] <= wanted.release[:2]]
     if not shipped or Version(utils.latest_version()).release[:2] < wanted.release[:2]:
         from kubernetes_validate.version import __version__
 
@@ -45,7 +49,7 @@ def schema_version(kubernetes_version: str) -> str:
 
 
 @cache
-def _registry(version: str):
+def _registry(version: str) -> SchemaRegistry:
     from kubernetes_validate import utils
     from referencing import Registry, Resource
 
@@ -86,7 +90,7 @@ def name_problems(kind: str, name: Any) -> list[str]:
     return []
 
 
-def core_problems(doc: dict, kubernetes_version: str) -> list[str]:
+def core_problems(doc: JsonObject, kubernetes_version: str) -> list[str]:
     """Problems of a core object (" <json path>: <message>" without the object label)."""
     from . import structural
     from ._report import json_path

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from ..json_types import JsonPath
 from ._report import json_path, object_label
 
 # StackOutputs.placeholder marks every fake value with this word.
@@ -24,7 +26,7 @@ def deployability_problems(docs: list[Any]) -> list[str]:
     return problems
 
 
-def _strings(value: Any, path: list):
+def _strings(value: Any, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, dict):

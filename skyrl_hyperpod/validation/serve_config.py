@@ -15,10 +15,19 @@ import hashlib
 import warnings
 from importlib import metadata
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
+from ..json_types import JsonObject, JsonPath
 from . import _cache
 from ._report import did_you_mean, json_path, show
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+# Ray ships no type information for these (pyproject's mypy overrides); each is a pydantic model class.
+RayModels = tuple["type[BaseModel]", "type[BaseModel]", "type[BaseModel]"]
+# (model class, (value, JSON path)) for each value a field typed as a model holds.
+NestedModels = list[tuple["type[BaseModel]", tuple[Any, JsonPath]]]
 
 CHECK_NAME = "serveConfigV2 check with Ray's schema classes"
 LLM_APP_IMPORT_PATHS = ("ray.serve.llm:build_openai_app",)
@@ -46,7 +55,7 @@ def unavailable_reason(ray_version: str) -> str | None:
     return None
 
 
-def _ray_models():
+def _ray_models() -> RayModels:
     import logging
 
     # Ray LLM logs "Could not import torch/transformers" at import; the schema classes need neither.
@@ -86,7 +95,7 @@ def serve_config_problems(text: Any, ray_version: str) -> tuple[list[str], str |
     return problems, None
 
 
-def _check(config: dict) -> list[str]:
+def _check(config: JsonObject) -> list[str]:
     from pydantic import ValidationError
 
     ServeDeploySchema, LLMConfig, DeploymentConfig = _ray_models()
@@ -99,7 +108,7 @@ def _check(config: dict) -> list[str]:
         if not isinstance(app, dict) or app.get("import_path") not in LLM_APP_IMPORT_PATHS:
             continue
         args = app["args"] if isinstance(app.get("args"), dict) else {}
-        base = ["applications", app_index, "args", "llm_configs"]
+        base: JsonPath = ["applications", app_index, "args", "llm_configs"]
         llm_configs = args.get("llm_configs")
         if not isinstance(llm_configs, list) or not llm_configs:
             problems.append(f"{json_path(base)}: {app['import_path']} needs a non-empty list of LLM configs")
@@ -121,7 +130,7 @@ def _check(config: dict) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
-def _pydantic_problems(exc, prefix: list) -> list[str]:
+def _pydantic_problems(exc: ValidationError, prefix: JsonPath) -> list[str]:
     lines = []
     for error in exc.errors():
         message = error["msg"]
@@ -137,7 +146,7 @@ def _pydantic_problems(exc, prefix: list) -> list[str]:
     return lines
 
 
-def _unknown_keys(model, data: Any, path: list) -> list[str]:
+def _unknown_keys(model: type[BaseModel], data: Any, path: JsonPath) -> list[str]:
     """Keys Ray would silently ignore: not declared by a model that does not explicitly allow extras."""
     from pydantic import BaseModel
 
@@ -162,7 +171,7 @@ def _unknown_keys(model, data: Any, path: list) -> list[str]:
     return problems
 
 
-def _nested_values(annotation, value, path):
+def _nested_values(annotation: object, value: Any, path: JsonPath) -> NestedModels:
     """(model class, (value, path)) pairs for fields typed as a model, a list of models or Optional."""
     from pydantic import BaseModel
 

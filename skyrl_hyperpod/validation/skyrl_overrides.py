@@ -20,9 +20,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata, util
 from pathlib import Path
+from typing import Protocol
 
 from ..config.versions import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES
 
@@ -32,6 +34,13 @@ _INSTALL = f"pip install --no-deps --ignore-requires-python skyrl=={SKYRL_VERSIO
 _BACKENDS_MODULE = "skyrl.backends"
 _BATCH_RULE_MODULE = "skyrl.train.utils.utils"
 _BATCH_RULE_FUNCTION = "validate_batch_sizes"
+
+# SkyRL ships no type information (pyproject's mypy overrides): what this module calls on it, typed here.
+BatchSizeRule = Callable[[object], object]
+
+
+class OverridesParser(Protocol):
+    def from_cli_overrides(self, overrides: list[str], /) -> object: ...
 
 
 def unavailable_reason() -> str | None:
@@ -50,11 +59,11 @@ def unavailable_reason() -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _offline_config_class():
+def _offline_config_class() -> OverridesParser:
     from skyrl.train.config import SkyRLTrainConfig
 
     @dataclasses.dataclass
-    class OfflineSkyRLTrainConfig(SkyRLTrainConfig):
+    class OfflineSkyRLTrainConfig(SkyRLTrainConfig):  # type: ignore[misc]  # SkyRL's classes are untyped (Any)
         def __post_init__(self) -> None:
             try:
                 super().__post_init__()
@@ -66,7 +75,7 @@ def _offline_config_class():
 
 
 @lru_cache(maxsize=1)
-def skyrl_batch_size_rule():
+def skyrl_batch_size_rule() -> BatchSizeRule:
     """SkyRL's own `validate_batch_sizes(cfg)`, compiled from the installed package's source."""
     from skyrl.train.config import SkyRLTrainConfig
 
@@ -81,9 +90,12 @@ def skyrl_batch_size_rule():
         for node in ast.parse(source).body
         if isinstance(node, ast.FunctionDef) and node.name == _BATCH_RULE_FUNCTION
     ]
-    namespace: dict = {"math": math, "SkyRLTrainConfig": SkyRLTrainConfig}
+    namespace: dict[str, object] = {"math": math, "SkyRLTrainConfig": SkyRLTrainConfig}
     exec(compile(ast.Module(body=[function], type_ignores=[]), str(path), "exec"), namespace)
-    return namespace[_BATCH_RULE_FUNCTION]
+    rule = namespace[_BATCH_RULE_FUNCTION]
+    if not callable(rule):
+        raise ImportError(f"{path}: {_BATCH_RULE_FUNCTION} is not a function")
+    return rule
 
 
 def _raised_importing_backends(exc: BaseException) -> bool:

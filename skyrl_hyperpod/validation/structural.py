@@ -14,6 +14,7 @@ from typing import Any
 
 from jsonschema import ValidationError
 
+from ..json_types import JsonObject
 from ._report import did_you_mean, show
 
 # Marks an ObjectMeta position (the root `metadata`, or that of an embedded resource): the API
@@ -29,7 +30,7 @@ _VALUE_KEYWORDS = (
 _INT_OR_STRING = "x-kubernetes-int-or-string"
 
 
-def apply_defaults(value: Any, schema: dict) -> None:
+def apply_defaults(value: Any, schema: JsonObject) -> None:
     """Default `value` in place the way the API server does (recursively, nulls pruned first)."""
     if isinstance(value, dict):
         properties = schema.get("properties") or {}
@@ -50,14 +51,14 @@ def apply_defaults(value: Any, schema: dict) -> None:
             apply_defaults(item, schema["items"])
 
 
-def strict_schema(crd_schema: dict) -> dict:
+def strict_schema(crd_schema: JsonObject) -> JsonObject:
     """A draft-4 JSON Schema that rejects what the API server would reject or silently prune."""
     converted = _convert(crd_schema)
     converted.setdefault("properties", {})["metadata"] = {"type": "object", OBJECT_META: True}
     return converted
 
 
-def _convert(node: dict) -> dict:
+def _convert(node: JsonObject) -> JsonObject:
     out: dict[str, Any] = {key: node[key] for key in _VALUE_KEYWORDS if key in node}
     if node.get("nullable") and "type" in out:
         out["type"] = [out["type"], "null"]
@@ -117,7 +118,7 @@ def describe(error: ValidationError) -> list[tuple[list[Any], str]]:
     return [(path, error.message)]
 
 
-def _pattern_hint(schema: dict) -> str:
+def _pattern_hint(schema: JsonObject) -> str:
     pattern = schema.get("pattern")
     return f" matching {pattern}" if pattern else ""
 
