@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config.project import ProjectConfig
 from ..json_types import JsonObject
-from ..kuberay import KUBERAY_API_VERSION
+from ..upstream import KUBERAY_API_VERSION
 from . import cel_rules, crds, kubernetes, serve_config, skyrl_overrides
 from ._report import CheckSkipped, object_label, skipped
 from .placeholders import deployability_problems
