@@ -180,7 +180,7 @@ def update_accepts(resource_type: str, names: tuple[str, ...]) -> tuple[bool, st
 
 
 class ReplacementFacts:
-    """Replacement verdicts per resource type and property path, from the sources the module docstring lists.
+    """Replacement verdicts per resource type and property path, from the sources the package docstring lists.
 
     `extra_dir` may hold resource schema JSON files (as `aws cloudformation describe-type` returns them) that
     take precedence over the bundled ones for their typeName, e.g. to review against a newer schema.
