@@ -20,8 +20,9 @@ import yaml
 from cli_helpers import skyrl_hp
 from conftest import REPO_ROOT
 
-from skyrl_hyperpod.config import ConfigError, validate_config
+from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
 from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
 from skyrl_hyperpod.validation.hyperpod_chart import (
@@ -154,14 +155,14 @@ def test_without_our_values_the_chart_defaults_are_judged():
 
 def test_a_tampered_copy_of_the_pinned_commit_is_refused(tmp_path):
     charts = copy_chart(tmp_path, PINNED, {"values.yaml": lambda t: t + "\n# tampered\n"})
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(InputError) as raised:
         check_charts(validate_config({}), charts_dir=charts)
     [line] = raised.value.problems
     assert "HyperPodHelmChart/values.yaml" in line and "sha256 differs" in line and "refused" in line
 
 
 def test_a_missing_copy_names_the_fetch_command(tmp_path):
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(InputError) as raised:
         check_charts(validate_config({"versions": {"hyperpod_cli_commit": OLD_PIN}}), charts_dir=tmp_path)
     [line] = raised.value.problems
     assert OLD_PIN in line and f"skyrl-hp fetch hyperpod-chart --commit {OLD_PIN}" in line

@@ -13,7 +13,6 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod import image_commands
-from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, VersionsConfig
 from skyrl_hyperpod.config.reference import render as render_reference
 from skyrl_hyperpod.errors import InputError, ProblemsError
@@ -189,7 +188,7 @@ def fetch_hyperpod_chart_command(dest: Path | None, commit: str, if_missing: boo
     target = dest or Path(os.environ.get(chart_module.CHARTS_DIR_ENV_VAR) or chart_module.DEFAULT_CHARTS_DIR)
     try:
         outcome, directory = ensure_chart(commit, target, if_missing=if_missing)
-    except ConfigError as exc:
+    except InputError as exc:
         fail(exc.problems, EXIT_FINDINGS)
     except ValueError as exc:
         fail(str(exc).splitlines(), EXIT_FINDINGS)
@@ -227,13 +226,13 @@ def chart_check(
         fail(["chart check: --archives is only read with --render OUT"], EXIT_BAD_INPUT)
     try:
         report = chart_module.check_charts(config, charts_dir=charts_dir)
-    except ConfigError as exc:
+    except InputError as exc:
         fail(exc.problems, EXIT_BAD_INPUT)
     problems, skipped = list(report.problems), list(report.skipped)
     if render_dir is not None:
         try:
             render = chart_module.render_chart(config, render_dir, charts_dir=charts_dir, archives_dir=archives_dir)
-        except ConfigError as exc:
+        except InputError as exc:
             fail(exc.problems, EXIT_BAD_INPUT)
         except chart_module.installer_module().InstallError as exc:
             # Helm's own message (the installer keeps the end of its output).

@@ -98,7 +98,7 @@ def fetch_chart(commit: str, dest: Path) -> Path:
 
 def ensure_chart(commit: str, dest: Path, *, if_missing: bool = False) -> tuple[Literal["present", "fetched"], Path]:
     """Fetch and verify the chart at `commit` into `dest/<commit>`; with `if_missing`, a copy already there
-    is verified instead. Raises ConfigError (a copy that fails its sums), ValueError (a refused download)
+    is verified instead. Raises InputError (a copy that fails its sums), ValueError (a refused download)
     or OSError (an unwritable `dest`)."""
     if if_missing and (dest / commit / HYPERPOD_CHART_PATH / "Chart.yaml").is_file():
         commit_dir(commit, dest)

@@ -55,8 +55,9 @@ from typing import Any
 
 import yaml
 
-from ..config import ConfigError, ProjectConfig
+from ..config import ProjectConfig
 from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from ..errors import InputError
 from ..helm_values import (
     EFA_DEVICE_PLUGIN,
     HEALTH_MONITORING_AGENT,
@@ -133,11 +134,11 @@ def resolve_charts_dir(charts_dir: Path | str | None = None) -> Path:
 
 
 def commit_dir(commit: str, charts_dir: Path | str | None = None) -> Path:
-    """<charts dir>/<commit>: a one-line ConfigError when the copy is missing or differs from its sha256 list."""
+    """<charts dir>/<commit>: a one-line InputError when the copy is missing or differs from its sha256 list."""
     root = resolve_charts_dir(charts_dir) / commit
     chart = root / HYPERPOD_CHART_PATH
     if not (chart / "Chart.yaml").is_file():
-        raise ConfigError(
+        raise InputError(
             [
                 f"chart check: no copy of {HYPERPOD_CHART_PATH} at commit {commit} in {root.parent} "
                 f"(set ${CHARTS_DIR_ENV_VAR} or run `{FETCH_COMMAND.format(commit=commit)}`)"
@@ -148,7 +149,7 @@ def commit_dir(commit: str, charts_dir: Path | str | None = None) -> Path:
         for name, digest in sorted(sums.items()):
             path = root / name
             if not path.is_file() or sha256_of(path) != digest:
-                raise ConfigError(
+                raise InputError(
                     [f"chart check: {path} is missing or its sha256 differs from the list for commit {commit}: refused"]
                 )
     return root
@@ -344,7 +345,7 @@ def helm_binary(kubernetes_version: str) -> Path | None:
 def installer_module() -> ModuleType:
     """The git Helm installer's handler module, loaded from its file: the functions the Lambda runs."""
     if not INSTALLER_HANDLER.is_file():
-        raise ConfigError(
+        raise InputError(
             [f"chart check: {INSTALLER_HANDLER} is missing: the render needs a checkout of this repository"]
         )
     spec = importlib.util.spec_from_file_location("git_helm_installer_handler", INSTALLER_HANDLER)
@@ -355,7 +356,7 @@ def installer_module() -> ModuleType:
 
 
 def helm_template(helm: Path, chart_dir: Path, values: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
-    """`helm template` of a local chart with these values: its documents (ConfigError on a failed render)."""
+    """`helm template` of a local chart with these values: its documents (InputError on a failed render)."""
     with tempfile.TemporaryDirectory(prefix="chart-check-") as work:
         values_file = Path(work) / "values.yaml"
         values_file.write_text(yaml.safe_dump(values), encoding="utf-8")
@@ -376,7 +377,7 @@ def helm_template(helm: Path, chart_dir: Path, values: dict[str, Any], namespace
         )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConfigError([f"chart check: helm template {chart_dir.name} failed: {last}"])
+        raise InputError([f"chart check: helm template {chart_dir.name} failed: {last}"])
     return [doc for doc in yaml.safe_load_all(done.stdout) if isinstance(doc, dict)]
 
 
@@ -528,11 +529,11 @@ def _archive_from(archives_dir: Path, dependency: Any, pins: dict[str, str], han
         if path.is_file():
             actual = handler.sha256_file(str(path))
             if name not in pins:
-                raise ConfigError([f"chart check: {path} has no pin (helm_installer.archive_sha256): refused"])
+                raise InputError([f"chart check: {path} has no pin (helm_installer.archive_sha256): refused"])
             if actual != pins[name]:
-                raise ConfigError([f"chart check: {path} has sha256 {actual}, expected {pins[name]}: refused"])
+                raise InputError([f"chart check: {path} has sha256 {actual}, expected {pins[name]}: refused"])
             return path
-    raise ConfigError(
+    raise InputError(
         [
             f"chart check: none of {', '.join(handler.archive_names(dependency.name, dependency.version))} in {archives_dir}"
         ]
@@ -542,10 +543,10 @@ def _archive_from(archives_dir: Path, dependency: Any, pins: dict[str, str], han
 def _prepare_out(out: Path) -> None:
     """OUT empty: absent, an empty directory, or a previous render (its marker file)."""
     if out.exists() and not out.is_dir():
-        raise ConfigError([f"chart check: --render {out} is a file; give a directory"])
+        raise InputError([f"chart check: --render {out} is a file; give a directory"])
     if out.is_dir() and any(out.iterdir()):
         if not (out / RENDER_MARKER).is_file():
-            raise ConfigError([f"chart check: --render {out} is not empty and holds no earlier render: refused"])
+            raise InputError([f"chart check: --render {out} is not empty and holds no earlier render: refused"])
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -601,7 +602,7 @@ def render_chart(
 ) -> RenderReport:
     """Assemble the pinned chart with the installer's own functions and render it with Helm into `out`.
 
-    ConfigError for bad input (no copy, a tampered copy, no Helm, a refused archive); the installer's
+    InputError for bad input (no copy, a tampered copy, no Helm, a refused archive); the installer's
     InstallError, carrying Helm's own message, when Helm fails."""
     started = time.monotonic()
     commit = config.versions.hyperpod_cli_commit
@@ -610,7 +611,7 @@ def render_chart(
     binary = helm or helm_binary(config.eks.kubernetes_version)
     if binary is None:
         distribution = _layer_distribution(config.eks.kubernetes_version)
-        raise ConfigError(
+        raise InputError(
             [f"chart check: no helm binary to render with (install {distribution} or set ${HELM_ENV_VAR})"]
         )
     report = RenderReport()
@@ -627,7 +628,7 @@ def render_chart(
         if digests is not None:
             tree = handler.tree_problems(str(chart_dir), digests)
             if tree:
-                raise ConfigError([f"chart check: {HYPERPOD_CHART_PATH} at {commit}: {line}" for line in tree])
+                raise InputError([f"chart check: {HYPERPOD_CHART_PATH} at {commit}: {line}" for line in tree])
         env = handler.helm_environment(str(work), {"PATH": os.environ.get("PATH", "")})
         helm_path = str(binary)
 
