@@ -1,6 +1,6 @@
 """Documentation that is generated or exemplified from code stays in sync with it, and every page is reachable:
-the README stays a short path (at most 300 lines), and every relative link in README.md and docs/*.md resolves,
-to a file and, with a `#fragment`, to a heading of that file."""
+the README stays a short path (at most 300 lines), and every relative link in README.md, docker/README.md and
+docs/*.md resolves, to a file and, with a `#fragment`, to a heading of that file."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_the_staleness_check_fails_on_a_changed_command_tree():
 
 
 def pages() -> list[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, REPO_ROOT / "docker" / "README.md", *sorted(DOCS.glob("*.md"))]
 
 
 def _outside_code(markdown: str) -> str:
