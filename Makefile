@@ -19,7 +19,7 @@ export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yam
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
 export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
 
-# The drill (README, "What runs on the real engines"): the manifests on real Ray and SkyRL, on 127.0.0.1 only.
+# The drill (docs/drill.md): the manifests on real Ray and SkyRL, on 127.0.0.1 only.
 # Its environment (Python 3.12, the training image's Ray, the SkyRL release, torch) is built from the registries
 # into a cache outside the checkout, one directory per content of its pins and interpreter: a change builds a new
 # one, and a fresh clone (new file times) reuses it, so the target has no file prerequisites.

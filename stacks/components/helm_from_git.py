@@ -107,7 +107,7 @@ class GitHelmInstaller(Construct):
             # A repository tarball plus the chart's downloaded dependencies.
             ephemeral_storage_size=cdk.Size.gibibytes(2),
             # The API endpoint may be private: run next to it; NAT gives the route to GitHub and the
-            # chart repositories (or a mirror replaces them: README "The git Helm installer").
+            # chart repositories (or a mirror replaces them: docs/helm-installer.md).
             vpc=cluster.vpc,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             security_groups=[self.security_group],
