@@ -116,6 +116,19 @@ def test_cli_reference_documents_every_command_and_option():
     assert "[default: 1800.0; x&gt;=1]" in train_start
 
 
+def test_cli_reference_does_not_depend_on_what_ran_before():
+    # click keeps the help option a command first ran with: run one command on its own (no `-h`, as a test that
+    # invokes it directly does) and one through the group, then render again.
+    from click.testing import CliRunner
+
+    runner = CliRunner()
+    assert runner.invoke(cli.commands["cost"], ["--help"]).exit_code == 0
+    assert runner.invoke(cli, ["train", "start", "-h"]).exit_code == 0
+    text = cli_reference.render()
+    assert text == (DOCS / "cli.md").read_text(), REGENERATE_CLI
+    assert "| `--help` |" not in text and "| `-h, --help` | Show this message and exit. |" in text
+
+
 def _mutated_cli() -> click.Group:
     tree = copy.deepcopy(cli)
     hours = next(p for p in tree.commands["cost"].params if p.name == "run_hours")

@@ -23,7 +23,8 @@ PROG = "skyrl-hp"
 
 def _walk(command: click.Command, parent: click.Context | None, name: str) -> Iterator[click.Context]:
     """The context of `command` and of every command below it, depth first, subcommands in name order."""
-    ctx = click.Context(command, info_name=name, parent=parent)
+    # The command's own context_settings (the root's `-h`), as `make_context` applies them when the command runs.
+    ctx = click.Context(command, info_name=name, parent=parent, **command.context_settings)
     yield ctx
     if isinstance(command, click.Group):
         for sub_name in sorted(command.commands):
@@ -82,7 +83,11 @@ def _section(ctx: click.Context) -> list[str]:
                 f"{'yes' if argument.required else 'no'} | {shown} |"
             )
         lines.append("")
-    options = [p for p in command.get_params(ctx) if isinstance(p, click.Option)]
+    options = [p for p in command.params if isinstance(p, click.Option)]
+    if command.add_help_option and ctx.help_option_names:
+        # Built here rather than taken from `get_params`: click keeps the first help option a command was given,
+        # so a command that already ran outside its group (a test) would show that one's names instead.
+        options.append(click.Option(ctx.help_option_names, is_flag=True, help="Show this message and exit."))
     records = [record for option in options if (record := option.get_help_record(ctx)) is not None]
     if records:
         lines += ["| option | description |", "|---|---|"]
