@@ -219,7 +219,7 @@ class HelmChartFromGit(Construct):
                 [
                     f"config error: helm_installer.archive_sha256 has no pin for {source_archive}, and this project "
                     f"ships no sha256 list of {chart_path} at commit {commit} (skyrl_hyperpod/validation/"
-                    "hyperpod_chart_sums/): add the tarball's sha256 (README, 'The git Helm installer')"
+                    "hyperpod_chart_sums/): add the tarball's sha256 (docs/helm-installer.md)"
                 ]
             )
         self.commit = commit
