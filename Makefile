@@ -19,7 +19,7 @@ export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yam
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
 export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
 
-# The drill (README, "What runs on the real engines"): the manifests on real Ray and SkyRL, on 127.0.0.1 only.
+# The drill (docs/drill.md): the manifests on real Ray and SkyRL, on 127.0.0.1 only.
 # Its environment (Python 3.12, the training image's Ray, the SkyRL release, torch) is built from the registries
 # into a cache outside the checkout, one directory per content of its pins and interpreter: a change builds a new
 # one, and a fresh clone (new file times) reuses it, so the target has no file prerequisites.
@@ -28,7 +28,7 @@ DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
 DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env bench clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
@@ -72,6 +72,13 @@ hyperpod-chart: setup
 CHART_RENDER_DIR := .build/hyperpod-chart-render
 chart-check: hyperpod-chart
 	$(SKYRL_HP) chart-check --render $(CHART_RENDER_DIR)
+
+# The generated pages: the configuration and command-line references, and the failure costs in docs/failures.md and
+# README.md. tests/test_docs.py and tests/test_failure_docs.py fail while one is stale.
+docs: setup
+	$(SKYRL_HP) config reference > docs/configuration.md
+	$(PYTHON) -m skyrl_hyperpod.cli.reference > docs/cli.md
+	$(PYTHON) -m skyrl_hyperpod.ops.failure_cost --write docs/failures.md README.md
 
 # Lint (rules, format, import order) and types over the package, stacks, charts, apps and tests (pyproject.toml).
 lint: setup

@@ -45,7 +45,7 @@ class ObservabilityStack(cdk.Stack):
             alert_rules=alerting.rules_yaml(config),
             alert_manager_definition=alerting.alertmanager_definition(failure_alerts.topic.topic_arn, self.region),
         )
-        # Read back by `skyrl-hp outputs` (optional fields of the outputs file); README "Watch training".
+        # Read back by `skyrl-hp outputs` (optional fields of the outputs file); docs/runbook.md, "Watch training".
         prometheus = self.observability.prometheus
         cdk.CfnOutput(
             self,

@@ -1,4 +1,4 @@
-"""`skyrl-hp teardown --plan`: an ordered plan that runs nothing, and the README lists what it leaves behind;
+"""`skyrl-hp teardown --plan`: an ordered plan that runs nothing, and docs/teardown.md lists what it leaves behind;
 `--execute`: the plan carried out (CloudFormation through botocore's Stubber, the cluster through a fake API server)."""
 
 from __future__ import annotations
@@ -53,14 +53,12 @@ def test_without_plan_nothing_happens_and_the_flag_is_named():
     assert "--plan" in result.output
 
 
-def test_readme_teardown_section_lists_every_leftover_and_the_plan_command():
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("## Teardown") :]
-    section = section[: section.index("\n## ", 1)]
+def test_teardown_page_lists_every_leftover_and_the_plan_command():
+    section = (REPO_ROOT / "docs" / "teardown.md").read_text()
     assert "skyrl-hp teardown --plan" in section
     everything = validate_config({"studio": {"enabled": True}, "observability": {"enabled": True}})
     for item in leftovers(everything):
-        # The README names each leftover by its first words, generically (no prefix).
+        # The page names each leftover by its first words, generically (no prefix).
         words = re.sub(r"skyrl-hp", "<name_prefix>", item.what).split(" (")[0]
         assert words.split(":")[0] in section, words
 
@@ -278,10 +276,8 @@ def test_replaced_file_systems_query_finds_only_the_projects_other_file_systems(
     assert replaced_file_systems_query(default_config.name_prefix) in run("--plan").stdout
 
 
-def test_readme_teardown_matches_the_plan():
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("## Teardown") :]
-    section = section[: section.index("\n## ", 1)]
+def test_teardown_page_matches_the_plan():
+    section = (REPO_ROOT / "docs" / "teardown.md").read_text()
     assert "2 hours" not in section
     for marker in ("aws fsx create-backup", "UpdateReplacePolicy: Retain", "update-termination-protection"):
         assert marker in section, marker

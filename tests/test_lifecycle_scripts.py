@@ -463,9 +463,8 @@ def test_a_failing_step_fails_on_create_and_says_so(node):
     assert "[on_create] finished" not in node.log
 
 
-def test_readme_states_the_scripts_actual_waits():
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("## Node storage (lifecycle scripts)") :]
+def test_node_storage_page_states_the_scripts_actual_waits():
+    section = (REPO_ROOT / "docs" / "node-storage.md").read_text()
     script = (LIFECYCLE_SCRIPTS_DIR / "prepare_node_storage.sh").read_text()
     for variable, claim in (("DATA_DISK_WAIT_SECONDS", "within {} s"), ("DATA_DISK_BOOT_WAIT_SECONDS", "up to {} s")):
         [default] = re.findall(rf"\${{{variable}:-([0-9]+)}}", script)

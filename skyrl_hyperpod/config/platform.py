@@ -535,7 +535,7 @@ class RayEndpointOperatorConfig(StrictModel):
         if not self.spaces_addon_configuration:
             missing.append(
                 "spaces_addon_configuration is empty: the operator needs the Spaces add-on with web browser access; "
-                "give the add-on configuration that enables it (see README, 'Ray endpoint operator')"
+                "give the add-on configuration that enables it (see docs/ray-endpoint-operator.md)"
             )
         if missing:
             raise ValueError("enabled is true but " + "; ".join(missing))
@@ -588,7 +588,7 @@ def _archive_digests(value: dict[str, str]) -> dict[str, str]:
 
 
 class HelmInstallerConfig(StrictModel):
-    """Integrity and source of the archives the git Helm installer applies (README: "The git Helm installer")."""
+    """Integrity and source of the archives the git Helm installer applies (docs/helm-installer.md)."""
 
     archive_sha256: Annotated[dict[str, str], AfterValidator(_archive_digests)] = Field(
         default_factory=dict,

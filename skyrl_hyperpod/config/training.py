@@ -1,7 +1,7 @@
 """Training configuration: SkyRL GRPO knobs, named experiments, and the RayCluster/RayJob around them.
 
 Defaults are the reference run (LoRA rank 32 on the VisGym SFT checkpoint, colocated vLLM engines,
-one engine per GPU, SkyRL's VisGym batch schedule; README "Start training" lists each knob and its
+one engine per GPU, SkyRL's VisGym batch schedule; docs/reference-run.md lists each knob and its
 source). Knobs are typed fields whose alias is SkyRL's dotted
 key, so an experiment's overrides use the keys SkyRL documents and an unknown key is an error.
 

@@ -121,7 +121,7 @@ class EksCluster(Construct):
             ),
         )
         # Read by the HyperPod cluster's create-only Orchestrator: a strong reference (export) makes CloudFormation
-        # refuse a change that replaces this cluster under it (README, "Cross-stack references").
+        # refuse a change that replaces this cluster under it (docs/review-gate.md, "Cross-stack references").
         cdk.CrossStackReferences.of(self.cluster).produce(cdk.ReferenceStrength.STRONG)
         # eks_v2 always uses authentication mode API, which HyperPod requires (API or API_AND_CONFIG_MAP).
 

@@ -107,7 +107,7 @@ class GitHelmInstaller(Construct):
             # A repository tarball plus the chart's downloaded dependencies.
             ephemeral_storage_size=cdk.Size.gibibytes(2),
             # The API endpoint may be private: run next to it; NAT gives the route to GitHub and the
-            # chart repositories (or a mirror replaces them: README "The git Helm installer").
+            # chart repositories (or a mirror replaces them: docs/helm-installer.md).
             vpc=cluster.vpc,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             security_groups=[self.security_group],
@@ -219,7 +219,7 @@ class HelmChartFromGit(Construct):
                 [
                     f"config error: helm_installer.archive_sha256 has no pin for {source_archive}, and this project "
                     f"ships no sha256 list of {chart_path} at commit {commit} (skyrl_hyperpod/validation/"
-                    "hyperpod_chart_sums/): add the tarball's sha256 (README, 'The git Helm installer')"
+                    "hyperpod_chart_sums/): add the tarball's sha256 (docs/helm-installer.md)"
                 ]
             )
         self.commit = commit

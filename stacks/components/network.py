@@ -54,7 +54,7 @@ class HyperPodSubnet(Construct):
             map_public_ip_on_launch=False,
         )
         # Read by FSx and the HyperPod cluster, both create-only: strong references (exports) make CloudFormation
-        # refuse a change that replaces this subnet under them (README, "Cross-stack references").
+        # refuse a change that replaces this subnet under them (docs/review-gate.md, "Cross-stack references").
         cdk.CrossStackReferences.of(self.cfn_subnet).produce(cdk.ReferenceStrength.STRONG)
         self.route_table = ec2.CfnRouteTable(self, "RouteTable", vpc_id=vpc.vpc_id)
         ec2.CfnSubnetRouteTableAssociation(
@@ -97,7 +97,7 @@ class HyperPodSecurityGroup(Construct):
             description="HyperPod nodes and FSx for Lustre: EFA and Lustre traffic between members",
             allow_all_outbound=True,
         )
-        # Read by FSx, the HyperPod cluster and the EKS cluster, all create-only: strong (README, "Cross-stack references").
+        # Read by FSx, the HyperPod cluster and the EKS cluster, all create-only: strong (docs/review-gate.md, "Cross-stack references").
         cdk.CrossStackReferences.of(self.security_group).produce(cdk.ReferenceStrength.STRONG)
         group = self.security_group
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic between members of this group")
@@ -129,7 +129,7 @@ class PlatformNetwork(Construct):
             ],
             restrict_default_security_group=True,
         )
-        # Read by the EKS cluster's create-only SubnetIds: strong (README, "Cross-stack references").
+        # Read by the EKS cluster's create-only SubnetIds: strong (docs/review-gate.md, "Cross-stack references").
         for subnet in self.vpc.private_subnets:
             cdk.CrossStackReferences.of(subnet).produce(cdk.ReferenceStrength.STRONG)
         allocated = [s.ipv4_cidr_block for s in (*self.vpc.public_subnets, *self.vpc.private_subnets)]

@@ -119,7 +119,7 @@ class HyperPodObservability(Construct):
         self.prometheus = aps.CfnWorkspace(
             self, "Prometheus", alias=f"{name_prefix}-hyperpod", alert_manager_definition=alert_manager_definition
         )
-        # Metrics history is data: keep it when the stack goes away (README: teardown).
+        # Metrics history is data: keep it when the stack goes away (docs/teardown.md).
         self.prometheus.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
         # Built like the add-on's own templates do: no trailing slash, unlike attr_prometheus_endpoint.
         prometheus_endpoint = (

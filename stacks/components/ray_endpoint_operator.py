@@ -57,8 +57,8 @@ class RayEndpointOperator(Construct):
         if not (operator.enabled and operator.commit):  # enabled requires a commit (RayEndpointOperatorConfig)
             raise ValueError("RayEndpointOperator needs ray_endpoint_operator.enabled and its commit")
         stack = cdk.Stack.of(self)
-        # Web browser access is turned on by the configuration values the user gives (README, "Ray endpoint
-        # operator"). No version knob: EKS picks the default for the cluster version.
+        # Web browser access is turned on by the configuration values the user gives
+        # (docs/ray-endpoint-operator.md). No version knob: EKS picks the default for the cluster version.
         self.spaces_addon = managed_addon(
             self,
             "SageMakerSpaces",
