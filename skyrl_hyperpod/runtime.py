@@ -29,7 +29,7 @@ def exit_after_synth() -> NoReturn:
 
     Runs the atexit handlers (jsii's stops its Node process and removes its temporary runtime copy),
     flushes stdout/stderr, then leaves with os._exit: freeing the tens of thousands of objects that
-    aws-cdk-lib's Python bindings define takes measurable time (see the README's performance
+    aws-cdk-lib's Python bindings define takes measurable time (see docs/performance.md's
     section) and has no effect a caller can see. Only for
     entry points that start no non-daemon threads (they would not be joined). A flush that fails
     (e.g. a closed pipe) exits 120, as the interpreter itself would."""

@@ -23,9 +23,9 @@ sys.dont_write_bytecode = False
 prefer_venv_node()
 # aws-cdk-lib's built-in synth-time CloudFormation validation is off in the tests: every template they
 # synthesize is checked with cfn-lint instead (`cfn_lint_errors`), which covers the same resource
-# schemas, and the built-in check would repeat that work in every synth (README, "Performance"). Set before aws_cdk is imported, so
+# schemas, and the built-in check would repeat that work in every synth (docs/performance.md). Set before aws_cdk is imported, so
 # the jsii runtime and every subprocess app (`app.py` runs in test_config) inherit it.
-# `cdk synth` / `cdk deploy` keep it on (see README, "Performance").
+# `cdk synth` / `cdk deploy` keep it on (see docs/performance.md).
 os.environ["CDK_VALIDATION"] = "false"
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def assembly_for():
 def pytest_collection_finish(session):
     # The modules, schemas and jsii proxies that collection loads live for the whole session. Freezing them
     # moves them out of the cyclic collector's reach, so its passes during the tests walk only what the tests
-    # create (README, "Performance", measures it). Nothing is hidden: garbage the tests make is still collected
+    # create (docs/performance.md measures it). Nothing is hidden: garbage the tests make is still collected
     # and its unraisable exceptions still reported; only cycles among these session-long objects are kept.
     import gc
 

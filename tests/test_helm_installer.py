@@ -517,7 +517,7 @@ def test_objects_another_release_owns_fail_with_the_way_out(harness):
     harness.scenario({"upgrade": "error", "error": ownership})
     response = harness.invoke()
     assert response["Status"] == "FAILED" and 'current value is "dependencies"' in response["Reason"]
-    assert "hand them to hyperpod-dependencies first (README" in response["Reason"]
+    assert "hand them to hyperpod-dependencies first (docs/helm-installer.md" in response["Reason"]
 
 
 def test_a_failed_update_answers_with_the_id_it_had(harness):

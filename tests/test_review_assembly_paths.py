@@ -1,6 +1,6 @@
 """`skyrl-hp review` reads only inside the cloud assemblies it is given.
 
-In CI the head's assembly is a pull request's output (README, "In CI"): its manifest.json can name any path. Each
+In CI the head's assembly is a pull request's output (docs/review-gate.md, "In CI"): its manifest.json can name any path. Each
 case puts a valid template where a path leads outside the assembly, so that the confinement is the only reason
 the review refuses it.
 """

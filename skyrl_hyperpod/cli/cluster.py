@@ -155,7 +155,7 @@ def kubeconfig(
     """Write kubectl's context for the cluster and make it current, as `hyp set-cluster-context` does.
 
     The HyperPod cluster's EKS orchestrator comes from sagemaker:DescribeCluster, its endpoint and CA from
-    eks:DescribeCluster; the context's namespace is cluster_workloads.namespace. Other entries of the file are kept.
+    eks:DescribeCluster; the context's namespace is workloads.namespace. Other entries of the file are kept.
     """
     config = load_project_config(config_path, region=region)
     chosen = _region(ctx, region, config, profile)

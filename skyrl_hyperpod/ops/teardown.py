@@ -2,7 +2,7 @@
 
 Offline and read-only: it prints commands, it never runs them. What stays behind on purpose (data) and
 by CloudFormation's or the services' own doing (log groups, a retained key) is listed with the command
-that removes each, and the README's teardown section lists the same (a test keeps them in step).
+that removes each, and docs/teardown.md lists the same (a test keeps them in step).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def plan(config: ProjectConfig, config_file: str | None = None, region: str | No
 
 
 def leftovers(config: ProjectConfig) -> list[Leftover]:
-    """What remains after the plan, and how to remove each (README: Teardown)."""
+    """What remains after the plan, and how to remove each (docs/teardown.md)."""
     prefix = config.name_prefix
     items = [
         Leftover(

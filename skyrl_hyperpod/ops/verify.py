@@ -8,7 +8,7 @@
   namespace's NetworkPolicies are not enforced;
 - the KubeRay operator's Deployments available;
 - the FSx claim Bound;
-- NCCL on EFA, from a training worker's log (NCCL's INFO lines, README "EFA");
+- NCCL on EFA, from a training worker's log (NCCL's INFO lines, docs/runbook.md, "EFA");
 - Ray's object store per worker, as `ray status` reports it, against the size the pods configure.
 """
 
@@ -170,7 +170,7 @@ def check_nccl_efa(cluster: Cluster, config: ProjectConfig) -> list[CheckResult]
                 "FAIL",
                 name,
                 f"{pod}: NCCL fell back to TCP sockets",
-                "check /dev/infiniband/uverbs0 in the worker pod and `fi_info -p efa` (README, EFA)",
+                "check /dev/infiniband/uverbs0 in the worker pod and `fi_info -p efa` (docs/runbook.md, EFA)",
             )
         ]
     return [

@@ -1,4 +1,4 @@
-"""Offline validation of the synthesized Kubernetes manifests (README, "Validation").
+"""Offline validation of the synthesized Kubernetes manifests (docs/validation.md).
 
 - `ray.io/v1` objects: KubeRay v1.7.0 CRD schemas the way the API server applies them (defaults
   first, then validation with unknown fields rejected instead of silently pruned), then the CRDs'

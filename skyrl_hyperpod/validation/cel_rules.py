@@ -145,8 +145,7 @@ def _first_error(text: str) -> str:
 def kind_rules(directory: Path, kind: str) -> CompiledRules:
     """The compiled rules of one kind's v1 schema, once per process.
 
-    Not cached on disk: compiling the rules costs little next to parsing the CRD they come from (README,
-    "Performance")."""
+    Not cached on disk: compiling the rules costs little next to parsing the CRD they come from (docs/performance.md)."""
     from .crds import crd_schema
 
     return compile_rules(schema_rules(kind, crd_schema(directory, kind)))

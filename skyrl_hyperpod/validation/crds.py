@@ -120,7 +120,7 @@ def _v1_only_document(data: bytes) -> JsonObject | None:
     """The CRD with spec.versions reduced to the v1 entry, parsing only that entry's YAML.
 
     Every KubeRay CRD serves v1 and the deprecated v1alpha1, each with its own full schema: parsing only
-    v1 halves the time the YAML takes (bench/run.py's cold `cdk8s synth`; README, "Performance"). The split relies on the layout of the checksum-pinned files
+    v1 halves the time the YAML takes (bench/run.py's cold `cdk8s synth`; docs/performance.md). The split relies on the layout of the checksum-pinned files
     (tests/test_validation.py checks it against a full parse); None when the layout is not the expected
     one, and the caller parses everything."""
     head, found, versions = data.partition(_VERSIONS_KEY)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from skyrl_hyperpod.ops.review import rules
-from skyrl_hyperpod.ops.review.model import ReviewRule
+from skyrl_hyperpod.ops.review.model import ReviewRule, Rule
 from skyrl_hyperpod.ops.review.render import SECTION_HEADINGS
 
 RULES_DIR = Path(rules.__file__).parent
 TESTS_DIR = Path(__file__).parent
 
 
-def module_name(rule: rules.Rule) -> str:
+def module_name(rule: Rule) -> str:
     return rule.check.__module__.rsplit(".", 1)[-1]
 
 

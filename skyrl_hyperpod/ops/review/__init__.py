@@ -4,7 +4,7 @@ BASE and HEAD are each a cloud assembly directory (`cdk.out`, holding manifest.j
 holds `cdk.out/`, the cdk8s `dist/` manifests and optionally `cost.json` (`skyrl-hp cost --json` of that
 side). Nothing is synthesized here.
 
-Which source decides which verdict (see README, "skyrl-hp review"):
+Which source decides which verdict (see docs/review-gate.md):
 
 - REPLACE: a changed property is in the resource schema's `createOnlyProperties` (the CloudFormation
   resource provider schemas cfn-lint ships), or the CDK service spec that `cdk diff` reads

@@ -313,7 +313,7 @@ class ReplacementFacts:
 # then leaves it installed (owner label), but the release is upgraded by a new resource.
 HELM_RELEASE_TYPE = "Custom::HelmChartFromGit"
 HELM_RELEASE_IDENTITY = ("ClusterName", "Namespace", "Release")
-HELM_INSTALLER_SOURCE = "README.md#the-git-helm-installer"
+HELM_INSTALLER_SOURCE = "docs/helm-installer.md"
 
 
 def helm_release_replaced(change: ResourceChange, old: dict[str, Any], new: dict[str, Any]) -> bool:

@@ -999,7 +999,7 @@ class Installer:
         elif self.require_pins or pinned_only:
             raise InstallError(
                 f"archive {name} (sha256 {actual}) has no pin in ArchiveDigests and pins are required: add "
-                "helm_installer.archive_sha256 for it once you have checked the file (README, 'The git Helm installer')"
+                "helm_installer.archive_sha256 for it once you have checked the file (docs/helm-installer.md)"
             )
         elif key in recorded:
             expected = recorded[key]
@@ -1095,8 +1095,8 @@ class Installer:
                 raise
             # Typically a renamed release whose objects the old release still owns.
             raise InstallError(
-                f"{error} -- objects of another release: hand them to {self.release} first (README, 'The git Helm "
-                "installer', renaming a release)"
+                f"{error} -- objects of another release: hand them to {self.release} first "
+                "(docs/helm-installer.md, renaming a release)"
             ) from error
 
     def apply(self) -> None:
