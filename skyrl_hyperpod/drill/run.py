@@ -23,6 +23,7 @@ SITE_DIR = Path(__file__).with_name("site")
 STOP_MARKER = "SKYRL_HP_DRILL_STOP"
 GPU_BOUNDARY = "gpu-boundary"
 TRAINER_START = "trainer-start"
+RESUME = "resume"
 DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 _EXCEPTION_LINE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s*)?([A-Za-z_][\w.]*(?:Error|Exception)(?:\([\w.]+\))?: .*)$")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from . import kuberay, serve, synth
+from . import kuberay, resume, serve, synth
 from .layout import Entrypoint
 from .run import TRAINER_START, Outcome, boundary_summary
 
@@ -37,6 +37,8 @@ class Scenario:
     cluster: Literal["training", "serving"]
     run: Callable[[Drill], list[Outcome]]
     description: str
+    # Run by `make drill`; the others only when named (`--scenario`), because each costs a full SkyRL start.
+    default: bool = True
 
 
 def token_auth(drill: Drill) -> list[Outcome]:
@@ -142,6 +144,20 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("job-env-vars", "training", job_env_vars, job_env_vars.__doc__ or ""),
         Scenario(
             "mutation-old-runtime-env", "training", mutation_old_runtime_env, mutation_old_runtime_env.__doc__ or ""
+        ),
+        # After the others on the training cluster: it replaces that cluster with a new one, as KubeRay's retry does.
+        Scenario(
+            "resume-after-driver-loss",
+            "training",
+            resume.resume_after_driver_loss,
+            resume.resume_after_driver_loss.__doc__ or "",
+        ),
+        Scenario(
+            "mutation-resume-none",
+            "training",
+            resume.mutation_resume_none,
+            resume.mutation_resume_none.__doc__ or "",
+            default=False,
         ),
         Scenario("rayservice", "serving", rayservice, rayservice.__doc__ or ""),
     )
