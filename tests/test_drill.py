@@ -323,6 +323,7 @@ def test_scenarios_are_registered_with_their_cluster():
         "job-env-vars": "training",
         "mutation-old-runtime-env": "training",
         "resume-after-driver-loss": "training",
+        "step-file-names-half-written": "training",
         "mutation-resume-none": "training",
         "rayservice": "serving",
     }
@@ -425,3 +426,77 @@ def test_the_resume_mutation_needs_the_checkpoints_of_the_resume_scenario(manife
     drill = types.SimpleNamespace(rayjobs=[manifests.rayjobs()[0]], training=FakeTraining(tmp_path, newest=16))
     [outcome] = resume.mutation_resume_none(drill)
     assert not outcome.ok and "has no checkpoint; run resume first" in outcome.line
+
+
+def skyrl_checkpoint(ckpt: Path, step: int, *, complete: bool = True) -> None:
+    """A checkpoint folder as SkyRL's save_checkpoints writes it with the drill's stand-in FSDP workers."""
+    import zipfile
+
+    policy = ckpt / f"global_step_{step}" / "policy"
+    policy.mkdir(parents=True)
+    if not complete:
+        (policy / f"{resume.STANDIN_STATE}.partial").write_text("shard 0\n")
+        return
+    (policy / resume.STANDIN_STATE).write_text("state\n")
+    for name in resume.STATE_FILES:
+        with zipfile.ZipFile(policy.parent / name, "w") as archive:
+            archive.writestr("archive/data.pkl", b"")
+    (ckpt / "latest_ckpt_global_step.txt").write_text(str(step))
+
+
+def test_the_layout_check_wants_skyrls_layout_after_a_driver_lost_mid_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    for step in (8, 16):
+        skyrl_checkpoint(ckpt, step)
+    skyrl_checkpoint(ckpt, 20, complete=False)
+    assert resume.layout_problems(ckpt, [8, 16], 20) == []
+    (ckpt / "global_step_8" / "data.pt").unlink()
+    (ckpt / "latest_ckpt_global_step.txt").write_text("20")
+    (ckpt / "global_step_20" / "trainer_state.pt").write_bytes(b"")
+    assert resume.layout_problems(ckpt, [8, 16], 20) == [
+        "global_step_8 lacks data.pt",
+        "latest_ckpt_global_step.txt says 20, not 16",
+        "global_step_20 is complete, not half-written",
+    ]
+    (ckpt / "global_step_16" / "trainer_state.pt").write_bytes(b"not a zip")
+    assert "global_step_16/trainer_state.pt is not what torch.save writes" in resume.layout_problems(ckpt, [16], 20)
+
+
+def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "drill_site_resume", REPO_ROOT / "skyrl_hyperpod/drill/site/sitecustomize.py"
+    )
+    site = importlib.util.module_from_spec(spec)
+    monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
+    spec.loader.exec_module(site)
+
+    class BasePPOExp:
+        def __init__(self, cfg):
+            self.cfg = cfg
+
+        def _setup_trainer(self):
+            return "GPU work"
+
+    module = type(sys)("main_base")
+    module.BasePPOExp = BasePPOExp
+    site._patch(module)
+    monkeypatch.setenv("HP_DRILL_DIR", str(tmp_path))
+    (tmp_path / "stop-at").write_text(f"{RESUME}\n")
+    monkeypatch.setattr(site, "_resume_trainer", lambda experiment: "SkyRL's trainer with stand-in workers")
+    assert BasePPOExp("cfg")._setup_trainer() == "SkyRL's trainer with stand-in workers"
+    assert site.RESUME == RESUME and site.RESUME_PLAN == resume.RESUME_PLAN
+    assert site.STANDIN_STATE == resume.STANDIN_STATE
+    # The stand-in workers write their state where SkyRL hands them a checkpoint folder, and report loading it.
+    dispatch = site._StandInDispatch()
+    dispatch.save_checkpoint("policy", str(tmp_path / "global_step_8" / "policy"))
+    dispatch.load_checkpoint("policy", str(tmp_path / "global_step_8" / "policy"), load_optimizer_states=True)
+    assert dispatch.loaded == [{"model": "policy", "dir": str(tmp_path / "global_step_8" / "policy"), "state": True}]
+
+
+def test_make_drill_runs_every_scenario_but_the_named_only_ones():
+    from skyrl_hyperpod.drill.__main__ import default_scenarios
+
+    named_only = {"step-file-names-half-written", "mutation-resume-none"}
+    assert [s.name for s in default_scenarios()] == [n for n in SCENARIOS if n not in named_only]

@@ -197,7 +197,9 @@ def test_a_step_file_truncated_by_a_crash_is_repaired_to_the_newest_complete_che
 
 
 @pytest.mark.parametrize("damage", ["missing", "cut short"])
-def test_a_step_file_naming_an_incomplete_checkpoint_is_pointed_back_at_the_newest_complete_one(skyrl, tmp_path, damage):
+def test_a_step_file_naming_an_incomplete_checkpoint_is_pointed_back_at_the_newest_complete_one(
+    skyrl, tmp_path, damage
+):
     # SkyRL writes the step file after trainer_state.pt, but a node lost before its page cache reached the shared
     # file system can leave the step file without the state it names.
     ckpt = tmp_path / "ckpt"

@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(os.environ[RUN_DIR_ENV])
     logs = str(run_dir)
     drill = Drill(config=config, manifests=manifests, env=env, run_dir=run_dir)
-    selected = [SCENARIOS[name] for name in args.scenario] if args.scenario else default_scenarios()
+    named = set(args.scenario or ())
+    selected = [s for s in SCENARIOS.values() if s.name in named] if named else default_scenarios()
     outcomes: list[Outcome] = []
     try:
         # Each cluster is started only for the scenarios that need it, and stopped whatever they do.
@@ -175,7 +176,7 @@ def parser() -> argparse.ArgumentParser:
         "--scenario",
         action="append",
         choices=sorted(SCENARIOS),
-        help=f"run only these (repeatable; default: all but {named_only or 'none'})",
+        help=f"run only these, in registry order (repeatable; default: all but {named_only or 'none'})",
     )
     parser.add_argument("--keep", action="store_true", help="keep the run directory after a passing drill")
     return parser

@@ -176,8 +176,7 @@ def retry_verdict(run: JobRun, ckpt: Path, newest_complete: int, *, what: str) -
 def resume_after_driver_loss(drill: Drill) -> list[Outcome]:
     """A RayJob's driver is killed while SkyRL writes a checkpoint; KubeRay's retry (a new cluster, a new
     submission of the same entrypoint) resumes at the step after the newest complete checkpoint, through SkyRL's
-    own load_checkpoints; a step file naming a half-written checkpoint is pointed back by train_job.py; another
-    run's directory is refused in one line."""
+    own load_checkpoints; another run's directory is refused in one line."""
     rayjob = drill.rayjobs[0]
     name = rayjob["metadata"]["name"]
     ckpt = checkpoint_dir(drill, rayjob)
@@ -226,19 +225,6 @@ def resume_after_driver_loss(drill: Drill) -> list[Outcome]:
         )
     )
 
-    # A step file naming a checkpoint whose trainer state never reached the shared file system (a lost node's
-    # unflushed page cache): SkyRL alone fails on it every retry (tests/test_resume.py); train_job.py points it back.
-    (ckpt / LATEST_STEP_FILE).write_text(str(dying), encoding="utf-8")
-    again = drill.training.submit(rayjob, timeout=JOB_TIMEOUT_SECONDS, stop_at=RESUME)
-    repaired = f"names {STEP_PREFIX}{dying}, which is not complete: set to {saved[-1]}" in again.logs
-    verdict = retry_verdict(again, ckpt, saved[-1], what=f"resume: {LATEST_STEP_FILE} naming the half-written {dying}")
-    outcomes.append(
-        Outcome(
-            verdict.ok and repaired,
-            verdict.line + ("" if repaired else " (train_job.py did not point the step file back)"),
-        )
-    )
-
     # Another experiment configured onto this run's directory: refused before SkyRL starts, nothing touched.
     other = with_overrides(rayjob, {RUN_NAME_KEY: f"{overrides_of(rayjob)[RUN_NAME_KEY]}-other"}, name=f"{name}-other")
     before = sorted(path.name for path in ckpt.iterdir())
@@ -257,6 +243,32 @@ def resume_after_driver_loss(drill: Drill) -> list[Outcome]:
         )
     )
     return outcomes
+
+
+def step_file_naming_a_half_written_checkpoint(drill: Drill) -> list[Outcome]:
+    """latest_ckpt_global_step.txt naming the half-written checkpoint the resume scenario left (a lost node's
+    unflushed trainer_state.pt): SkyRL alone fails on it every retry (tests/test_resume.py); train_job.py points it
+    back and SkyRL resumes after the newest complete checkpoint."""
+    rayjob = drill.rayjobs[0]
+    ckpt = checkpoint_dir(drill, rayjob)
+    newest = latest_step(ckpt)
+    steps = sorted(int(p.name.removeprefix(STEP_PREFIX)) for p in ckpt.glob(f"{STEP_PREFIX}*") if p.is_dir())
+    half = [step for step in steps if not (ckpt / f"{STEP_PREFIX}{step}" / "trainer_state.pt").exists()]
+    if newest is None or not half:
+        return [
+            Outcome(False, f"drill: resume: {ckpt} has no half-written checkpoint; run resume-after-driver-loss first")
+        ]
+    dying = half[-1]
+    (ckpt / LATEST_STEP_FILE).write_text(str(dying), encoding="utf-8")
+    again = drill.training.submit(rayjob, timeout=JOB_TIMEOUT_SECONDS, stop_at=RESUME)
+    repaired = f"names {STEP_PREFIX}{dying}, which is not complete: set to {newest}" in again.logs
+    verdict = retry_verdict(again, ckpt, newest, what=f"resume: {LATEST_STEP_FILE} naming the half-written {dying}")
+    return [
+        Outcome(
+            verdict.ok and repaired,
+            verdict.line + ("" if repaired else " (train_job.py did not point the step file back)"),
+        )
+    ]
 
 
 def mutation_resume_none(drill: Drill) -> list[Outcome]:

@@ -37,7 +37,8 @@ class Scenario:
     cluster: Literal["training", "serving"]
     run: Callable[[Drill], list[Outcome]]
     description: str
-    # Run by `make drill`; the others only when named (`--scenario`), because each costs a full SkyRL start.
+    # Run by `make drill`; the others only when named (`--scenario`): each costs one more SkyRL start, and the
+    # resume ones work on the directory resume-after-driver-loss leaves (name it first).
     default: bool = True
 
 
@@ -151,6 +152,13 @@ SCENARIOS: dict[str, Scenario] = {
             "training",
             resume.resume_after_driver_loss,
             resume.resume_after_driver_loss.__doc__ or "",
+        ),
+        Scenario(
+            "step-file-names-half-written",
+            "training",
+            resume.step_file_naming_a_half_written_checkpoint,
+            resume.step_file_naming_a_half_written_checkpoint.__doc__ or "",
+            default=False,
         ),
         Scenario(
             "mutation-resume-none",
