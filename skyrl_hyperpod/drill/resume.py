@@ -31,25 +31,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import kuberay
-from .layout import Entrypoint
-from .run import RESUME, STOP_MARKER, JobRun, Outcome, Submission, parse_stop
+from .layout import Entrypoint, load_train_job
+from .run import JOB_TIMEOUT_SECONDS, RESUME, STOP_MARKER, JobRun, Outcome, Submission, parse_stop
+from .synth import JOB_SCRIPT
 
 if TYPE_CHECKING:
     from .__main__ import Drill
 
-# SkyRL's names (skyrl/train/trainer.py, skyrl/train/utils/trainer_utils.py GLOBAL_STEP_PREFIX).
-LATEST_STEP_FILE = "latest_ckpt_global_step.txt"
-STEP_PREFIX = "global_step_"
-STATE_FILES = ("data.pt", "trainer_state.pt")
-# The stand-in FSDP workers' state file (site/sitecustomize.py STANDIN_STATE).
+_JOB = load_train_job(JOB_SCRIPT)
+# SkyRL's names (skyrl/train/trainer.py, skyrl/train/utils/trainer_utils.py GLOBAL_STEP_PREFIX), as the RayJob's
+# entry script knows them, and the overrides it reads.
+LATEST_STEP_FILE: str = _JOB.LATEST_STEP_FILE
+STEP_PREFIX: str = _JOB.STEP_DIR_PREFIX
+TRAINER_STATE_FILE: str = _JOB.TRAINER_STATE_FILE
+STATE_FILES = ("data.pt", TRAINER_STATE_FILE)
+CKPT_PATH_KEY: str = _JOB.CKPT_PATH_KEY
+RUN_NAME_KEY: str = _JOB.RUN_NAME_KEY
+RESUME_MODE_KEY = "trainer.resume_mode"
+# The stand-in FSDP workers' state file and the plan file the trainer reads (site/sitecustomize.py).
 STANDIN_STATE = "standin-model-state.txt"
 RESUME_PLAN = "resume-plan.json"
-CKPT_PATH_KEY = "trainer.ckpt_path"
-RUN_NAME_KEY = "trainer.run_name"
-RESUME_MODE_KEY = "trainer.resume_mode"
 # Checkpoints the first attempt completes before it dies while writing the next one.
 COMPLETE_SAVES = 2
-JOB_TIMEOUT_SECONDS = 900
 KILLED_JOB_SECONDS = 180
 
 
@@ -102,12 +105,12 @@ def layout_problems(ckpt: Path, saved: list[int], dying: int) -> list[str]:
         missing += [] if (folder / "policy" / STANDIN_STATE).is_file() else [f"policy/{STANDIN_STATE}"]
         if missing:
             problems.append(f"{folder.name} lacks {', '.join(missing)}")
-        elif not zipfile.is_zipfile(folder / "trainer_state.pt"):
-            problems.append(f"{folder.name}/trainer_state.pt is not what torch.save writes")
+        elif not zipfile.is_zipfile(folder / TRAINER_STATE_FILE):
+            problems.append(f"{folder.name}/{TRAINER_STATE_FILE} is not what torch.save writes")
     if latest_step(ckpt) != (saved[-1] if saved else None):
         problems.append(f"{LATEST_STEP_FILE} says {latest_step(ckpt)}, not {saved[-1] if saved else None}")
     half = ckpt / f"{STEP_PREFIX}{dying}"
-    if not half.is_dir() or (half / "trainer_state.pt").exists():
+    if not half.is_dir() or (half / TRAINER_STATE_FILE).exists():
         problems.append(f"{half.name} is {'complete' if half.is_dir() else 'missing'}, not half-written")
     return problems
 
@@ -253,7 +256,7 @@ def step_file_naming_a_half_written_checkpoint(drill: Drill) -> list[Outcome]:
     ckpt = checkpoint_dir(drill, rayjob)
     newest = latest_step(ckpt)
     steps = sorted(int(p.name.removeprefix(STEP_PREFIX)) for p in ckpt.glob(f"{STEP_PREFIX}*") if p.is_dir())
-    half = [step for step in steps if not (ckpt / f"{STEP_PREFIX}{step}" / "trainer_state.pt").exists()]
+    half = [step for step in steps if not (ckpt / f"{STEP_PREFIX}{step}" / TRAINER_STATE_FILE).exists()]
     if newest is None or not half:
         return [
             Outcome(False, f"drill: resume: {ckpt} has no half-written checkpoint; run resume-after-driver-loss first")

@@ -19,7 +19,7 @@ import yaml
 
 from . import kuberay, resume, serve, synth
 from .layout import Entrypoint
-from .run import TRAINER_START, Outcome, boundary_summary
+from .run import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
 if TYPE_CHECKING:
     from .__main__ import Drill
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 MERGE_ERROR = "Failed to merge the Job's runtime env"
 # README's example: one variable SkyRL passes on itself (it goes on the entrypoint), one it does not (runtimeEnvYAML).
 JOB_ENV_OVERLAY = {"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}}}}
-# SkyRL's override parser, validation and initialize_ray take well under this on two cores.
-JOB_TIMEOUT_SECONDS = 900
 
 
 @dataclass(frozen=True)
