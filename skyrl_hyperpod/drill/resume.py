@@ -129,10 +129,14 @@ def wait_for_report(submission: Submission, key: str, timeout: float) -> dict[st
     while time.monotonic() < deadline:
         logs = submission.log_path.read_text(encoding="utf-8", errors="replace")
         for line in logs.splitlines():
-            if STOP_MARKER in line:
+            if STOP_MARKER not in line:
+                continue
+            try:
                 report = json.loads(line.split(STOP_MARKER, 1)[1].strip())
-                if key in report:
-                    return dict(report)
+            except ValueError:  # the line is still being written
+                continue
+            if key in report:
+                return dict(report)
         if submission.process.poll() is not None:
             return None
         time.sleep(2)
