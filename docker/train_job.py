@@ -12,7 +12,8 @@
    trainer.run_name): a retry of the same run finds its own marker and SkyRL resumes (resume_mode=latest);
    a directory that holds another run's checkpoints, or checkpoints without a marker, is refused in one
    line instead of being resumed from or overwritten. A latest_ckpt_global_step.txt left empty by a crash
-   during SkyRL's write of it is pointed back at the newest complete checkpoint.
+   during SkyRL's write of it, or naming a checkpoint whose trainer state is missing or cut short, is pointed
+   back at the newest complete checkpoint.
 3. Replaces itself with `python examples/train/visgym/entrypoint.py --env_variant sft <overrides>`
    run from --skyrl-dir, so SkyRL's exit code is the job's exit code.
 
@@ -40,6 +41,7 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -491,25 +493,33 @@ def latest_complete_step(ckpt_dir: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def checkpoint_complete(ckpt_dir: Path, step: int) -> bool:
+    """Whether global_step_<step> holds a whole trainer_state.pt, the file SkyRL writes last in a checkpoint folder
+    and reads first on resume. torch.save writes a zip archive (PyTorch's default format since 1.6), whose
+    directory sits at its end: a file cut short by a crash, or never flushed by a lost node, is not one."""
+    return zipfile.is_zipfile(ckpt_dir / f"{STEP_DIR_PREFIX}{step}" / TRAINER_STATE_FILE)
+
+
 def repair_latest_step_file(ckpt_dir: Path) -> int | None:
-    """Rewrite an empty or garbled latest_ckpt_global_step.txt (SkyRL opens it with "w", so a crash during
-    that write truncates it, and SkyRL's int() of it then fails every retry) with the newest checkpoint
-    whose trainer_state.pt exists: SkyRL writes that file last before the step file, so such a directory
-    is complete. Returns the step written, or None when there was nothing to repair."""
+    """Point latest_ckpt_global_step.txt back at the newest complete checkpoint when it is not a step number
+    (SkyRL opens it with "w", so a crash during that write truncates it, and SkyRL's int() of it then fails
+    every retry) or names a checkpoint that is not complete (written files a lost node never flushed to the
+    shared file system: SkyRL's load_checkpoints would fail on it every retry). Returns the step written, or
+    None when there was nothing to repair."""
     path = ckpt_dir / LATEST_STEP_FILE
-    if not path.exists() or latest_complete_step(ckpt_dir) is not None:
+    if not path.exists():
         return None
-    complete = [
-        step
-        for step in checkpoint_steps(ckpt_dir)
-        if (ckpt_dir / f"{STEP_DIR_PREFIX}{step}" / TRAINER_STATE_FILE).is_file()
-    ]
+    named = latest_complete_step(ckpt_dir)
+    if named is not None and checkpoint_complete(ckpt_dir, named):
+        return None
+    what = "was not a step number" if named is None else f"names global_step_{named}, which is not complete"
+    complete = [step for step in checkpoint_steps(ckpt_dir) if checkpoint_complete(ckpt_dir, step)]
     if not complete:
         path.unlink()
-        log(f"{path} was not a step number and no checkpoint is complete: removed, training starts from step 1")
+        log(f"{path} {what} and no checkpoint is complete: removed, training starts from step 1")
         return None
     _write_atomically(path, str(complete[-1]))
-    log(f"{path} was not a step number: set to {complete[-1]}, the newest complete checkpoint")
+    log(f"{path} {what}: set to {complete[-1]}, the newest complete checkpoint")
     return complete[-1]
 
 

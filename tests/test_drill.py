@@ -10,13 +10,14 @@ import shlex
 import stat
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 import yaml
 from test_charts import synth
 
-from skyrl_hyperpod.drill import kuberay
+from skyrl_hyperpod.drill import kuberay, resume
 from skyrl_hyperpod.drill.cluster import convert_param_map, plan_cluster, quantity
 from skyrl_hyperpod.drill.layout import (
     Entrypoint,
@@ -28,7 +29,7 @@ from skyrl_hyperpod.drill.layout import (
     visgym_rows,
 )
 from skyrl_hyperpod.drill.manifests import Manifests
-from skyrl_hyperpod.drill.run import DOCKERFILE, GPU_BOUNDARY, JobRun, boundary_summary, job_env, parse_stop
+from skyrl_hyperpod.drill.run import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
 from skyrl_hyperpod.drill.scenarios import SCENARIOS, old_runtime_env_placement
 from skyrl_hyperpod.drill.visgym_entrypoint import split_env_variant
 
@@ -321,6 +322,9 @@ def test_scenarios_are_registered_with_their_cluster():
         "rayjobs": "training",
         "job-env-vars": "training",
         "mutation-old-runtime-env": "training",
+        "resume-after-driver-loss": "training",
+        "step-file-names-half-written": "training",
+        "mutation-resume-none": "training",
         "rayservice": "serving",
     }
 
@@ -336,3 +340,163 @@ def test_the_drill_needs_its_environment(tmp_path):
         capture_output=True, text=True, check=False, env={**os.environ, "HP_DRILL_NAMESPACE": "1"},
     )  # fmt: skip
     assert result.returncode == 2 and "no drill environment at" in result.stderr
+
+
+# --- retries that resume ------------------------------------------------------------------------------------------
+
+
+def resume_report(first_step: int, loaded: list[str], resume_mode: str = "latest") -> dict:
+    return {
+        "at": RESUME, "first_step": first_step, "resume_mode": resume_mode, "epoch": 2,
+        "loaded": [{"model": "policy", "dir": d, "state": True} for d in loaded], "standins": "FSDP workers",
+    }  # fmt: skip
+
+
+def test_a_retry_passes_only_when_skyrl_loaded_the_newest_complete_checkpoint_and_trains_the_next_step(tmp_path):
+    ckpt = tmp_path / "runs" / "maze-grpo" / "ckpt"
+    good = job_run(resume_report(17, [str(ckpt / "global_step_16" / "policy")]))
+    assert resume.retry_verdict(good, ckpt, 16, what="retry").ok
+    for report in (
+        resume_report(1, [], resume_mode="none"),  # resume disabled: starts over
+        resume_report(21, [str(ckpt / "global_step_20" / "policy")]),  # the half-written checkpoint chosen
+        resume_report(17, [str(tmp_path / "runs" / "other" / "ckpt" / "global_step_16" / "policy")]),  # wrong dir
+        resume_report(17, []),  # the step without the models' state
+    ):
+        outcome = resume.retry_verdict(job_run(report), ckpt, 16, what="retry")
+        assert not outcome.ok and "did not resume at step 17 after global_step_16" in outcome.line
+    stopped = resume.retry_verdict(job_run(None, "ValueError: bad\n"), ckpt, 16, what="retry")
+    assert not stopped.ok and stopped.line.endswith("never reached its first training step: ValueError: bad")
+
+
+def test_with_overrides_changes_only_the_named_skyrl_overrides(manifests, tmp_path):
+    rayjob = manifests.rayjobs()[0]
+    edited = resume.with_overrides(rayjob, {"trainer.resume_mode": "none", "trainer.x": "1"}, name="other")
+    before, after = resume.overrides_of(rayjob), resume.overrides_of(edited)
+    assert before["trainer.resume_mode"] == "latest" and after["trainer.resume_mode"] == "none"
+    assert after == {**before, "trainer.resume_mode": "none", "trainer.x": "1"}
+    assert list(after)[: len(before)] == list(before)  # in place, the new one appended
+    old, new = Entrypoint.parse(rayjob["spec"]["entrypoint"]), Entrypoint.parse(edited["spec"]["entrypoint"])
+    assert (new.env, new.script) == (old.env, old.script)
+    assert new.args[: new.args.index("--")] == old.args[: old.args.index("--")]
+    assert edited["metadata"]["name"] == "other" and rayjob["metadata"]["name"] != "other"
+    # train_job.py reads the edited entrypoint as SkyRL's overrides.
+    train_job = load_train_job(REPO_ROOT / "docker" / "train_job.py")
+    assert dict(train_job.parse_args(new.args).overrides)["trainer.resume_mode"] == "none"
+
+
+class FakeTraining:
+    """What the resume scenario's mutation uses of the drill's cluster; its `submit` answers as SkyRL's train()
+    does for the entrypoint's resume_mode (the real one runs in `make drill`)."""
+
+    def __init__(self, ckpt_root: Path, newest: int) -> None:
+        self.paths = PathMap({"/shared": ckpt_root})
+        self.newest = newest
+        self.submitted: list[dict] = []
+
+    def submit(self, rayjob, *, timeout, stop_at):
+        self.submitted.append(rayjob)
+        overrides = resume.overrides_of(rayjob)
+        ckpt = self.paths.path(overrides["trainer.ckpt_path"])
+        if overrides["trainer.resume_mode"] == "latest":
+            report = resume_report(self.newest + 1, [str(ckpt / f"global_step_{self.newest}" / "policy")])
+        else:
+            report = resume_report(1, [], resume_mode=overrides["trainer.resume_mode"])
+        return JobRun(rayjob["metadata"]["name"], "rj-bcdfg", "FAILED", "", "", {}, report)
+
+
+def test_the_resume_mutation_is_caught_by_the_resume_check(manifests, tmp_path):
+    rayjob = manifests.rayjobs()[0]
+    training = FakeTraining(tmp_path, newest=16)
+    ckpt = training.paths.path(resume.overrides_of(rayjob)["trainer.ckpt_path"])
+    ckpt.mkdir(parents=True)
+    (ckpt / "latest_ckpt_global_step.txt").write_text("16")
+    drill = types.SimpleNamespace(rayjobs=[rayjob], training=training)
+    [outcome] = resume.mutation_resume_none(drill)
+    assert outcome.ok and "fails the resume check, as it must" in outcome.line
+    assert resume.overrides_of(training.submitted[0])["trainer.resume_mode"] == "none"
+    # The unmutated retry passes the same check, so the mutation is what the check caught.
+    assert resume.retry_verdict(training.submit(rayjob, timeout=1, stop_at=RESUME), ckpt, 16, what="retry").ok
+    # With resume kept on, the mutation scenario reports that nothing was caught.
+    training.submit = lambda job, **_: FakeTraining.submit(training, rayjob, timeout=1, stop_at=RESUME)
+    [missed] = resume.mutation_resume_none(drill)
+    assert not missed.ok and "was not caught by the resume check" in missed.line
+
+
+def test_the_resume_mutation_needs_the_checkpoints_of_the_resume_scenario(manifests, tmp_path):
+    drill = types.SimpleNamespace(rayjobs=[manifests.rayjobs()[0]], training=FakeTraining(tmp_path, newest=16))
+    [outcome] = resume.mutation_resume_none(drill)
+    assert not outcome.ok and "has no checkpoint; run resume first" in outcome.line
+
+
+def skyrl_checkpoint(ckpt: Path, step: int, *, complete: bool = True) -> None:
+    """A checkpoint folder as SkyRL's save_checkpoints writes it with the drill's stand-in FSDP workers."""
+    import zipfile
+
+    policy = ckpt / f"global_step_{step}" / "policy"
+    policy.mkdir(parents=True)
+    if not complete:
+        (policy / f"{resume.STANDIN_STATE}.partial").write_text("shard 0\n")
+        return
+    (policy / resume.STANDIN_STATE).write_text("state\n")
+    for name in resume.STATE_FILES:
+        with zipfile.ZipFile(policy.parent / name, "w") as archive:
+            archive.writestr("archive/data.pkl", b"")
+    (ckpt / "latest_ckpt_global_step.txt").write_text(str(step))
+
+
+def test_the_layout_check_wants_skyrls_layout_after_a_driver_lost_mid_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    for step in (8, 16):
+        skyrl_checkpoint(ckpt, step)
+    skyrl_checkpoint(ckpt, 20, complete=False)
+    assert resume.layout_problems(ckpt, [8, 16], 20) == []
+    (ckpt / "global_step_8" / "data.pt").unlink()
+    (ckpt / "latest_ckpt_global_step.txt").write_text("20")
+    (ckpt / "global_step_20" / "trainer_state.pt").write_bytes(b"")
+    assert resume.layout_problems(ckpt, [8, 16], 20) == [
+        "global_step_8 lacks data.pt",
+        "latest_ckpt_global_step.txt says 20, not 16",
+        "global_step_20 is complete, not half-written",
+    ]
+    (ckpt / "global_step_16" / "trainer_state.pt").write_bytes(b"not a zip")
+    assert "global_step_16/trainer_state.pt is not what torch.save writes" in resume.layout_problems(ckpt, [16], 20)
+
+
+def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "drill_site_resume", REPO_ROOT / "skyrl_hyperpod/drill/site/sitecustomize.py"
+    )
+    site = importlib.util.module_from_spec(spec)
+    monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
+    spec.loader.exec_module(site)
+
+    class BasePPOExp:
+        def __init__(self, cfg):
+            self.cfg = cfg
+
+        def _setup_trainer(self):
+            return "GPU work"
+
+    module = type(sys)("main_base")
+    module.BasePPOExp = BasePPOExp
+    site._patch(module)
+    monkeypatch.setenv("HP_DRILL_DIR", str(tmp_path))
+    (tmp_path / "stop-at").write_text(f"{RESUME}\n")
+    monkeypatch.setattr(site, "_resume_trainer", lambda experiment: "SkyRL's trainer with stand-in workers")
+    assert BasePPOExp("cfg")._setup_trainer() == "SkyRL's trainer with stand-in workers"
+    assert site.RESUME == RESUME and site.RESUME_PLAN == resume.RESUME_PLAN
+    assert site.STANDIN_STATE == resume.STANDIN_STATE
+    # The stand-in workers write their state where SkyRL hands them a checkpoint folder, and report loading it.
+    dispatch = site._StandInDispatch()
+    dispatch.save_checkpoint("policy", str(tmp_path / "global_step_8" / "policy"))
+    dispatch.load_checkpoint("policy", str(tmp_path / "global_step_8" / "policy"), load_optimizer_states=True)
+    assert dispatch.loaded == [{"model": "policy", "dir": str(tmp_path / "global_step_8" / "policy"), "state": True}]
+
+
+def test_make_drill_runs_every_scenario_but_the_named_only_ones():
+    from skyrl_hyperpod.drill.__main__ import default_scenarios
+
+    named_only = {"step-file-names-half-written", "mutation-resume-none"}
+    assert [s.name for s in default_scenarios()] == [n for n in SCENARIOS if n not in named_only]

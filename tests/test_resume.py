@@ -1,11 +1,13 @@
-"""Resume after a failure, with SkyRL's own checkpoint discovery (skyrl 0.3.0 as installed).
+"""Resume after a failure, with SkyRL's own checkpoint discovery (the SkyRL release config/versions.py names, as installed by make setup).
 
 SkyRL's `RayPPOTrainer.load_checkpoints` and the trainer_utils functions it calls
 (`validate_consistency_for_latest_checkpoint`, `list_checkpoint_dirs`, `extract_step_from_path`, `ResumeMode`,
 `GLOBAL_STEP_PREFIX`) are compiled from the installed package's source and run unchanged. Stand-ins, because
 SkyRL is installed without its dependencies here: its `io` layer (fsspec, not installed; for a local path it is
-os.path.exists/open/listdir), `torch.load` (pickle: the state files are small pickles, not tensors), and the
-trainer's dataloader and model dispatch (recorded calls). The step training continues at is SkyRL's
+os.path.exists/open/listdir), `torch.load` (the state files are small zip archives holding a pickle, the shape of
+torch.save's format, not tensors), and the trainer's dataloader and model dispatch (recorded calls). The drill
+(`make drill`, scenario resume-after-driver-loss) runs the same discovery with real torch through the RayJob's
+entrypoint on Ray. The step training continues at is SkyRL's
 `self.global_step += 1` after loading (trainer.py `train`), asserted on the source below.
 
 Each case also runs docker/train_job.py's check first, as the RayJob's entrypoint does before SkyRL starts.
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import os
 import pickle
 import sys
 import types
+import zipfile
 from importlib import util
 from pathlib import Path
 
@@ -37,7 +41,7 @@ INTERVAL = 20
 
 def skyrl_source(module: str) -> tuple[Path, str]:
     package = util.find_spec("skyrl.train")
-    assert package is not None and package.submodule_search_locations, "skyrl==0.3.0 must be installed (make setup)"
+    assert package is not None and package.submodule_search_locations, "skyrl must be installed (make setup)"
     path = Path(package.submodule_search_locations[0], *module.split(".")).with_suffix(".py")
     return path, path.read_text(encoding="utf-8")
 
@@ -86,7 +90,7 @@ def skyrl() -> types.SimpleNamespace:
         "Path": Path,
         "io": LocalIO,
         "logger": logger,
-        "torch": types.SimpleNamespace(load=lambda f, **_: pickle.load(f)),
+        "torch": types.SimpleNamespace(load=lambda f, **_: torch_load(f)),
         "Tuple": tuple,
     }
     utils_path, utils_source = skyrl_source("utils.trainer_utils")
@@ -137,6 +141,19 @@ def resume_step(skyrl: types.SimpleNamespace, ckpt: Path) -> int:
     return step + 1
 
 
+def torch_file(state: dict) -> bytes:
+    """A stand-in for torch.save's output: a zip archive with the pickled state (no tensors to store)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps(state))
+    return buffer.getvalue()
+
+
+def torch_load(handle) -> dict:
+    with zipfile.ZipFile(handle) as archive:
+        return pickle.loads(archive.read("archive/data.pkl"))
+
+
 def save(ckpt: Path, step: int, *, complete: bool = True) -> None:
     """A checkpoint in SkyRL's order (save_checkpoints): policy/, data.pt, trainer_state.pt, then the step file.
     An incomplete one stops before trainer_state.pt, as a crash during the policy save does."""
@@ -145,8 +162,8 @@ def save(ckpt: Path, step: int, *, complete: bool = True) -> None:
     (folder / "policy" / "model.bin").write_bytes(b"weights")
     if not complete:
         return
-    (folder / "data.pt").write_bytes(pickle.dumps({"consumed": step}))
-    (folder / "trainer_state.pt").write_bytes(pickle.dumps({"global_step": step}))
+    (folder / "data.pt").write_bytes(torch_file({"consumed": step}))
+    (folder / "trainer_state.pt").write_bytes(torch_file({"global_step": step}))
     (ckpt / "latest_ckpt_global_step.txt").write_text(str(step))
 
 
@@ -177,6 +194,38 @@ def test_a_step_file_truncated_by_a_crash_is_repaired_to_the_newest_complete_che
         resume_step(skyrl, ckpt)
     assert train_job.claim_checkpoint_dir(ckpt, RUN) == 20
     assert resume_step(skyrl, ckpt) == 21
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut short"])
+def test_a_step_file_naming_an_incomplete_checkpoint_is_pointed_back_at_the_newest_complete_one(
+    skyrl, tmp_path, damage
+):
+    # SkyRL writes the step file after trainer_state.pt, but a node lost before its page cache reached the shared
+    # file system can leave the step file without the state it names.
+    ckpt = tmp_path / "ckpt"
+    train_job.claim_checkpoint_dir(ckpt, RUN)
+    save(ckpt, 16)
+    save(ckpt, 20)
+    state = ckpt / "global_step_20" / "trainer_state.pt"
+    if damage == "missing":
+        state.unlink()
+    else:
+        state.write_bytes(state.read_bytes()[:-30])
+    with pytest.raises((FileNotFoundError, zipfile.BadZipFile)):  # what SkyRL alone does on every retry
+        resume_step(skyrl, ckpt)
+    assert train_job.claim_checkpoint_dir(ckpt, RUN) == 16
+    assert (ckpt / "latest_ckpt_global_step.txt").read_text() == "16"
+    assert resume_step(skyrl, ckpt) == 17
+
+
+def test_a_step_file_with_no_complete_checkpoint_left_is_removed(skyrl, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    train_job.claim_checkpoint_dir(ckpt, RUN)
+    save(ckpt, 20)
+    (ckpt / "global_step_20" / "trainer_state.pt").unlink()
+    assert train_job.claim_checkpoint_dir(ckpt, RUN) is None
+    assert not (ckpt / "latest_ckpt_global_step.txt").exists()
+    assert resume_step(skyrl, ckpt) == 1
 
 
 def test_another_runs_checkpoint_directory_is_refused_in_one_line(tmp_path):

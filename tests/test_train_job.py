@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -420,6 +421,8 @@ def test_the_runs_own_directory_is_claimed_then_resumed(shared, skyrl, capsys):
     assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 0
     assert json.loads((ckpt / train_job.RUN_MARKER).read_text())["run_name"] == "maze-grpo"
     (ckpt / "global_step_8").mkdir()
+    with zipfile.ZipFile(ckpt / "global_step_8" / "trainer_state.pt", "w") as state:  # torch.save's format
+        state.writestr("archive/data.pkl", b"")
     (ckpt / "latest_ckpt_global_step.txt").write_text("8")
     assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 0
     assert len(execute.calls) == 2

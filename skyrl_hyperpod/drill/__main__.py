@@ -28,7 +28,7 @@ from typing import Any
 from ..config import ConfigError, ProjectConfig, load_config
 from .manifests import Manifests
 from .run import DrillEnv, Outcome, TrainingCluster, version_problems
-from .scenarios import SCENARIOS
+from .scenarios import SCENARIOS, Scenario
 from .serve import ServingCluster
 
 IN_NAMESPACE = "HP_DRILL_NAMESPACE"
@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = Path(os.environ[RUN_DIR_ENV])
     logs = str(run_dir)
     drill = Drill(config=config, manifests=manifests, env=env, run_dir=run_dir)
-    selected = [SCENARIOS[name] for name in args.scenario] if args.scenario else list(SCENARIOS.values())
+    named = set(args.scenario or ())
+    selected = [s for s in SCENARIOS.values() if s.name in named] if named else default_scenarios()
     outcomes: list[Outcome] = []
     try:
         # Each cluster is started only for the scenarios that need it, and stopped whatever they do.
@@ -137,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
     failed = sum(not outcome.ok for outcome in outcomes)
     print(f"drill: {len(outcomes) - failed} passed, {failed} failed" + (f" (logs: {logs})" if failed else ""))
     return 1 if failed else 0
+
+
+def default_scenarios() -> list[Scenario]:
+    """What `make drill` runs: every registered scenario but those marked to run only when named."""
+    return [scenario for scenario in SCENARIOS.values() if scenario.default]
 
 
 def init(argv: list[str]) -> int:
@@ -165,7 +171,13 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m skyrl_hyperpod.drill", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", required=True, help="the drill environment (make drill-env prints it)")
     parser.add_argument("--manifests", default="dist", help="synthesized manifests (default: dist)")
-    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="run only these (repeatable)")
+    named_only = ", ".join(sorted(name for name, scenario in SCENARIOS.items() if not scenario.default))
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted(SCENARIOS),
+        help=f"run only these, in registry order (repeatable; default: all but {named_only or 'none'})",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the run directory after a passing drill")
     return parser
 

@@ -23,6 +23,9 @@ SITE_DIR = Path(__file__).with_name("site")
 STOP_MARKER = "SKYRL_HP_DRILL_STOP"
 GPU_BOUNDARY = "gpu-boundary"
 TRAINER_START = "trainer-start"
+RESUME = "resume"
+# SkyRL's override parser, validation and initialize_ray take well under this on two cores.
+JOB_TIMEOUT_SECONDS = 900
 DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 _EXCEPTION_LINE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s*)?([A-Za-z_][\w.]*(?:Error|Exception)(?:\([\w.]+\))?: .*)$")
 

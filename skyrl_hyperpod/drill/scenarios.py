@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from . import kuberay, serve, synth
+from . import kuberay, resume, serve, synth
 from .layout import Entrypoint
-from .run import TRAINER_START, Outcome, boundary_summary
+from .run import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
 if TYPE_CHECKING:
     from .__main__ import Drill
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 MERGE_ERROR = "Failed to merge the Job's runtime env"
 # README's example: one variable SkyRL passes on itself (it goes on the entrypoint), one it does not (runtimeEnvYAML).
 JOB_ENV_OVERLAY = {"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}}}}
-# SkyRL's override parser, validation and initialize_ray take well under this on two cores.
-JOB_TIMEOUT_SECONDS = 900
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,9 @@ class Scenario:
     cluster: Literal["training", "serving"]
     run: Callable[[Drill], list[Outcome]]
     description: str
+    # Run by `make drill`; the others only when named (`--scenario`): each costs one more SkyRL start, and the
+    # resume ones work on the directory resume-after-driver-loss leaves (name it first).
+    default: bool = True
 
 
 def token_auth(drill: Drill) -> list[Outcome]:
@@ -142,6 +143,27 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("job-env-vars", "training", job_env_vars, job_env_vars.__doc__ or ""),
         Scenario(
             "mutation-old-runtime-env", "training", mutation_old_runtime_env, mutation_old_runtime_env.__doc__ or ""
+        ),
+        # After the others on the training cluster: it replaces that cluster with a new one, as KubeRay's retry does.
+        Scenario(
+            "resume-after-driver-loss",
+            "training",
+            resume.resume_after_driver_loss,
+            resume.resume_after_driver_loss.__doc__ or "",
+        ),
+        Scenario(
+            "step-file-names-half-written",
+            "training",
+            resume.step_file_naming_a_half_written_checkpoint,
+            resume.step_file_naming_a_half_written_checkpoint.__doc__ or "",
+            default=False,
+        ),
+        Scenario(
+            "mutation-resume-none",
+            "training",
+            resume.mutation_resume_none,
+            resume.mutation_resume_none.__doc__ or "",
+            default=False,
         ),
         Scenario("rayservice", "serving", rayservice, rayservice.__doc__ or ""),
     )

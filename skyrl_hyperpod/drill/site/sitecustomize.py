@@ -12,6 +12,17 @@ A scenario that only needs to see the trainer process start (which variables rea
 instead: the run directory's `stop-at` file then says `trainer-start`, and `BasePPOExp.__init__` reports
 before it loads anything. A scenario that needs another stop point adds it here the same way: a name for the
 `stop-at` file, a patch in `_patch`, and a report printed after MARKER.
+
+`resume` (the resume scenarios): `_setup_trainer` builds SkyRL's own `RayPPOTrainer` (its tracker, datasets,
+dataloader, placement group) and `run` goes on into SkyRL's `train()`, which calls `load_checkpoints` for
+resume_mode=latest, restores the dataloader state and computes the first step to train. Stand-ins replace only
+what needs the GPUs: the FSDP workers behind `trainer.dispatch` (their model/optimizer state is a small file,
+written and read where SkyRL hands them a checkpoint folder), the vLLM engines (no inference client, no
+generator) and the evaluation they run before training. At SkyRL's first `on_step_start` callback the trainer
+reports the step it is about to train and what it loaded. With a `resume-plan.json` asking for it, the trainer
+then plays the rest of a run that a node loss ends: SkyRL's own `save_checkpoints` writes its first
+`complete_saves` checkpoints, then starts the next one and hangs in the policy save until the drill kills the
+job's driver. Without one it stops (DrillStop).
 """
 
 from __future__ import annotations
@@ -28,6 +39,11 @@ MARKER = "SKYRL_HP_DRILL_STOP"
 TARGET = "skyrl.train.entrypoints.main_base"
 GPU_BOUNDARY = "gpu-boundary"
 TRAINER_START = "trainer-start"
+RESUME = "resume"
+RESUME_PLAN = "resume-plan.json"
+STANDIN_STATE = "standin-model-state.txt"
+# How long the stand-in policy save hangs waiting for the drill to kill the driver before it gives up.
+HANG_SECONDS = 600
 NEXT_STEP = "trainer setup: FSDP workers (flash-attn) and vLLM engines on the placement group's GPUs need CUDA"
 
 
@@ -108,6 +124,115 @@ def _boundary(self: Any) -> Any:
     raise GPUBoundaryReached(NEXT_STEP)
 
 
+class _StandInDispatch:
+    """The FSDP workers' side of SkyRL's WorkerDispatch, for the calls `train()`, `save_checkpoints` and
+    `load_checkpoints` make before the first step's GPU work: model/optimizer state is one small file per model."""
+
+    def __init__(self, hang_in_save: bool = False) -> None:
+        self.loaded: list[dict[str, Any]] = []
+        self.hang_in_save = hang_in_save
+
+    def init_weight_sync_state(self, client: Any) -> None:
+        return None
+
+    async def save_weights_for_sampler(self) -> None:
+        return None
+
+    def get_node_ids(self) -> list[str]:
+        return []
+
+    def save_checkpoint(self, model: str, ckpt_dir: str, tokenizer: Any = None) -> None:
+        os.makedirs(ckpt_dir, exist_ok=True)
+        if self.hang_in_save:
+            # Half of a model's shards on disk, then the node is lost.
+            with open(os.path.join(ckpt_dir, STANDIN_STATE + ".partial"), "w", encoding="utf-8") as handle:
+                handle.write("stand-in shard 0 of 2\n")
+            import time
+
+            time.sleep(HANG_SECONDS)
+            raise DrillStop(f"the drill did not kill the driver within {HANG_SECONDS} s")
+        with open(os.path.join(ckpt_dir, STANDIN_STATE), "w", encoding="utf-8") as handle:
+            handle.write(f"stand-in {model} model and optimizer state\n")
+
+    def load_checkpoint(self, model: str, ckpt_dir: str, **kwargs: Any) -> None:
+        self.loaded.append(
+            {"model": model, "dir": ckpt_dir, "state": os.path.isfile(os.path.join(ckpt_dir, STANDIN_STATE))}
+        )
+
+
+def _resume_plan() -> dict[str, Any]:
+    try:
+        with open(_drill_file(RESUME_PLAN), encoding="utf-8") as handle:
+            plan: dict[str, Any] = json.load(handle)
+            return plan
+    except OSError:
+        return {}
+
+
+def _resume_trainer(self: Any) -> Any:
+    """SkyRL's `_setup_trainer` up to `build_models` (upstream skyrl/train/entrypoints/main_base.py), with the
+    stand-ins for what needs the GPUs."""
+    from skyrl.train.utils.callbacks import TrainingCallback
+
+    os.makedirs(self.cfg.trainer.export_path, exist_ok=True)
+    os.makedirs(self.cfg.trainer.ckpt_path, exist_ok=True)
+    trainer = self.get_trainer(
+        cfg=self.cfg,
+        tracker=self.get_tracker(),
+        tokenizer=self.tokenizer,
+        train_dataset=self.train_dataset,
+        eval_dataset=self.eval_dataset,
+        inference_engine_client=None,
+        generator=None,
+        colocate_pg=self.colocate_pg,
+    )
+    trainer.trajectory_logger = self.get_trajectory_logger()
+    self.trainer = trainer
+    dispatch = _StandInDispatch()
+    trainer.dispatch = dispatch
+
+    async def no_eval(*args: Any, **kwargs: Any) -> dict[str, float]:
+        return {}
+
+    trainer.eval = no_eval
+    plan = _resume_plan()
+
+    class FirstStep(TrainingCallback):
+        def on_step_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
+            report = _common(trainer.cfg, RESUME)
+            report.update(
+                {
+                    "first_step": trainer.global_step,
+                    "epoch": callback_input.epoch,
+                    "steps_per_epoch": callback_input.steps_per_epoch,
+                    "resume_mode": trainer.resume_mode.value,
+                    "ckpt_path": trainer.cfg.trainer.ckpt_path,
+                    "ckpt_interval": trainer.cfg.trainer.ckpt_interval,
+                    "loaded": dispatch.loaded,
+                    "standins": "FSDP workers (model/optimizer state), vLLM engines, the evaluation before training",
+                }
+            )
+            if complete := int(plan.get("complete_saves", 0)):
+                # The steps SkyRL saves after (trainer.py `train`: every ckpt_interval steps and at each epoch's
+                # end). The steps in between are GPU work; SkyRL's own save_checkpoints writes each checkpoint.
+                per_epoch, interval = callback_input.steps_per_epoch, trainer.cfg.trainer.ckpt_interval
+                steps = [s for s in range(1, 100 * per_epoch) if s % per_epoch == 0 or s % interval == 0]
+                saves, dying = steps[:complete], steps[complete]
+                for step in saves:
+                    trainer.global_step = step
+                    trainer.save_checkpoints()
+                report["saved"] = saves
+                report["dying_in_save_of"] = trainer.global_step = dying
+                dispatch.hang_in_save = True
+                print(f"{MARKER} {json.dumps(report, sort_keys=True)}", flush=True)
+                trainer.save_checkpoints()
+            print(f"{MARKER} {json.dumps(report, sort_keys=True)}", flush=True)
+            raise DrillStop("the scenario stops at the first training step")
+
+    trainer.add_callback(FirstStep())
+    return trainer
+
+
 def _patch(module: Any) -> None:
     experiment = module.BasePPOExp
     original_init = experiment.__init__
@@ -118,8 +243,13 @@ def _patch(module: Any) -> None:
             raise DrillStop("the scenario stops at the trainer's start")
         original_init(self, cfg)
 
+    def _setup_trainer(self: Any) -> Any:
+        if _stop_at() == RESUME:
+            return _resume_trainer(self)
+        return _boundary(self)
+
     experiment.__init__ = __init__
-    experiment._setup_trainer = _boundary
+    experiment._setup_trainer = _setup_trainer
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
