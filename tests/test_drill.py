@@ -500,3 +500,15 @@ def test_make_drill_runs_every_scenario_but_the_named_only_ones():
 
     named_only = {"step-file-names-half-written", "mutation-resume-none"}
     assert [s.name for s in default_scenarios()] == [n for n in SCENARIOS if n not in named_only]
+
+
+def test_the_refusal_counts_the_jobs_own_error_line_once():
+    line = "train_job: error: checkpoint directory /x belongs to run 'a' (.skyrl-hp-run.json), not 'b': ..."
+    logs = (
+        f"Running entrypoint for job j\ntrain_job: checkpoint ready\n{line}\n"
+        "2026-12-01 18:01:33,052\tERR cli.py:75 -- Job 'j' failed\n"
+        "2026-12-01 18:01:33,052\tINFO cli.py:89 -- Status message: Job entrypoint command failed with exit code 1, "
+        f"last available logs (truncated to 20,000 chars):\nRunning entrypoint for job j\n{line}\n"
+    )
+    assert resume.error_lines(logs) == [line]
+    assert resume.error_lines(f"{line}\n{line}\n") == [line, line]

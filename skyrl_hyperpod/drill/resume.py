@@ -53,6 +53,8 @@ STANDIN_STATE = "standin-model-state.txt"
 RESUME_PLAN = "resume-plan.json"
 # Checkpoints the first attempt completes before it dies while writing the next one.
 COMPLETE_SAVES = 2
+# What `ray job logs --follow` prints before it repeats a failed job's last output (ray/dashboard/modules/job/cli.py).
+RAY_STATUS_MESSAGE = "Status message: "
 KILLED_JOB_SECONDS = 180
 
 
@@ -113,6 +115,13 @@ def layout_problems(ckpt: Path, saved: list[int], dying: int) -> list[str]:
     if not half.is_dir() or (half / TRAINER_STATE_FILE).exists():
         problems.append(f"{half.name} is {'complete' if half.is_dir() else 'missing'}, not half-written")
     return problems
+
+
+def error_lines(logs: str) -> list[str]:
+    """train_job.py's error lines in what the job printed (the submitter's log also repeats the job's last output
+    in Ray's status message of a failed job: that copy is not counted)."""
+    own = logs.split(RAY_STATUS_MESSAGE, 1)[0]
+    return [line for line in own.splitlines() if line.startswith("train_job: error:")]
 
 
 def write_plan(drill: Drill, plan: dict[str, Any] | None) -> None:
@@ -236,7 +245,7 @@ def resume_after_driver_loss(drill: Drill) -> list[Outcome]:
     other = with_overrides(rayjob, {RUN_NAME_KEY: f"{overrides_of(rayjob)[RUN_NAME_KEY]}-other"}, name=f"{name}-other")
     before = sorted(path.name for path in ckpt.iterdir())
     refused = drill.training.submit(other, timeout=JOB_TIMEOUT_SECONDS, stop_at=RESUME)
-    errors = [line for line in refused.logs.splitlines() if line.startswith("train_job: error:")]
+    errors = error_lines(refused.logs)
     untouched = sorted(path.name for path in ckpt.iterdir()) == before and latest_step(ckpt) == saved[-1]
     ok = refused.status == "FAILED" and len(errors) == 1 and "belongs to run" in errors[0]
     ok = ok and parse_stop(refused.logs) is None and untouched
