@@ -115,7 +115,8 @@ $(DRILL_ENV)/.installed: | $(VENV)/.installed
 	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m skyrl_hyperpod.pins skyrl)
 	touch $@
 
-# Every RayJob of dist/ to SkyRL's GPU boundary, token auth, the old runtime-env placement (must fail), the RayService.
+# Every RayJob of dist/ to SkyRL's GPU boundary, token auth, the old runtime-env placement (must fail), a driver killed
+# mid-checkpoint and retried as KubeRay retries (resumes after the newest complete checkpoint), the RayService.
 drill: setup drill-env synth-k8s
 	$(PYTHON) -m skyrl_hyperpod.drill --env $(DRILL_ENV)
 

@@ -498,7 +498,7 @@ def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tm
 def test_make_drill_runs_every_scenario_but_the_named_only_ones():
     from skyrl_hyperpod.drill.__main__ import default_scenarios
 
-    named_only = {"step-file-names-half-written", "mutation-resume-none"}
+    named_only = {"mutation-resume-none"}
     assert [s.name for s in default_scenarios()] == [n for n in SCENARIOS if n not in named_only]
 
 

@@ -8,8 +8,7 @@ otherwise; the cluster's TMPDIR is inside it, and SkyRL's fixed log directory /t
 one of its directories inside the namespace. PID 1 of the namespace is this module's small init, which reaps the
 Ray daemons and exits with the drill's status.
 
-One line per check (`drill: ...`); exit 1 if any fails, 2 when the drill cannot run. See README, "What runs on
-the real engines".
+One line per check (`drill: ...`); exit 1 if any fails, 2 when the drill cannot run. See docs/drill.md.
 """
 
 from __future__ import annotations

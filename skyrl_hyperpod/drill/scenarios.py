@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .__main__ import Drill
 
 MERGE_ERROR = "Failed to merge the Job's runtime env"
-# README's example: one variable SkyRL passes on itself (it goes on the entrypoint), one it does not (runtimeEnvYAML).
+# The run book's EFA example (docs/runbook.md): one variable SkyRL passes on itself (it goes on the entrypoint), one it does not (runtimeEnvYAML).
 JOB_ENV_OVERLAY = {"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}}}}
 
 
@@ -156,7 +156,6 @@ SCENARIOS: dict[str, Scenario] = {
             "training",
             resume.step_file_naming_a_half_written_checkpoint,
             resume.step_file_naming_a_half_written_checkpoint.__doc__ or "",
-            default=False,
         ),
         Scenario(
             "mutation-resume-none",

@@ -197,7 +197,7 @@ def _resume_trainer(self: Any) -> Any:
     trainer.eval = no_eval
     plan = _resume_plan()
 
-    class FirstStep(TrainingCallback):
+    class FirstStep(TrainingCallback):  # type: ignore[misc]  # SkyRL's classes are untyped (Any)
         def on_step_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
             report = _common(trainer.cfg, RESUME)
             report.update(
