@@ -97,19 +97,23 @@ def run_once(command: list[str], cwd: Path, env: dict[str, str], sample_memory: 
     Sampling costs ~1-2 ms of CPU per sample: every 20 ms that is 5-10 % of a core taken from the command
     it watches, which slows the two-worker test suite (both cores busy) and not the one-core baseline.
     The timed runs therefore do not sample; one separate run per command measures the memory."""
-    start = time.perf_counter()
-    popen = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    if sample_memory:
-        watched = psutil.Process(popen.pid)
-        while popen.poll() is None:
-            peak = max(peak, tree_rss(watched))
-            time.sleep(0.02)
-    _, stderr = popen.communicate()
-    elapsed = time.perf_counter() - start
-    if popen.returncode != 0:
-        message = stderr.decode(errors="replace") if stderr else ""
-        raise SystemExit(f"benchmark command failed ({popen.returncode}): {' '.join(command)}\n{message[-2000:]}")
+    # The output goes to a file, not a pipe: a full pipe would stop the command while the memory is sampled,
+    # and a failed pytest reports its failures on stdout.
+    with tempfile.TemporaryFile() as output:
+        start = time.perf_counter()
+        popen = subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
+        peak = 0
+        if sample_memory:
+            watched = psutil.Process(popen.pid)
+            while popen.poll() is None:
+                peak = max(peak, tree_rss(watched))
+                time.sleep(0.02)
+        popen.wait()
+        elapsed = time.perf_counter() - start
+        if popen.returncode != 0:
+            output.seek(0)
+            message = output.read().decode(errors="replace")
+            raise SystemExit(f"benchmark command failed ({popen.returncode}): {' '.join(command)}\n{message[-4000:]}")
     return elapsed, peak
 
 
