@@ -195,6 +195,13 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="skyrl-hp-bench."))
+    try:
+        measure(args, work)
+    finally:  # a failed command ends the run with SystemExit: its files go too
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, work: Path) -> None:
     baseline_dir = work / "baseline"
     baseline_dir.mkdir()
     (baseline_dir / "app.py").write_text(BASELINE_APP)
@@ -277,7 +284,6 @@ def main() -> None:
 
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
