@@ -63,7 +63,7 @@ LINT = "make lint: ruff + mypy (no mypy cache)"
 TARGETS = {  # ratio to the baseline, median against median
     "cdk synth (whole app)": 1.5,
     CDK8S_COLD: 1.2,
-    "test suite": 4.0,
+    "test suite": 6.0,
 }
 # Shown for reference, not judged. `make test` runs the lint before the suite, so a clean checkout's
 # `make test` pays both figures.
@@ -97,19 +97,23 @@ def run_once(command: list[str], cwd: Path, env: dict[str, str], sample_memory: 
     Sampling costs ~1-2 ms of CPU per sample: every 20 ms that is 5-10 % of a core taken from the command
     it watches, which slows the two-worker test suite (both cores busy) and not the one-core baseline.
     The timed runs therefore do not sample; one separate run per command measures the memory."""
-    start = time.perf_counter()
-    popen = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    if sample_memory:
-        watched = psutil.Process(popen.pid)
-        while popen.poll() is None:
-            peak = max(peak, tree_rss(watched))
-            time.sleep(0.02)
-    _, stderr = popen.communicate()
-    elapsed = time.perf_counter() - start
-    if popen.returncode != 0:
-        message = stderr.decode(errors="replace") if stderr else ""
-        raise SystemExit(f"benchmark command failed ({popen.returncode}): {' '.join(command)}\n{message[-2000:]}")
+    # The output goes to a file, not a pipe: a full pipe would stop the command while the memory is sampled,
+    # and a failed pytest reports its failures on stdout.
+    with tempfile.TemporaryFile() as output:
+        start = time.perf_counter()
+        popen = subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
+        peak = 0
+        if sample_memory:
+            watched = psutil.Process(popen.pid)
+            while popen.poll() is None:
+                peak = max(peak, tree_rss(watched))
+                time.sleep(0.02)
+        popen.wait()
+        elapsed = time.perf_counter() - start
+        if popen.returncode != 0:
+            output.seek(0)
+            message = output.read().decode(errors="replace")
+            raise SystemExit(f"benchmark command failed ({popen.returncode}): {' '.join(command)}\n{message[-4000:]}")
     return elapsed, peak
 
 
@@ -191,6 +195,13 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="skyrl-hp-bench."))
+    try:
+        measure(args, work)
+    finally:  # a failed command ends the run with SystemExit: its files go too
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, work: Path) -> None:
     baseline_dir = work / "baseline"
     baseline_dir.mkdir()
     (baseline_dir / "app.py").write_text(BASELINE_APP)
@@ -273,7 +284,6 @@ def main() -> None:
 
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

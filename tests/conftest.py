@@ -1,12 +1,15 @@
 """Shared fixtures and helpers. The CDK stacks' tests live in tests/cdk/; the default platform they share is
-synthesized at most once per test process."""
+synthesized at most once per test run, shared by the xdist workers."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,14 +60,73 @@ def _cfn_lint_runner():
 
 
 def cfn_lint_errors(template: dict) -> list[str]:
-    """cfn-lint's errors (E rules, us-west-2) on a synthesized template: "<rule id> <message> at <path>"."""
+    """cfn-lint's errors (E rules, us-west-2) on a synthesized template: "<rule id> <message> at <path>".
+
+    The answer depends on the template's text alone, so each distinct template is linted once per session and
+    the test processes share the answers (`session_shared`): a variant's stacks that come out the same as the
+    default platform's, and the stacks several test modules lint, are not linted again."""
+    text = json.dumps(template)
+    return json.loads(session_shared("cfn-lint", text, lambda: json.dumps(_cfn_lint(text))))
+
+
+def _cfn_lint(text: str) -> list[str]:
     from cfnlint.decode.decode import decode_str
     from cfnlint.runner import run_template_by_data
 
     config, rules = _cfn_lint_runner()
-    decoded, decode_errors = decode_str(json.dumps(template))
+    decoded, decode_errors = decode_str(text)
     matches = decode_errors or run_template_by_data(decoded, config, rules)
     return [f"{m.rule.id} {m.message} at {'/'.join(map(str, m.path))}" for m in matches]
+
+
+# A directory that every process of this pytest run shares (the xdist workers and the controller), and only
+# this run: set by the session fixture below; None outside a session (nothing is shared then).
+_SESSION_DIRECTORY: Path | None = None
+_IN_PROCESS: dict[str, str] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_directory(request, tmp_path_factory):
+    """Under xdist each worker's base temporary directory sits in the run's own (`getbasetemp().parent`,
+    pytest-xdist's documented way to share a session fixture between workers); without xdist the base
+    directory is already the run's."""
+    global _SESSION_DIRECTORY
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if hasattr(request.config, "workerinput") else base) / "session-shared"
+    shared.mkdir(exist_ok=True)
+    _SESSION_DIRECTORY = shared
+    yield shared
+    _SESSION_DIRECTORY = None
+    _IN_PROCESS.clear()
+
+
+@contextlib.contextmanager
+def _exclusive(lock_file: Path):
+    import fcntl
+
+    with open(lock_file, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
+def session_shared(kind: str, key: str, compute: Callable[[], str]) -> str:
+    """compute() for `key` once per test run: the first process to ask computes it (the others wait for it,
+    so two workers never do the same work side by side) and writes it to the run's shared directory."""
+    digest = f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+    if digest in _IN_PROCESS:
+        return _IN_PROCESS[digest]
+    if _SESSION_DIRECTORY is None:
+        value = compute()
+    else:
+        answer = _SESSION_DIRECTORY / digest
+        with _exclusive(_SESSION_DIRECTORY / f"{digest}.lock"):
+            if answer.exists():
+                value = answer.read_text()
+            else:
+                value = compute()
+                answer.write_text(value)
+    _IN_PROCESS[digest] = value
+    return value
 
 
 # Placeholders for the AWS account and region the CLI tests talk to.
@@ -164,9 +226,33 @@ def default_config() -> ProjectConfig:
     return load_config(None)
 
 
+def shared_platform(config: ProjectConfig) -> cdk.cx_api.CloudAssembly:
+    """The whole CDK app synthesized for `config` once per test run: the first test process to need it
+    synthesizes it into the run's shared directory, the others (xdist workers) read that cloud assembly."""
+    import aws_cdk as cdk
+
+    key = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+
+    def synthesize() -> str:
+        if _SESSION_DIRECTORY is None:
+            import tempfile
+
+            return synth_platform(config, Path(tempfile.mkdtemp(prefix="cdk.out."))).directory
+        outdir = _SESSION_DIRECTORY / f"cdk.out-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+        return synth_platform(config, outdir).directory
+
+    directory = session_shared("platform", key, synthesize)
+    if directory not in _ASSEMBLIES:
+        _ASSEMBLIES[directory] = cdk.cx_api.CloudAssembly(directory)
+    return _ASSEMBLIES[directory]
+
+
+_ASSEMBLIES: dict[str, cdk.cx_api.CloudAssembly] = {}
+
+
 @pytest.fixture(scope="session")
-def platform_assembly(default_config, tmp_path_factory) -> cdk.cx_api.CloudAssembly:
-    return synth_platform(default_config, tmp_path_factory.mktemp("cdk.out"))
+def platform_assembly(default_config) -> cdk.cx_api.CloudAssembly:
+    return shared_platform(default_config)
 
 
 @pytest.fixture(scope="session")
@@ -186,18 +272,13 @@ VARIANT_NAMED_BUCKET = {"name_prefix": "team-a", "hyperpod": {"lifecycle_bucket_
 
 @pytest.fixture(scope="session")
 def assembly_for():
-    """Synthesize a variant of the default configuration: assembly_for({'hyperpod': {...}})."""
-    cache: dict[str, cdk.cx_api.CloudAssembly] = {}
+    """Synthesize a variant of the default configuration: assembly_for({'hyperpod': {...}}), once per test run
+    (`shared_platform`)."""
 
     def build(overrides: dict, tmp_root: Path | None = None) -> cdk.cx_api.CloudAssembly:
-        key = json.dumps(overrides, sort_keys=True)
-        if key not in cache:
-            import tempfile
+        from skyrl_hyperpod.config import validate_config
 
-            from skyrl_hyperpod.config import validate_config
-
-            cache[key] = synth_platform(validate_config(overrides), Path(tempfile.mkdtemp(prefix="cdk.out.")))
-        return cache[key]
+        return shared_platform(validate_config(overrides))
 
     return build
 

