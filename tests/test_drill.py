@@ -512,3 +512,20 @@ def test_the_refusal_counts_the_jobs_own_error_line_once():
     )
     assert resume.error_lines(logs) == [line]
     assert resume.error_lines(f"{line}\n{line}\n") == [line, line]
+
+
+def test_a_user_with_passwordless_sudo_runs_the_drill_as_root(monkeypatch, tmp_path):
+    from skyrl_hyperpod.drill import __main__ as drill_main
+
+    sudo = tmp_path / "sudo"
+    sudo.write_text("#!/bin/sh\nexit 0\n")
+    sudo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    command = drill_main.sudo_command(["--env", "/cache/drill-x"])
+    assert command is not None
+    assert command[:3] == [str(sudo), "-n", "--preserve-env"]
+    assert f"PATH={tmp_path}:/usr/bin:/bin" in command
+    assert command[-4:] == ["-m", "skyrl_hyperpod.drill", "--env", "/cache/drill-x"]
+
+    sudo.write_text("#!/bin/sh\nexit 1\n")  # sudo that would ask for a password
+    assert drill_main.sudo_command([]) is None

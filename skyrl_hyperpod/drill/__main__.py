@@ -181,6 +181,16 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def sudo_command(argv: list[str]) -> list[str] | None:
+    """The drill again as root through passwordless sudo (a CI runner's user, e.g. GitHub's), or None where sudo
+    would ask for a password. PATH is passed on explicitly: sudo's secure_path would replace it."""
+    sudo = shutil.which("sudo")
+    if sudo is None or subprocess.run([sudo, "-n", "true"], capture_output=True, check=False).returncode != 0:
+        return None
+    return [sudo, "-n", "--preserve-env", "env", f"PATH={os.environ.get('PATH', '')}", sys.executable, "-m",
+            "skyrl_hyperpod.drill", *argv]  # fmt: skip
+
+
 def main() -> int:
     args = parser().parse_args()
     if os.environ.get(IN_NAMESPACE) == "1":
@@ -188,6 +198,10 @@ def main() -> int:
     if os.getpid() == 1:
         return init(sys.argv[1:])
     unshare = shutil.which("unshare")
+    if unshare is not None and os.geteuid() != 0:
+        elevated = sudo_command(sys.argv[1:])
+        if elevated is not None:
+            return subprocess.run(elevated, check=False).returncode
     if unshare is None or os.geteuid() != 0:
         print("drill: runs as root with `unshare` (util-linux), in namespaces of its own", file=sys.stderr)
         return 2
