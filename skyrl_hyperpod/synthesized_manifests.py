@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from .errors import ProblemsError
+from .yaml_loading import safe_load_all
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -41,11 +42,10 @@ def read_manifest_documents(directory: Path, *, prefix: str) -> list[ManifestDoc
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
     if not files:
         raise ProblemsError([f"{prefix}: no *.yaml, *.yml or *.json manifests in {str(directory)!r}"])
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there: same result
     documents: list[ManifestDocument] = []
     for path in files:
         try:
-            loaded = list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader))
+            loaded = safe_load_all(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -13,6 +13,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+# serve_forever notices shutdown() only at its next poll (every 0.5 s by default), so each test that stops a
+# server waited up to half a second in its teardown.
+SHUTDOWN_POLL_S = 0.01
+
+
+def serve_in_background(server: ThreadingHTTPServer) -> threading.Thread:
+    """Serve on a daemon thread, polling for shutdown() every SHUTDOWN_POLL_S."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
+    thread.start()
+    return thread
+
 
 @dataclass
 class Recorded:
@@ -63,7 +74,7 @@ class FakeHttp:
             do_GET = do_POST = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_background(self.server)
         return self
 
     def stop(self) -> None:

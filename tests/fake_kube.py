@@ -10,12 +10,13 @@ Stand-in because no Kubernetes API server runs here (no kind, no container engin
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from fake_http import serve_in_background
 
 
 @dataclass
@@ -115,7 +116,7 @@ class FakeKube:
             do_GET = do_PATCH = do_DELETE = do_POST = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_background(self.server)
         return self
 
     def stop(self) -> None:

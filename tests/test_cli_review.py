@@ -22,6 +22,8 @@ from click.testing import CliRunner
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.ops.review import DEFAULT_SCHEMA_REGION, ReplacementFacts
 
+pytestmark = pytest.mark.long_running
+
 FIXTURES = Path(__file__).parent / "fixtures" / "cli"
 STACK = "skyrl-hp-test"
 

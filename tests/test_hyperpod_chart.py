@@ -33,6 +33,8 @@ from skyrl_hyperpod.validation.hyperpod_chart import (
     values_path_problems,
 )
 
+pytestmark = pytest.mark.long_running
+
 PINNED = validate_config({}).versions.hyperpod_cli_commit
 # ../shared holds the chart at the pinned commit (never committed); override with HYPERPOD_CHARTS_DIR.
 CHARTS_DIR = Path(os.environ.get("HYPERPOD_CHARTS_DIR", REPO_ROOT.parent / "shared" / "hyperpod-helm-chart"))

@@ -22,6 +22,8 @@ from conftest import REPO_ROOT
 
 from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
 
+pytestmark = pytest.mark.long_running
+
 SCRIPTS = sorted(LIFECYCLE_SCRIPTS_DIR.glob("*.sh"))
 LOG_FILE = "var/log/provision/provisioning.log"
 DATA_VOLUME = "/opt/sagemaker"

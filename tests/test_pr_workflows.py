@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from skyrl_hyperpod.yaml_loading import safe_load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -35,7 +36,7 @@ HEAD_SHA = "c0ffee" + "0" * 34
 
 
 def parse(text: str) -> dict:
-    document = yaml.safe_load(text)
+    document = safe_load(text)
     document["on"] = document.pop(True)  # PyYAML reads the key `on` as True (YAML 1.1)
     return document
 

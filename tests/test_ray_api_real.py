@@ -16,6 +16,9 @@ import pytest
 from skyrl_hyperpod.ops import ray_api
 from skyrl_hyperpod.ops.portforward import LocalForward
 
+# A Ray head with its dashboard: about a dozen processes (docs/performance.md).
+pytestmark = pytest.mark.long_running(memory_heavy=True)
+
 OBJECT_STORE_BYTES = 100 * 1024**2
 # A loaded two-core machine starts the dashboard's modules slowly; Ray's own default wait is 30 s.
 os.environ.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "180")

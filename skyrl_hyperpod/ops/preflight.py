@@ -5,6 +5,7 @@ Nothing here creates, changes or deletes anything: only Describe/Get/List/Head c
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,11 +56,17 @@ def lifecycle_bucket_name(config: ProjectConfig, account: str, region: str) -> s
     return config.names.lifecycle_bucket(config.hyperpod.lifecycle_bucket_name, account=account, region=region)
 
 
-def known_regions(session: Any) -> set[str]:
+@functools.cache
+def known_regions() -> frozenset[str]:
+    """The Regions botocore's bundled endpoint data lists for SageMaker: the same for every session of a process,
+    so it is parsed once."""
+    import botocore.session
+
+    session = botocore.session.get_session()
     regions: set[str] = set()
     for partition in session.get_available_partitions():
         regions.update(session.get_available_regions("sagemaker", partition_name=partition))
-    return regions
+    return frozenset(regions)
 
 
 def _error_code(error: Exception) -> str:
@@ -78,12 +85,12 @@ def _guard(name: str, check: Callable[[], list[CheckResult]]) -> list[CheckResul
         return [CheckResult("FAIL", name, one_line(error), hint)]
 
 
-def check_region(region: str | None, session: Any) -> CheckResult:
+def check_region(region: str | None) -> CheckResult:
     if not region:
         return CheckResult(
             "FAIL", "region", "no region set", "set env.region in the config, pass --region or export AWS_REGION"
         )
-    if region not in known_regions(session):
+    if region not in known_regions():
         return CheckResult(
             "FAIL",
             "region",
@@ -407,7 +414,7 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
 def run_preflight(
     config: ProjectConfig, clients: AwsClients, region: str | None, qualifier: str = DEFAULT_BOOTSTRAP_QUALIFIER
 ) -> list[CheckResult]:
-    region_result = check_region(region, clients.session)
+    region_result = check_region(region)
     if region_result.status == "FAIL" or region is None:
         return [region_result, CheckResult("SKIP", "remaining checks", "they need a valid region")]
     credentials, account, caller = check_credentials(config, clients, region)

@@ -105,10 +105,9 @@ def crd_schema(directory: Path, kind: str) -> JsonObject:
 
 def _load_yaml(data: bytes | str) -> Any:
     """Whatever the YAML holds (a CRD is a mapping; the callers check what they read)."""
-    import yaml
+    from ..yaml_loading import safe_load
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(data, Loader=loader)
+    return safe_load(data)
 
 
 # In the CRD files (controller-gen's block style) each entry of spec.versions starts at this indentation.

@@ -72,6 +72,7 @@ from ..helm_values import (
 )
 from ..locations import default_upstream_dir
 from ..upstream import INSTANCE_TYPE_LABEL
+from ..yaml_loading import safe_load, safe_load_all
 from . import _cache
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
@@ -156,7 +157,7 @@ def commit_dir(commit: str, charts_dir: Path | str | None = None) -> Path:
 
 
 def _load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return safe_load(path.read_text(encoding="utf-8")) or {}
 
 
 def merge_values(base: Any, override: Any) -> Any:
@@ -379,7 +380,7 @@ def helm_template(helm: Path, chart_dir: Path, values: dict[str, Any], namespace
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise InputError([f"chart check: helm template {chart_dir.name} failed: {last}"])
-    return [doc for doc in yaml.safe_load_all(done.stdout) if isinstance(doc, dict)]
+    return [doc for doc in safe_load_all(done.stdout) if isinstance(doc, dict)]
 
 
 POD_CONTROLLERS = ("DaemonSet", "Deployment", "StatefulSet")
@@ -558,7 +559,7 @@ def _rendered_documents(out: Path) -> dict[str, list[dict[str, Any]]]:
     for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != RENDER_MARKER):
         parts = path.relative_to(out).parts
         sub = parts[2] if len(parts) > 3 and parts[1] == "charts" else ""
-        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+        docs = [d for d in safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
         found.setdefault(sub, []).extend(docs)
     return found
 

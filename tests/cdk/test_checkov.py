@@ -22,6 +22,8 @@ from conftest import REPO_ROOT
 
 from skyrl_hyperpod.config import validate_config
 
+pytestmark = pytest.mark.long_running
+
 SCAN_VENV = Path(os.environ.get("SKYRL_HP_SCAN_VENV", REPO_ROOT / ".venv-scan"))
 JUSTIFICATIONS_FILE = REPO_ROOT / "stacks" / "components" / "checkov_justifications.yaml"
 # The largest configuration: Studio and the alert subscriptions add resources the default does not have.
