@@ -737,7 +737,9 @@ def _wait(process: subprocess.Popen, timeout_s: float) -> None:
         process.wait(timeout=timeout_s)
         return
     try:
-        exited, _, _ = select.select([pidfd], [], [], max(timeout_s, 0))
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        exited = poller.poll(max(timeout_s, 0) * 1000)
     finally:
         os.close(pidfd)
     if not exited:
