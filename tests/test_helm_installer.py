@@ -47,6 +47,8 @@ KEDA = "keda-2.17.1.tgz"
 # still running HELM_TIMEOUT_MARGIN_S (0 in the harness) after its own timeout, so those tests wait this long
 # plus the 1 s SIGTERM grace, however long the steps before the upgrade take on a loaded machine.
 HUNG_HELM_TIMEOUT_S = 1
+# Lambda time of an invocation in the harness unless a test says otherwise.
+INVOCATION_S = 60
 TRANSIENT = 'Error: Get "https://10.0.1.5:443/version": dial tcp 10.0.1.5:443: i/o timeout'
 OLD_ENOUGH = timedelta(seconds=900 + 300 + 60)  # FUNCTION_TIMEOUT_S + PENDING_GRACE_S, and a minute
 
@@ -377,7 +379,11 @@ class Harness:
         return self.handler.owner_label(physical_id)
 
     def invoke(
-        self, request_type: str = "Create", seconds: float = 60, logical_id: str = "HyperPodDependencies", **properties
+        self,
+        request_type: str = "Create",
+        seconds: float = INVOCATION_S,
+        logical_id: str = "HyperPodDependencies",
+        **properties,
     ) -> dict:
         resource_properties = {
             "ServiceToken": "arn", "ClusterName": "skyrl-hp-eks", "Repository": REPOSITORY, "Commit": COMMIT,
@@ -563,10 +569,11 @@ def test_hung_helm_gets_sigterm_and_the_failure_reaches_cloudformation(harness):
     assert "log stream stream" in response["Reason"]
     # Helm handled SIGTERM: the release is failed, not pending (a later upgrade can proceed).
     assert harness.status == "failed"
-    # Stopped once Helm's own timeout had passed, not when the invocation's time ran out.
+    # Stopped once Helm's own timeout had passed, not when the invocation's time ran out: most of the
+    # INVOCATION_S was left, and more than the reserve for the response.
     [upgrade] = [args for args in harness.calls() if args[0] == "upgrade"]
     assert upgrade[upgrade.index("--timeout") + 1] == f"{HUNG_HELM_TIMEOUT_S}s"
-    assert elapsed < 60 / 2 and harness.seconds_left_at_send[-1] > harness.handler.RESPONSE_RESERVE_S
+    assert elapsed < INVOCATION_S / 2 and harness.seconds_left_at_send[-1] > harness.handler.RESPONSE_RESERVE_S
 
 
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "without-pidfd"])
