@@ -30,6 +30,7 @@ from skyrl_hyperpod.validation import (
 )
 from skyrl_hyperpod.validation import crds as crd_module
 from skyrl_hyperpod.validation.structural import apply_defaults
+from skyrl_hyperpod.yaml_loading import safe_load
 
 
 @pytest.fixture(autouse=True)
@@ -301,7 +302,7 @@ def test_crds_dir_comes_from_the_environment_variable(monkeypatch, tmp_path, def
 @pytest.mark.parametrize("kind", sorted(crd_module.KUBERAY_KINDS))
 def test_reading_only_the_v1_entry_of_a_crd_gives_what_a_full_parse_gives(kind):
     data = (KUBERAY_CRDS_DIR / crd_module.KUBERAY_KINDS[kind].file_name).read_bytes()
-    full = yaml.load(data, Loader=yaml.CSafeLoader)
+    full = safe_load(data)
     full["spec"]["versions"] = [v for v in full["spec"]["versions"] if v["name"] == "v1"]
     assert len(full["spec"]["versions"]) == 1
     assert crd_module._v1_only_document(data) == full
