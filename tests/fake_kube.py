@@ -35,6 +35,8 @@ class FakeKube:
     requests: list[Request] = field(default_factory=list)
     # Called after each apply with (path, stored object): lets a test play the operator (status updates).
     on_apply: Callable[[str, dict[str, Any]], None] | None = None
+    # Called after each successful DELETE with the path: lets a test play the garbage collector.
+    on_delete: Callable[[str], None] | None = None
     server: ThreadingHTTPServer | None = None
 
     @property
@@ -93,6 +95,8 @@ class FakeKube:
                 if self.command == "DELETE":
                     if fake.objects.pop(path, None) is None:
                         return self._reply(404, {"kind": "Status", "message": f"{path} not found", "code": 404})
+                    if fake.on_delete:
+                        fake.on_delete(path)
                     return self._reply(200, {"kind": "Status", "status": "Success"})
                 if path.endswith("/log"):
                     namespace, pod = path.split("/")[4], path.split("/")[6]

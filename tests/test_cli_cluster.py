@@ -75,9 +75,10 @@ def dist(tmp_path_factory) -> Path:
     return write_dist(tmp_path_factory.mktemp("deployed") / "dist", validate_config(SHARED_CLUSTER))
 
 
-def run(kube: FakeKube | None, *args: str, aws: AwsClients | None = None):
-    state = CliState(aws=aws, kube=kube.api_client() if kube else None, poll_seconds=0)
-    return CliRunner().invoke(cli, list(args), obj=state)
+def run(kube: FakeKube | None, *args: str, aws: AwsClients | None = None, input: str | None = None,
+        poll_seconds: float = 0):  # fmt: skip
+    state = CliState(aws=aws, kube=kube.api_client() if kube else None, poll_seconds=poll_seconds)
+    return CliRunner().invoke(cli, list(args), obj=state, input=input)
 
 
 def ray_pods(kube: FakeKube, workers: int, *, ready: bool = True) -> None:
@@ -198,6 +199,93 @@ def test_a_failed_job_makes_status_exit_1(kube):
     assert result.exit_code == 1
     assert f"RayJob {RAYJOB} (maze-grpo): FAILED, deployment Failed: driver exited with 1" in result.stdout
     assert f"RayCluster {RAYCLUSTER}: not applied" in result.stdout
+
+
+# --- train stop ----------------------------------------------------------------------------------------------
+
+RAYJOB_PATH = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}"
+
+
+def running_rayjob(kube: FakeKube, ray_cluster: str) -> None:
+    kube.put(
+        RAYJOB_PATH,
+        {"status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "rayClusterName": ray_cluster}},
+    )
+
+
+def test_train_stop_asks_then_deletes_the_rayjob_and_keeps_the_shared_raycluster(kube):
+    shared = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{RAYCLUSTER}"
+    kube.put(shared, {"status": {"state": "ready"}})
+    running_rayjob(kube, RAYCLUSTER)
+    result = run(kube, "train", "stop", input="y\n")
+    assert result.exit_code == 0, result.output
+    assert (
+        f"Delete RayJob {RAYJOB} (RUNNING)? A running job loses the steps since its last checkpoint." in result.stderr
+    )
+    [delete] = [r for r in kube.requests if r.method == "DELETE"]
+    # KubeRay's finalizer stops the Ray job; the shared cluster is not the job's to delete.
+    assert (delete.path, delete.body) == (RAYJOB_PATH, {"propagationPolicy": "Background"})
+    assert shared in kube.objects
+    ckpt_path = validate_config(SHARED_CLUSTER).derived.run("maze-grpo").ckpt_path
+    assert result.stdout.splitlines() == [
+        f"deleted RayJob {RAYJOB} (was RUNNING)",
+        f"RayCluster {RAYCLUSTER} stays: the next train start submits to it",
+        f"maze-grpo: checkpoints stay in {ckpt_path}; skyrl-hp train start --experiment maze-grpo resumes from the "
+        "newest complete one",
+    ]
+
+
+def test_train_stop_changes_nothing_unless_the_answer_is_yes(kube):
+    running_rayjob(kube, RAYCLUSTER)
+    result = run(kube, "train", "stop", input="n\n")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "train stop: nothing changed"
+    assert kube.deleted() == [] and RAYJOB_PATH in kube.objects
+
+
+def test_train_stop_without_a_rayjob_has_nothing_to_stop(kube):
+    result = run(kube, "train", "stop", "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["no RayJob of maze-grpo on the cluster: nothing to stop"]
+    assert kube.deleted() == []
+
+
+@pytest.fixture
+def self_contained_job(kube, tmp_path) -> str:
+    """The default, self-contained RayJob, running on the RayCluster KubeRay created for it and owns by it;
+    returns that cluster's API path. Its experiment does not resume (trainer.resume_mode: none)."""
+    config = {"training": {"experiments": [{"name": "maze-grpo", "overrides": {"trainer.resume_mode": "none"}}]}}
+    (tmp_path / "skyrl-hp.yaml").write_text(yaml.safe_dump(config))
+    own = f"{RAYJOB}-x7k2p"
+    own_path = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{own}"
+    kube.put(own_path, {"metadata": {"name": own}})
+    running_rayjob(kube, own)
+    return own_path
+
+
+def test_train_stop_wait_returns_once_the_self_contained_jobs_cluster_is_gone(kube, self_contained_job):
+    import threading
+
+    # The garbage collector deletes the cluster the RayJob owned a little after the RayJob.
+    kube.on_delete = lambda path: threading.Timer(0.3, kube.objects.pop, [self_contained_job]).start()
+    result = run(kube, "train", "stop", "--yes", "--wait", poll_seconds=0.05)
+    assert result.exit_code == 0, result.output
+    own = self_contained_job.rsplit("/", 1)[-1]
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        f"deleted RayJob {RAYJOB} (was RUNNING); its RayCluster {own} goes with it",
+        f"still there: {own}",
+        "RayJobs and their clusters gone",
+    ]
+    assert lines[-1].endswith("skyrl-hp train start --experiment maze-grpo starts over (trainer.resume_mode: none)")
+    assert kube.deleted() == [RAYJOB_PATH]  # the cluster is KubeRay's to delete, not the command's
+
+
+def test_train_stop_wait_gives_up_with_what_is_left(kube, self_contained_job):
+    result = run(kube, "train", "stop", "--yes", "--wait", "--timeout", "1", poll_seconds=0.1)
+    assert result.exit_code == 1
+    own = self_contained_job.rsplit("/", 1)[-1]
+    assert result.stderr.splitlines()[-1] == f"timeout: RayJobs not deleted after 1 s; last state: still there: {own}"
 
 
 def submitter(kube: FakeKube, log: str) -> None:

@@ -182,6 +182,44 @@ def test_serve_up_on_yes_deletes_the_training_cluster_then_applies_the_rayservic
     assert [r.method for r in kube.requests].index("DELETE") < [r.method for r in kube.requests].index("PATCH")
 
 
+@pytest.mark.parametrize(
+    ("job_status", "deployment_status", "deleted_kind"),
+    [("RUNNING", "Running", "rayjobs"), ("PENDING", "Retrying", "rayjobs"), ("SUCCEEDED", "Complete", "rayclusters")],
+)
+def test_serve_up_deletes_an_unfinished_self_contained_job_with_its_cluster(
+    kube, dist, job_status, deployment_status, deleted_kind
+):
+    """KubeRay creates the cluster of a RayJob that has not finished again when it is deleted: that job is
+    deleted instead (its cluster goes with it); a finished one keeps its record and loses only the cluster."""
+    job = "skyrl-visgym-maze-grpo"
+    own = f"{job}-x7k2p"
+    labels = {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": job}
+    gpu_group = {
+        "replicas": 3,
+        "template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}]}},
+    }
+    kube.put(
+        f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{own}",
+        {"metadata": {"name": own, "labels": labels}, "spec": {"workerGroupSpecs": [gpu_group]}},
+    )
+    kube.put(
+        f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{job}",
+        {"metadata": {"name": job},
+         "status": {"jobStatus": job_status, "jobDeploymentStatus": deployment_status, "rayClusterName": own}},
+    )  # fmt: skip
+    result = run(kube, "serve", "up", "--dist", str(dist), input="y\n")
+    assert result.exit_code == 0, result.output
+    deleted = own if deleted_kind == "rayclusters" else job
+    assert kube.deleted() == [f"/apis/ray.io/v1/namespaces/{NAMESPACE}/{deleted_kind}/{deleted}"]
+    recreated = f"RayJob {job} would create its cluster again and is deleted instead"
+    if deleted_kind == "rayjobs":
+        assert recreated in result.stderr
+        assert f"deleted RayJob {job}; its RayCluster {own} goes with it" in result.stdout
+    else:
+        assert recreated not in result.stderr
+        assert f"deleted RayCluster {own}" in result.stdout
+
+
 def test_serve_up_with_room_left_asks_nothing(kube, dist):
     training_cluster(kube, workers=2, job_status=None)  # training.cluster.worker_replicas 2 of 3 nodes
     result = run(kube, "serve", "up", "--dist", str(dist))

@@ -272,6 +272,84 @@ def train_status(
         sys.exit(EXIT_FINDINGS)
 
 
+@train.command("stop")
+@config_option
+@region_option
+@profile_option
+@experiment_option()
+@click.option("--yes", is_flag=True, help="Delete the RayJobs without asking.")
+@click.option("--wait", is_flag=True, help="Wait until the RayJobs, and the Ray clusters they created, are gone.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_WAIT_SECONDS, show_default=True,
+              help="Seconds --wait waits.")  # fmt: skip
+@click.pass_context
+def train_stop(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    experiment: str | None,
+    yes: bool,
+    wait: bool,
+    timeout: float,
+) -> None:
+    """Delete the experiments' RayJobs, after asking: KubeRay stops a Ray job that is still running, and a
+    self-contained job's Ray cluster goes with its RayJob, which frees the GPU nodes (the shared RayCluster of
+    `training.jobs.self_contained_jobs: false` stays). Checkpoints stay on the shared file system: `train start`
+    resumes from the newest complete one."""
+    config = load_project_config(config_path, region=region)
+    runs = _pick_experiments(config, experiment)
+    namespace = config.workloads.namespace
+    self_contained = config.training.jobs.self_contained_jobs
+    with cluster_errors():
+        cluster = connect(ctx, config, region, profile)
+        jobs = cluster_workloads.live_rayjobs(cluster, namespace, [run.job_name for run in runs])
+        flush_header()
+        if not jobs:
+            echo(f"no RayJob of {', '.join(run.experiment.name for run in runs)} on the cluster: nothing to stop")
+            return
+        listed = ", ".join(f"{job.name} ({job.job_status})" for job in jobs)
+        question = f"Delete RayJob {listed}?"
+        if any(job.running for job in jobs):
+            question += " A running job loses the steps since its last checkpoint."
+        if not (yes or click.confirm(question, default=False, err=True)):
+            fail(["train stop: nothing changed"], EXIT_FINDINGS)
+        # A self-contained job's cluster is its own (KubeRay owns it by the RayJob); a shared one is not.
+        owned_clusters = [job.cluster_name for job in jobs if self_contained and job.cluster_name]
+        for job in jobs:
+            cluster.delete_path(job.path)
+            owned = job.cluster_name in owned_clusters
+            echo(
+                f"deleted RayJob {job.name} (was {job.job_status})"
+                + (f"; its RayCluster {job.cluster_name} goes with it" if owned else "")
+            )
+        if not self_contained:
+            echo(f"RayCluster {config.training.cluster.raycluster_name} stays: the next train start submits to it")
+        if wait:
+            leftovers = [job.path for job in jobs] + [
+                cluster_workloads.raycluster_path(namespace, name) for name in owned_clusters
+            ]
+
+            def gone() -> tuple[bool, str]:
+                left = [path.rsplit("/", 1)[-1] for path in leftovers if cluster.get(path) is not None]
+                return not left, f"still there: {', '.join(left)}" if left else "RayJobs and their clusters gone"
+
+            cluster_workloads.wait_for(
+                gone, timeout=timeout, interval=poll_interval(ctx), echo=echo, what="RayJobs not deleted"
+            )
+    stopped = {job.name for job in jobs}
+    for run in runs:
+        if run.job_name in stopped:
+            again = (
+                "resumes from the newest complete one"
+                if run.knobs.resume_mode == "latest"
+                else "starts over (trainer.resume_mode: none)"
+            )
+            echo(
+                f"{run.experiment.name}: checkpoints stay in {run.ckpt_path}; "
+                f"skyrl-hp train start --experiment {run.experiment.name} {again}"
+            )
+
+
 def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
     runs = _pick_experiments(config, experiment)
     if len(runs) > 1:

@@ -194,7 +194,8 @@ def serve_up(
     timeout: float,
 ) -> None:
     """Apply the RayService, after making room on the GPU nodes: the training RayCluster holds every one, so
-    this asks before deleting it (checkpoints and adapters stay on the shared file system)."""
+    this asks before deleting it (checkpoints and adapters stay on the shared file system). The cluster of a
+    self-contained RayJob that has not finished goes through its RayJob, which would otherwise create it again."""
     config = load_project_config(config_path, region=region)
     if not config.serving.enabled:
         fail(["serve: serving.enabled is false in this configuration: nothing to serve"], EXIT_BAD_INPUT)
@@ -212,6 +213,11 @@ def serve_up(
                     EXIT_FINDINGS,
                 )
             for holder in holders:
+                if holder.recreated_by:
+                    # Its RayCluster goes with it (KubeRay made the RayJob its owner).
+                    cluster.delete_path(cluster_workloads.rayjob_path(namespace, holder.recreated_by))
+                    echo(f"deleted RayJob {holder.recreated_by}; its RayCluster {holder.name} goes with it")
+                    continue
                 cluster.delete({"apiVersion": "ray.io/v1", "kind": "RayCluster",
                                 "metadata": {"name": holder.name, "namespace": namespace}})  # fmt: skip
                 echo(f"deleted RayCluster {holder.name}")

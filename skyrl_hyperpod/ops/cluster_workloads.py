@@ -202,6 +202,35 @@ def render_training_status(status: dict[str, Any]) -> list[str]:
 
 
 FAILED_JOB_STATES = ("FAILED", "STOPPED")
+# Ray's terminal job states: KubeRay asks Ray to stop a job that is in none of them when its RayJob is deleted
+# (ray-operator/apis/ray/v1/rayjob_types.go `IsJobTerminal`, rayjob_controller.go's deletion branch).
+TERMINAL_JOB_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+@dataclass(frozen=True)
+class LiveRayJob:
+    """A RayJob as the cluster has it: what `train stop` deletes and waits for."""
+
+    name: str
+    path: str
+    job_status: str  # Ray's job status; "-" before KubeRay submitted the job
+    cluster_name: str | None  # status.rayClusterName: the cluster KubeRay created or selected for it
+
+    @property
+    def running(self) -> bool:
+        return self.job_status not in TERMINAL_JOB_STATES
+
+
+def live_rayjobs(cluster: Cluster, namespace: str, names: list[str]) -> list[LiveRayJob]:
+    """The RayJobs of `names` that exist on the cluster, in that order."""
+    found = []
+    for name in names:
+        path = rayjob_path(namespace, name)
+        live = cluster.get(path)
+        if live is not None:
+            status = live.get("status") or {}
+            found.append(LiveRayJob(name, path, status.get("jobStatus") or "-", status.get("rayClusterName")))
+    return found
 
 
 def submitter_pod(cluster: Cluster, namespace: str, rayjob: str) -> str:

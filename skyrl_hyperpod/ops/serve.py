@@ -20,8 +20,13 @@ from skyrl_hyperpod.config import ProjectConfig
 
 from .kube import Cluster
 
-# KubeRay labels the RayClusters a RayService creates with the kind that created them.
+# KubeRay labels the RayClusters a RayService or a RayJob creates with the kind and the name of their creator
+# (ray-operator/controllers/ray/utils/constant.go).
 ORIGIN_LABEL = "ray.io/originated-from-crd"
+ORIGIN_NAME_LABEL = "ray.io/originated-from-cr-name"
+# A RayJob in any other deployment state creates its cluster again when it is deleted (rayjob_controller.go:
+# `getOrCreateRayClusterInstance` while Initializing or Running, a new cluster after Retrying).
+SETTLED_DEPLOYMENT_STATES = ("Complete", "Failed", "ValidationFailed")
 GPU_RESOURCE = "nvidia.com/gpu"
 ACTIVE_JOB_STATES = ("PENDING", "RUNNING")
 REQUEST_TIMEOUT_SECONDS = 300
@@ -42,6 +47,8 @@ class GpuHolder:
     name: str
     gpu_workers: int
     active_jobs: tuple[str, ...]
+    # The unfinished RayJob that created this cluster and would create it again: deleted in its place.
+    recreated_by: str | None = None
 
 
 def _gpu_workers(spec: dict[str, Any]) -> int:
@@ -60,7 +67,8 @@ def gpu_holders(cluster: Cluster, namespace: str) -> list[GpuHolder]:
     holders = []
     for raycluster in clusters:
         metadata = raycluster.get("metadata") or {}
-        if (metadata.get("labels") or {}).get(ORIGIN_LABEL) == "RayService":
+        labels = metadata.get("labels") or {}
+        if labels.get(ORIGIN_LABEL) == "RayService":
             continue
         workers = _gpu_workers(raycluster.get("spec") or {})
         if not workers:
@@ -76,7 +84,13 @@ def gpu_holders(cluster: Cluster, namespace: str) -> list[GpuHolder]:
                 (job.get("status") or {}).get("rayClusterName"),
             )
         )
-        holders.append(GpuHolder(name, workers, active))
+        creator = labels.get(ORIGIN_NAME_LABEL) if labels.get(ORIGIN_LABEL) == "RayJob" else None
+        unfinished = any(
+            job["metadata"]["name"] == creator
+            and (job.get("status") or {}).get("jobDeploymentStatus") not in SETTLED_DEPLOYMENT_STATES
+            for job in jobs
+        )
+        holders.append(GpuHolder(name, workers, active, creator if unfinished else None))
     return holders
 
 
@@ -91,6 +105,9 @@ def room_question(config: ProjectConfig, holders: list[GpuHolder]) -> str | None
     every = "every GPU node" if held >= group.instance_count else f"{held} of the GPU nodes"
     running = [job for h in holders for job in h.active_jobs]
     stop = f"; RayJob {', '.join(running)} is still running and stops with it" if running else ""
+    creators = [h.recreated_by for h in holders if h.recreated_by]
+    if creators:
+        stop += f"; RayJob {', '.join(creators)} would create its cluster again and is deleted instead"
     return (
         f"{names} hold {every} ({held} of {group.instance_count} {group.instance_type}); the RayService needs "
         f"{needed} (serving.worker_replicas){stop}. Delete {'it' if len(holders) == 1 else 'them'} to make room? "
