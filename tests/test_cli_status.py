@@ -10,11 +10,12 @@ from click.testing import CliRunner
 from conftest import TEST_ACCOUNT as ACCOUNT
 from conftest import TEST_REGION as REGION
 from conftest import add_modeled_error
-from fake_http import serve_in_background
+from fake_kube import FakeKube, pod
 
 from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.common import AwsClients
+from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.ops.kube import Cluster
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env")
 LAUNCHED = datetime(2026, 1, 1, tzinfo=UTC)
@@ -143,7 +144,7 @@ def test_an_aws_error_is_one_line(stub_aws, default_config):
     assert result.stderr.strip() == "status error: SageMaker: AccessDeniedException: not allowed"
 
 
-# --- RayJobs through the Kubernetes API: the official kubernetes client against a local HTTP server ---------
+# --- RayJobs through the Kubernetes API: the official kubernetes client against tests/fake_kube.py ----------
 
 KUBE_NAMESPACE = "skyrl"
 SKYRL_LOG = [
@@ -152,59 +153,6 @@ SKYRL_LOG = [
     "(TrainerActor pid=12) 2026-01-01 | INFO | Successfully saved checkpoint for global_step_24 to: /shared/runs/x/ckpt/global_step_24",
     "step 25 ...",
 ]
-
-
-class KubeApi:
-    """Answers the three read-only calls `status` makes, as the Kubernetes API server shapes them, on 127.0.0.1."""
-
-    def __init__(self, rayjobs: list[dict], pods: dict[str, list[dict]], logs: dict[str, str]):
-        import http.server
-        import json
-        from urllib.parse import parse_qs, urlparse
-
-        api = self
-        self.requests: list[str] = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                url = urlparse(self.path)
-                api.requests.append(url.path)
-                body: bytes
-                if url.path == f"/apis/ray.io/v1/namespaces/{KUBE_NAMESPACE}/rayjobs":
-                    body = json.dumps({"apiVersion": "ray.io/v1", "kind": "RayJobList", "items": rayjobs}).encode()
-                elif url.path == f"/api/v1/namespaces/{KUBE_NAMESPACE}/pods":
-                    selector = parse_qs(url.query)["labelSelector"][0]
-                    items = pods.get(selector.split("=", 1)[1], [])
-                    body = json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}).encode()
-                elif url.path.endswith("/log"):
-                    body = logs[url.path.split("/")[-2]].encode()
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain" if url.path.endswith("/log") else "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = serve_in_background(self.server)
-
-    def clients(self):
-        from kubernetes import client
-
-        configuration = client.Configuration()
-        configuration.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        api = client.ApiClient(configuration)
-        return client.CoreV1Api(api), client.CustomObjectsApi(api)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
 
 
 def rayjob(name: str, status: dict, backoff: int | None = 2) -> dict:
@@ -218,35 +166,39 @@ def rayjob(name: str, status: dict, backoff: int | None = 2) -> dict:
     }
 
 
-def pod(name: str, created: str) -> dict:
-    return {"metadata": {"name": name, "namespace": KUBE_NAMESPACE, "creationTimestamp": created}}
+def submitter(kube: FakeKube, job: str, suffix: str, created: str, log: str) -> None:
+    """A pod of the RayJob's submitter Job (the Job controller labels it with the Job's name) and its log."""
+    name = f"{job}-{suffix}"
+    kube.put(f"/api/v1/namespaces/{KUBE_NAMESPACE}/pods/{name}", pod(name, KUBE_NAMESPACE, {"job-name": job}))
+    kube.objects[f"/api/v1/namespaces/{KUBE_NAMESPACE}/pods/{name}"]["metadata"]["creationTimestamp"] = created
+    kube.logs[f"{KUBE_NAMESPACE}/{name}"] = log
 
 
 @pytest.fixture
 def kube(default_config):
     job = default_config.derived.runs[0].job_name
-    server = KubeApi(
-        rayjobs=[rayjob(job, {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "failed": 1})],
-        pods={job: [pod(f"{job}-old", "2026-01-01T00:00:00Z"), pod(f"{job}-new", "2026-01-01T05:00:00Z")]},
-        logs={
-            f"{job}-new": "\n".join(SKYRL_LOG) + "\n",
-            f"{job}-old": "Successfully saved checkpoint for global_step_99\n",
-        },
+    fake = FakeKube().start()
+    fake.put(
+        f"/apis/ray.io/v1/namespaces/{KUBE_NAMESPACE}/rayjobs/{job}",
+        rayjob(job, {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "failed": 1}),
     )
-    yield server
-    server.close()
+    # The newest submitter pod is the current attempt; the older one's log names a later step.
+    submitter(fake, job, "old", "2026-01-01T00:00:00Z", "Successfully saved checkpoint for global_step_99\n")
+    submitter(fake, job, "new", "2026-01-01T05:00:00Z", "\n".join(SKYRL_LOG) + "\n")
+    yield fake
+    fake.stop()
 
 
 def test_status_reads_retries_and_the_newest_checkpoint_of_each_rayjob(kube, default_config):
     from skyrl_hyperpod.ops import status as status_module
 
-    (job,) = status_module.fetch_job_statuses(default_config, *kube.clients())
+    (job,) = status_module.fetch_job_statuses(default_config, Cluster(kube.api_client()))
     assert (job.deployment_status, job.failed_attempts, job.backoff_limit) == ("Running", 1, 2)
     assert job.retries == "1 of 2"
     # The newest submitter pod is the current attempt; its log names the newest complete checkpoint.
     assert job.checkpoint_step == 24
     assert job.problems() == []
-    assert kube.requests[-1].endswith(f"/pods/{job.name}-new/log")
+    assert kube.requests[-1].path.endswith(f"/pods/{job.name}-new/log")
 
 
 def test_a_failed_rayjob_is_a_finding_and_an_absent_one_is_reported(default_config):
@@ -254,11 +206,15 @@ def test_a_failed_rayjob_is_a_finding_and_an_absent_one_is_reported(default_conf
 
     config = validate_config({"training": {"experiments": [{"name": "a"}, {"name": "b"}]}})
     first, second = (run.job_name for run in config.derived.runs)
-    server = KubeApi([rayjob(first, {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "failed": 3})], {}, {})
+    server = FakeKube().start()
+    server.put(
+        f"/apis/ray.io/v1/namespaces/{KUBE_NAMESPACE}/rayjobs/{first}",
+        rayjob(first, {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "failed": 3}),
+    )
     try:
-        jobs = status_module.fetch_job_statuses(config, *server.clients())
+        jobs = status_module.fetch_job_statuses(config, Cluster(server.api_client()))
     finally:
-        server.close()
+        server.stop()
     assert [(j.name, j.deployment_status) for j in jobs] == [(first, "Failed"), (second, "not applied")]
     assert jobs[0].retries == "2 of 2"  # three failed attempts: the first and two retries
     assert jobs[0].problems() == [f"RayJob {first}: Failed after 3 failed attempt(s)"]
@@ -267,21 +223,12 @@ def test_a_failed_rayjob_is_a_finding_and_an_absent_one_is_reported(default_conf
     assert "no submitter pod" in lines[1]
 
 
-def test_status_command_prints_the_rayjobs(stub_aws, default_config, kube, monkeypatch):
-    from skyrl_hyperpod.ops import status as status_module
-
-    monkeypatch.setattr(status_module, "kubernetes_apis", lambda context: kube.clients())
+def test_status_command_prints_the_rayjobs(stub_aws, default_config, kube):
     head, workers = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
     nodes = [node(head, 0)] + [node(workers, 100 + i) for i in range(workers.instance_count)]
-    client, stubber = stub_aws("sagemaker", REGION)
-    name = default_config.names.hyperpod_cluster
-    described = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdefghijkl", "ClusterName": name,
-                 "ClusterStatus": "InService", "InstanceGroups": [live_group(head), live_group(workers)],
-                 "VpcConfig": {"SecurityGroupIds": ["sg-1"], "Subnets": ["subnet-1"]}}  # fmt: skip
-    stubber.add_response("describe_cluster", described, {"ClusterName": name})
-    stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": name})
-    stubber.activate()
-    result = CliRunner().invoke(cli, ["status", "--region", REGION], obj=AwsClients(overrides={"sagemaker": client}))
+    result = run_status_with(
+        stub_aws, default_config, nodes, [live_group(head), live_group(workers)], [], kube=kube.api_client()
+    )
     assert result.exit_code == 0, result.output
     job_line = next(
         line for line in result.stdout.splitlines() if line.startswith(default_config.derived.runs[0].job_name)
@@ -297,23 +244,26 @@ def test_status_command_prints_the_rayjobs(stub_aws, default_config, kube, monke
     ]
 
 
-def test_status_without_kubernetes_access_says_so_in_one_line(stub_aws, default_config, monkeypatch):
-    from skyrl_hyperpod.ops import status as status_module
+def test_status_without_kubernetes_access_says_so_in_one_line(stub_aws, default_config):
+    from kubernetes import client
 
-    def no_kubeconfig(context):
-        raise FileNotFoundError("Invalid kube-config file. No configuration found.")
-
-    monkeypatch.setattr(status_module, "kubernetes_apis", no_kubeconfig)
+    configuration = client.Configuration()
+    configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    configuration.retries = 0
     head, workers = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
     nodes = [node(head, 0)] + [node(workers, 100 + i) for i in range(workers.instance_count)]
-    result = run_status_with(stub_aws, default_config, nodes, [live_group(head), live_group(workers)], [])
+    result = run_status_with(
+        stub_aws, default_config, nodes, [live_group(head), live_group(workers)], [],
+        kube=client.ApiClient(configuration),
+    )  # fmt: skip
     assert result.exit_code == 1
-    assert result.stderr.strip() == (
-        "status error: Kubernetes: Invalid kube-config file. No configuration found. (pass --no-jobs to skip the RayJobs)"
-    )
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("status error: Kubernetes: cannot reach the Kubernetes API at http://127.0.0.1:9")
+    assert line.endswith("(pass --no-jobs to skip the RayJobs)")
 
 
-def run_status_with(stub_aws, config, nodes, groups, extra_args):
+def run_status_with(stub_aws, config, nodes, groups, extra_args, kube=None):
+    """`status` against stubbed SageMaker answers and, with `kube`, that Kubernetes ApiClient."""
     client, stubber = stub_aws("sagemaker", REGION)
     name = config.names.hyperpod_cluster
     described = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdefghijkl", "ClusterName": name,
@@ -322,6 +272,5 @@ def run_status_with(stub_aws, config, nodes, groups, extra_args):
     stubber.add_response("describe_cluster", described, {"ClusterName": name})
     stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": name})
     stubber.activate()
-    return CliRunner().invoke(
-        cli, ["status", "--region", REGION, *extra_args], obj=AwsClients(overrides={"sagemaker": client})
-    )
+    state = CliState(aws=AwsClients(overrides={"sagemaker": client}), kube=kube)
+    return CliRunner().invoke(cli, ["status", "--region", REGION, *extra_args], obj=state)

@@ -10,17 +10,19 @@ from typing import Any
 
 import click
 
-from skyrl_hyperpod.errors import InputError, ProblemsError, one_line
+from skyrl_hyperpod.errors import InputError, ProblemsError
 from skyrl_hyperpod.ops import cost as cost_module
 from skyrl_hyperpod.ops import fetch_outputs
 from skyrl_hyperpod.ops import preflight as preflight_module
 from skyrl_hyperpod.ops import review as review_module
 from skyrl_hyperpod.ops import status as status_module
 from skyrl_hyperpod.ops import teardown as teardown_module
+from skyrl_hyperpod.ops.kube import KubeError
 from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.stack_outputs import load_stack_outputs
 
 from .cluster import COMMANDS as cluster_commands
+from .cluster import connect
 from .common import (
     CONFIG_HELP,
     EXIT_BAD_INPUT,
@@ -322,7 +324,6 @@ def outputs(
 @config_option
 @region_option
 @profile_option
-@click.option("--kube-context", default=None, help="kubeconfig context of the EKS cluster (default: the current one).")
 @click.option("--no-jobs", is_flag=True, help="Skip the RayJobs (no Kubernetes access needed).")
 @json_option
 @click.pass_context
@@ -331,7 +332,6 @@ def status(
     config_path: Path | None,
     region: str | None,
     profile: str | None,
-    kube_context: str | None,
     no_jobs: bool,
     as_json: bool,
 ) -> None:
@@ -356,10 +356,9 @@ def status(
     jobs: list[status_module.RayJobStatus] = []
     if not no_jobs:
         try:
-            core, custom = status_module.kubernetes_apis(kube_context)
-            jobs = status_module.fetch_job_statuses(config, core, custom)
-        except Exception as error:  # kubeconfig missing, API unreachable or forbidden: one line, not a traceback
-            fail([f"status error: Kubernetes: {one_line(error)} (pass --no-jobs to skip the RayJobs)"], EXIT_FINDINGS)
+            jobs = status_module.fetch_job_statuses(config, connect(ctx, config, chosen, profile))
+        except KubeError as error:  # API unreachable or forbidden: one line, not a traceback
+            fail([f"status error: Kubernetes: {error} (pass --no-jobs to skip the RayJobs)"], EXIT_FINDINGS)
     job_problems = [problem for job in jobs for problem in job.problems()]
     if as_json:
         print_json({**status_module.as_dict(report), "rayjobs": [dataclasses.asdict(job) for job in jobs]})

@@ -4,22 +4,25 @@ With continuous provisioning a deploy succeeds before any node runs, and HyperPo
 that fail (a lifecycle script error, no capacity): this command shows how far each group is from its
 configured count and why nodes failed. Calls: sagemaker:DescribeCluster, sagemaker:ListClusterNodes.
 
-With Kubernetes access (a kubeconfig for the EKS cluster) it also shows each experiment's RayJob: KubeRay's
-deployment status, how many attempts failed and were retried, and the newest complete checkpoint its
-current attempt's driver log names (read-only: list rayjobs and pods, read one pod log).
+With access to the EKS cluster (reached as every cluster command reaches it: cli/cluster.py `connect`) it also
+shows each experiment's RayJob: KubeRay's deployment status, how many attempts failed and were retried, and the
+newest complete checkpoint its current attempt's driver log names (read-only: list rayjobs and pods, read one
+pod log).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
 
 from ..json_types import JsonObject
+from .cluster_workloads import RAY_API, WorkloadError, submitter_pod
+from .kube import Cluster
 
 # ClusterInstanceStatusDetails.Status values that count as a working node.
 RUNNING = "Running"
@@ -151,9 +154,6 @@ def render(status: ClusterStatus) -> list[str]:
 # written, so it names a complete checkpoint; load_checkpoints logs the step a retry resumes from.
 SAVED_CHECKPOINT = re.compile(r"Successfully saved checkpoint for global_step_(\d+)")
 RESUMED_CHECKPOINT = re.compile(r"Resuming from global_step: (\d+)")
-RAY_GROUP, RAY_VERSION, RAYJOB_PLURAL = "ray.io", "v1", "rayjobs"
-# Kubernetes labels every pod of a Job with its Job's name; KubeRay names a RayJob's submitter Job after it.
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 @dataclass(frozen=True)
@@ -188,36 +188,21 @@ def checkpoint_from_log(lines: Iterable[str]) -> int | None:
     return newest
 
 
-def _submitter_checkpoint(core: Any, namespace: str, job_name: str) -> tuple[int | None, str]:
-    pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={job_name}").items
-    if not pods:
-        return None, "no submitter pod (its log holds the driver's output)"
-    pod = max(pods, key=lambda p: p.metadata.creation_timestamp)
-    response = core.read_namespaced_pod_log(pod.metadata.name, namespace, _preload_content=False)
+def _submitter_checkpoint(cluster: Cluster, namespace: str, job_name: str) -> tuple[int | None, str]:
     try:
-        lines = (raw.decode("utf-8", errors="replace") for raw in response.stream(amt=65536))
-        step = checkpoint_from_log(_split_lines(lines))
-    finally:
-        response.release_conn()
+        pod = submitter_pod(cluster, namespace, job_name)
+    except WorkloadError:
+        return None, "no submitter pod (its log holds the driver's output)"
+    step = checkpoint_from_log(cluster.logs(namespace, pod))
     return step, "" if step is not None else "none in the current attempt's log yet"
 
 
-def _split_lines(chunks: Iterable[str]) -> Iterator[str]:
-    rest = ""
-    for chunk in chunks:
-        rest += chunk
-        *complete, rest = rest.split("\n")
-        yield from complete
-    if rest:
-        yield rest
-
-
-def fetch_job_statuses(config: ProjectConfig, core: Any, custom: Any) -> list[RayJobStatus]:
+def fetch_job_statuses(config: ProjectConfig, cluster: Cluster) -> list[RayJobStatus]:
     """Each configured experiment's RayJob: KubeRay's status (failed attempts, backoffLimit) and the newest
     complete checkpoint its current attempt's driver log names."""
     namespace = config.workloads.namespace
-    listed = custom.list_namespaced_custom_object(RAY_GROUP, RAY_VERSION, namespace, RAYJOB_PLURAL)
-    by_name = {item["metadata"]["name"]: item for item in listed.get("items", [])}
+    listed = cluster.list_items(f"{RAY_API}/namespaces/{namespace}/rayjobs")
+    by_name = {item["metadata"]["name"]: item for item in listed}
     statuses = []
     for run in config.derived.runs:
         item = by_name.get(run.job_name)
@@ -225,7 +210,7 @@ def fetch_job_statuses(config: ProjectConfig, core: Any, custom: Any) -> list[Ra
             statuses.append(RayJobStatus(run.job_name, "not applied", "-", 0, None, None))
             continue
         status, spec = item.get("status") or {}, item.get("spec") or {}
-        step, note = _submitter_checkpoint(core, namespace, run.job_name)
+        step, note = _submitter_checkpoint(cluster, namespace, run.job_name)
         statuses.append(
             RayJobStatus(
                 name=run.job_name,
@@ -258,14 +243,6 @@ def render_jobs(jobs: list[RayJobStatus]) -> list[str]:
         for row in (header, *rows)
     ]
     return lines + [f"FAIL {problem}" for job in jobs for problem in job.problems()]
-
-
-def kubernetes_apis(context: str | None) -> tuple[Any, Any]:
-    """CoreV1Api and CustomObjectsApi from the kubeconfig (`aws eks update-kubeconfig` writes one)."""
-    from kubernetes import client, config
-
-    api = config.new_client_from_config(context=context)
-    return client.CoreV1Api(api), client.CustomObjectsApi(api)
 
 
 def as_dict(status: ClusterStatus) -> dict[str, Any]:
