@@ -201,6 +201,20 @@ def test_a_failed_job_makes_status_exit_1(kube):
     assert f"RayCluster {RAYCLUSTER}: not applied" in result.stdout
 
 
+def test_a_stopped_self_contained_job_says_its_cluster_stays(kube, tmp_path):
+    (tmp_path / "skyrl-hp.yaml").unlink()  # the default configuration: self-contained RayJobs
+    kube.put(
+        f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}",
+        {"status": {"jobStatus": "STOPPED", "jobDeploymentStatus": "Complete", "rayClusterName": f"{RAYJOB}-x7k2p"}},
+    )
+    result = run(kube, "train", "status")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        f"RayJob {RAYJOB} (maze-grpo): STOPPED, deployment Complete (no deletion rule covers STOPPED: its cluster "
+        "holds the GPU nodes until skyrl-hp train stop)"
+    ]
+
+
 # --- train stop ----------------------------------------------------------------------------------------------
 
 RAYJOB_PATH = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}"

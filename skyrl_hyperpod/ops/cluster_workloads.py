@@ -140,6 +140,11 @@ def rayservice_path(namespace: str, name: str) -> str:
     return f"{RAY_API}/namespaces/{namespace}/rayservices/{name}"
 
 
+# KubeRay v1.7.0's deletionRules match jobStatus SUCCEEDED or FAILED (or deployment Failed) only, and a job
+# stopped through Ray (`ray job stop`, the dashboard) ends STOPPED with deployment Complete: its cluster stays.
+STOPPED_KEEPS_CLUSTER = "no deletion rule covers STOPPED: its cluster holds the GPU nodes until skyrl-hp train stop"
+
+
 def training_status(cluster: Cluster, config: ProjectConfig) -> dict[str, Any]:
     """The training RayCluster (unless jobs are self-contained) and each experiment's RayJob."""
     namespace, training = config.workloads.namespace, config.training
@@ -162,6 +167,7 @@ def training_status(cluster: Cluster, config: ProjectConfig) -> dict[str, Any]:
     for run in config.derived.runs:
         live = cluster.get(rayjob_path(namespace, run.job_name))
         status = (live or {}).get("status") or {}
+        stopped_own_cluster = training.jobs.self_contained_jobs and status.get("jobStatus") == "STOPPED"
         result["jobs"].append(
             {
                 "experiment": run.experiment.name,
@@ -171,6 +177,7 @@ def training_status(cluster: Cluster, config: ProjectConfig) -> dict[str, Any]:
                 "start_time": status.get("startTime"),
                 "end_time": status.get("endTime"),
                 "message": status.get("message"),
+                "note": STOPPED_KEEPS_CLUSTER if stopped_own_cluster else None,
             }
         )
     return result
@@ -197,6 +204,8 @@ def render_training_status(status: dict[str, Any]) -> list[str]:
             text += f", ended {job['end_time']}"
         if job["message"]:
             text += f": {job['message']}"
+        if job["note"]:
+            text += f" ({job['note']})"
         lines.append(text)
     return lines
 
