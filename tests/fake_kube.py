@@ -35,8 +35,9 @@ class FakeKube:
     requests: list[Request] = field(default_factory=list)
     # Called after each apply with (path, stored object): lets a test play the operator (status updates).
     on_apply: Callable[[str, dict[str, Any]], None] | None = None
-    # Called after each successful DELETE with the path: lets a test play the garbage collector.
-    on_delete: Callable[[str], None] | None = None
+    # Called with each request before it is answered: lets a test change the cluster as time passes (a
+    # controller or the garbage collector acting between two polls).
+    on_request: Callable[[Request], None] | None = None
     server: ThreadingHTTPServer | None = None
 
     @property
@@ -84,7 +85,10 @@ class FakeKube:
                 body = json.loads(raw) if raw else None
                 query = parse_qs(url.query)
                 headers = {key.lower(): value for key, value in self.headers.items()}
-                fake.requests.append(Request(self.command, url.path, query, headers, body))
+                request = Request(self.command, url.path, query, headers, body)
+                fake.requests.append(request)
+                if fake.on_request:
+                    fake.on_request(request)
                 path = url.path.rstrip("/")
                 if self.command == "PATCH":
                     assert isinstance(body, dict)
@@ -95,8 +99,6 @@ class FakeKube:
                 if self.command == "DELETE":
                     if fake.objects.pop(path, None) is None:
                         return self._reply(404, {"kind": "Status", "message": f"{path} not found", "code": 404})
-                    if fake.on_delete:
-                        fake.on_delete(path)
                     return self._reply(200, {"kind": "Status", "status": "Success"})
                 if path.endswith("/log"):
                     namespace, pod = path.split("/")[4], path.split("/")[6]

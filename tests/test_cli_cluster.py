@@ -19,7 +19,7 @@ from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import load_config, validate_config
-from skyrl_hyperpod.ops.kube import TOKEN_PREFIX, eks_token
+from skyrl_hyperpod.ops.kube import TOKEN_PREFIX, Cluster, ClusterEndpoint, KubeError, api_client_for, eks_token
 from skyrl_hyperpod.stack_outputs import StackOutputs
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "isolated")
@@ -102,7 +102,7 @@ def test_train_start_applies_platform_then_raycluster_then_rayjobs_server_side(k
     rayjob_at = applied.index(f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}")
     assert namespace_at == 0 < raycluster_at < rayjob_at == len(applied) - 1
     # Server-side apply of exactly what was synthesized.
-    patch = next(r for r in kube.requests if r.path.endswith(f"/rayjobs/{RAYJOB}"))
+    patch = next(r for r in kube.requests if r.method == "PATCH" and r.path.endswith(f"/rayjobs/{RAYJOB}"))
     assert patch.headers["content-type"] == "application/apply-patch+yaml"
     assert patch.query == {"fieldManager": ["skyrl-hp"], "force": ["true"]}
     synthesized = next(yaml.safe_load_all((dist / "03-rayjobs.k8s.yaml").read_text()))
@@ -201,56 +201,61 @@ def test_a_failed_job_makes_status_exit_1(kube):
     assert f"RayCluster {RAYCLUSTER}: not applied" in result.stdout
 
 
-def test_a_stopped_self_contained_job_says_its_cluster_stays(kube, tmp_path):
+@pytest.mark.parametrize("cluster_kept", [True, False])
+def test_a_stopped_self_contained_job_says_its_cluster_stays_while_it_does(kube, tmp_path, cluster_kept):
     (tmp_path / "skyrl-hp.yaml").unlink()  # the default configuration: self-contained RayJobs
+    own = f"{RAYJOB}-x7k2p"
+    if cluster_kept:
+        kube.put(f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{own}", {"metadata": {"name": own}})
     kube.put(
         f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}",
-        {"status": {"jobStatus": "STOPPED", "jobDeploymentStatus": "Complete", "rayClusterName": f"{RAYJOB}-x7k2p"}},
+        {"status": {"jobStatus": "STOPPED", "jobDeploymentStatus": "Complete", "rayClusterName": own}},
     )
     result = run(kube, "train", "status")
     assert result.exit_code == 1
+    note = " (no deletion rule covers STOPPED: its cluster holds the GPU nodes until skyrl-hp train stop)"
     assert result.stdout.splitlines() == [
-        f"RayJob {RAYJOB} (maze-grpo): STOPPED, deployment Complete (no deletion rule covers STOPPED: its cluster "
-        "holds the GPU nodes until skyrl-hp train stop)"
+        f"RayJob {RAYJOB} (maze-grpo): STOPPED, deployment Complete" + (note if cluster_kept else "")
     ]
 
 
 # --- train stop ----------------------------------------------------------------------------------------------
 
 RAYJOB_PATH = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}"
+RAYCLUSTERS = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters"
+RESUMES = "skyrl-hp train start --experiment maze-grpo resumes from the newest complete one"
 
 
-def running_rayjob(kube: FakeKube, ray_cluster: str) -> None:
-    kube.put(
-        RAYJOB_PATH,
-        {"status": {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "rayClusterName": ray_cluster}},
-    )
+def running_rayjob(kube: FakeKube, *, ray_cluster: str, selected: bool) -> None:
+    """A running RayJob on `ray_cluster`: the shared one it selected, or one it created."""
+    spec = {"clusterSelector": {"ray.io/cluster": ray_cluster}} if selected else {}
+    status = {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "rayClusterName": ray_cluster}
+    kube.put(RAYJOB_PATH, {"metadata": {"name": RAYJOB}, "spec": spec, "status": status})
 
 
 def test_train_stop_asks_then_deletes_the_rayjob_and_keeps_the_shared_raycluster(kube):
-    shared = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{RAYCLUSTER}"
-    kube.put(shared, {"status": {"state": "ready"}})
-    running_rayjob(kube, RAYCLUSTER)
+    kube.put(f"{RAYCLUSTERS}/{RAYCLUSTER}", {"metadata": {"name": RAYCLUSTER}, "status": {"state": "ready"}})
+    running_rayjob(kube, ray_cluster=RAYCLUSTER, selected=True)
     result = run(kube, "train", "stop", input="y\n")
     assert result.exit_code == 0, result.output
     assert (
-        f"Delete RayJob {RAYJOB} (RUNNING)? A running job loses the steps since its last checkpoint." in result.stderr
-    )
+        f"Delete RayJob {RAYJOB} (RUNNING)? A job that has not finished loses the steps since its last checkpoint. "
+        "The driver log goes too (keep it: skyrl-hp train logs > run.log)."
+    ) in result.stderr
     [delete] = [r for r in kube.requests if r.method == "DELETE"]
     # KubeRay's finalizer stops the Ray job; the shared cluster is not the job's to delete.
     assert (delete.path, delete.body) == (RAYJOB_PATH, {"propagationPolicy": "Background"})
-    assert shared in kube.objects
+    assert f"{RAYCLUSTERS}/{RAYCLUSTER}" in kube.objects
     ckpt_path = validate_config(SHARED_CLUSTER).derived.run("maze-grpo").ckpt_path
     assert result.stdout.splitlines() == [
-        f"deleted RayJob {RAYJOB} (was RUNNING)",
-        f"RayCluster {RAYCLUSTER} stays: the next train start submits to it",
-        f"maze-grpo: checkpoints stay in {ckpt_path}; skyrl-hp train start --experiment maze-grpo resumes from the "
-        "newest complete one",
+        f"deleted RayJob {RAYJOB} (was RUNNING); RayCluster {RAYCLUSTER} stays (the next train start submits to it)",
+        f"maze-grpo: checkpoints stay in {ckpt_path}; once RayJob {RAYJOB} is gone (train stop --wait waits for "
+        f"that), {RESUMES}",
     ]
 
 
 def test_train_stop_changes_nothing_unless_the_answer_is_yes(kube):
-    running_rayjob(kube, RAYCLUSTER)
+    running_rayjob(kube, ray_cluster=RAYCLUSTER, selected=True)
     result = run(kube, "train", "stop", input="n\n")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == "train stop: nothing changed"
@@ -266,40 +271,63 @@ def test_train_stop_without_a_rayjob_has_nothing_to_stop(kube):
 
 @pytest.fixture
 def self_contained_job(kube, tmp_path) -> str:
-    """The default, self-contained RayJob, running on the RayCluster KubeRay created for it and owns by it;
-    returns that cluster's API path. Its experiment does not resume (trainer.resume_mode: none)."""
+    """The default, self-contained RayJob, running on the RayCluster KubeRay created for it (labelled with its
+    creator, owned by it) and that cluster's head pod; returns the cluster's name. The experiment does not
+    resume (trainer.resume_mode: none)."""
     config = {"training": {"experiments": [{"name": "maze-grpo", "overrides": {"trainer.resume_mode": "none"}}]}}
     (tmp_path / "skyrl-hp.yaml").write_text(yaml.safe_dump(config))
     own = f"{RAYJOB}-x7k2p"
-    own_path = f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{own}"
-    kube.put(own_path, {"metadata": {"name": own}})
-    running_rayjob(kube, own)
-    return own_path
+    labels = {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": RAYJOB}
+    kube.put(f"{RAYCLUSTERS}/{own}", {"metadata": {"name": own, "labels": labels}})
+    head = f"{own}-head"
+    kube.put(f"/api/v1/namespaces/{NAMESPACE}/pods/{head}", pod(head, NAMESPACE, {"ray.io/cluster": own}))
+    running_rayjob(kube, ray_cluster=own, selected=False)
+    return own
 
 
-def test_train_stop_wait_returns_once_the_self_contained_jobs_cluster_is_gone(kube, self_contained_job):
-    import threading
+def test_train_stop_wait_returns_once_the_jobs_cluster_and_its_pods_are_gone(kube, self_contained_job):
+    own = self_contained_job
+    reads_of_the_cluster = 0
 
-    # The garbage collector deletes the cluster the RayJob owned a little after the RayJob.
-    kube.on_delete = lambda path: threading.Timer(0.3, kube.objects.pop, [self_contained_job]).start()
-    result = run(kube, "train", "stop", "--yes", "--wait", poll_seconds=0.05)
+    def garbage_collector(request) -> None:
+        # The cluster the RayJob owned, and its head pod, go between the first and the second poll.
+        nonlocal reads_of_the_cluster
+        if request.method == "GET" and request.path == f"{RAYCLUSTERS}/{own}":
+            reads_of_the_cluster += 1
+            if reads_of_the_cluster == 2:
+                kube.objects.pop(f"{RAYCLUSTERS}/{own}")
+                kube.objects.pop(f"/api/v1/namespaces/{NAMESPACE}/pods/{own}-head")
+
+    kube.on_request = garbage_collector
+    result = run(kube, "train", "stop", "--yes", "--wait")
     assert result.exit_code == 0, result.output
-    own = self_contained_job.rsplit("/", 1)[-1]
-    lines = result.stdout.splitlines()
-    assert lines[:3] == [
+    assert result.stdout.splitlines() == [
         f"deleted RayJob {RAYJOB} (was RUNNING); its RayCluster {own} goes with it",
-        f"still there: {own}",
-        "RayJobs and their clusters gone",
+        f"still there: {own}, 1 pod(s) of {own}",
+        "the RayJobs and their clusters are gone",
+        f"maze-grpo: checkpoints stay in {load_config(None).derived.run('maze-grpo').ckpt_path}; "
+        "skyrl-hp train start --experiment maze-grpo starts over (trainer.resume_mode: none)",
     ]
-    assert lines[-1].endswith("skyrl-hp train start --experiment maze-grpo starts over (trainer.resume_mode: none)")
     assert kube.deleted() == [RAYJOB_PATH]  # the cluster is KubeRay's to delete, not the command's
 
 
 def test_train_stop_wait_gives_up_with_what_is_left(kube, self_contained_job):
     result = run(kube, "train", "stop", "--yes", "--wait", "--timeout", "1", poll_seconds=0.1)
     assert result.exit_code == 1
-    own = self_contained_job.rsplit("/", 1)[-1]
-    assert result.stderr.splitlines()[-1] == f"timeout: RayJobs not deleted after 1 s; last state: still there: {own}"
+    own = self_contained_job
+    assert result.stderr.splitlines()[-1] == (
+        f"timeout: RayJobs and their clusters not gone after 1 s; last state: still there: {own}, 1 pod(s) of {own}"
+    )
+
+
+def test_train_start_refuses_a_rayjob_that_is_being_deleted(kube, dist):
+    kube.put(RAYJOB_PATH, {"metadata": {"name": RAYJOB, "deletionTimestamp": "2026-11-20T10:00:00Z"}})
+    result = run(kube, "train", "start", "--dist", str(dist))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"train start: RayJob {RAYJOB} is being deleted: start again once it is gone (skyrl-hp train stop --wait)"
+    )
+    assert RAYJOB_PATH not in kube.applied()
 
 
 def submitter(kube: FakeKube, log: str) -> None:
@@ -453,6 +481,45 @@ def test_eks_token_is_a_presigned_get_caller_identity_for_the_cluster():
     assert url.startswith(f"https://sts.{TEST_REGION}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15")
     assert "X-Amz-Expires=60" in url
     assert "X-Amz-SignedHeaders=host%3Bx-k8s-aws-id" in url
+
+
+def test_a_token_as_old_as_the_refresh_interval_is_signed_again_before_the_next_request(kube):
+    """`train start --wait` and the other waits outlast the 15 minutes the API server accepts a token for."""
+    endpoint = ClusterEndpoint(name="skyrl-hp-eks", arn=EKS_ARN, endpoint=kube.host, certificate_authority=CA,
+                               public_access=True, public_access_cidrs=())  # fmt: skip
+    signed = iter(f"{TOKEN_PREFIX}{number}" for number in range(1, 10))
+    fresh = Cluster(api_client_for(endpoint, lambda: next(signed)))
+    fresh.get(RAYJOB_PATH)
+    fresh.get(RAYJOB_PATH)
+    aged = Cluster(api_client_for(endpoint, lambda: next(signed), refresh_after=0))
+    aged.get(RAYJOB_PATH)
+    assert [request.headers["authorization"] for request in kube.requests] == [
+        f"Bearer {TOKEN_PREFIX}1",
+        f"Bearer {TOKEN_PREFIX}1",
+        f"Bearer {TOKEN_PREFIX}3",  # the second token, signed when the client was made, was already too old
+    ]
+
+
+def test_a_log_stream_that_breaks_is_one_kube_error():
+    """The connection drops after part of the log (the pod's node went away): KubeError, not urllib3's error."""
+    import socket
+    import threading
+
+    from kubernetes import client
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_with_a_cut_log() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nstep 1\n")
+
+    threading.Thread(target=answer_with_a_cut_log, daemon=True).start()
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    with listener, pytest.raises(KubeError, match=r"^GET /api/v1/namespaces/skyrl/pods/p/log: the log stream broke: "):
+        list(Cluster(client.ApiClient(configuration)).logs(NAMESPACE, "p"))
 
 
 def test_the_cluster_is_reached_with_the_eks_endpoint_and_a_token_from_the_aws_credentials(stub_aws, kube):

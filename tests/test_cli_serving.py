@@ -184,7 +184,14 @@ def test_serve_up_on_yes_deletes_the_training_cluster_then_applies_the_rayservic
 
 @pytest.mark.parametrize(
     ("job_status", "deployment_status", "deleted_kind"),
-    [("RUNNING", "Running", "rayjobs"), ("PENDING", "Retrying", "rayjobs"), ("SUCCEEDED", "Complete", "rayclusters")],
+    [
+        ("RUNNING", "Running", "rayjobs"),
+        ("FAILED", "Retrying", "rayjobs"),  # KubeRay keeps the failed attempt's status while it retries
+        (None, None, "rayjobs"),  # New: the RayJob is there, its cluster is being created
+        ("SUCCEEDED", "Complete", "rayclusters"),
+        ("STOPPED", "Complete", "rayclusters"),
+        ("no RayJob", None, "rayclusters"),  # the cluster outlived its creator
+    ],
 )
 def test_serve_up_deletes_an_unfinished_self_contained_job_with_its_cluster(
     kube, dist, job_status, deployment_status, deleted_kind
@@ -202,11 +209,12 @@ def test_serve_up_deletes_an_unfinished_self_contained_job_with_its_cluster(
         f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{own}",
         {"metadata": {"name": own, "labels": labels}, "spec": {"workerGroupSpecs": [gpu_group]}},
     )
-    kube.put(
-        f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{job}",
-        {"metadata": {"name": job},
-         "status": {"jobStatus": job_status, "jobDeploymentStatus": deployment_status, "rayClusterName": own}},
-    )  # fmt: skip
+    if job_status != "no RayJob":
+        status = {"jobStatus": job_status, "jobDeploymentStatus": deployment_status, "rayClusterName": own}
+        kube.put(
+            f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{job}",
+            {"metadata": {"name": job}, "status": {key: value for key, value in status.items() if value}},
+        )
     result = run(kube, "serve", "up", "--dist", str(dist), input="y\n")
     assert result.exit_code == 0, result.output
     deleted = own if deleted_kind == "rayclusters" else job

@@ -257,13 +257,33 @@ def test_status_without_kubernetes_access_says_so_in_one_line(stub_aws, default_
         kube=client.ApiClient(configuration),
     )  # fmt: skip
     assert result.exit_code == 1
-    [line] = result.stderr.strip().splitlines()
+    # The node report is printed first: it stands whatever the Kubernetes part does.
+    assert result.stdout.splitlines()[-1] == "every group runs its configured node count"
+    line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("status error: Kubernetes: cannot reach the Kubernetes API at http://127.0.0.1:9")
     assert line.endswith("(pass --no-jobs to skip the RayJobs)")
+    assert "Traceback" not in result.output
 
 
-def run_status_with(stub_aws, config, nodes, groups, extra_args, kube=None):
-    """`status` against stubbed SageMaker answers and, with `kube`, that Kubernetes ApiClient."""
+def test_status_reaches_the_rayjobs_through_the_eks_cluster_of_the_configuration(stub_aws, default_config):
+    """No kubeconfig: the EKS cluster the configuration names, as every cluster command finds it."""
+    eks, stubber = stub_aws("eks", REGION)
+    add_modeled_error(eks, stubber, "describe_cluster", "ResourceNotFoundException", 404,
+                      {"name": default_config.names.eks_cluster})  # fmt: skip
+    stubber.activate()
+    head, workers = default_config.hyperpod.head_group, default_config.hyperpod.worker_group
+    nodes = [node(head, 0)] + [node(workers, 100 + i) for i in range(workers.instance_count)]
+    result = run_status_with(stub_aws, default_config, nodes, [live_group(head), live_group(workers)], [], eks=eks)
+    assert result.exit_code == 1
+    stubber.assert_no_pending_responses()
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"cluster error: EKS cluster {default_config.names.eks_cluster} in {REGION}: ")
+    assert "ResourceNotFoundException" in line
+
+
+def run_status_with(stub_aws, config, nodes, groups, extra_args, kube=None, eks=None):
+    """`status` against stubbed SageMaker answers and, with `kube`, that Kubernetes ApiClient (else the EKS
+    cluster `eks` describes)."""
     client, stubber = stub_aws("sagemaker", REGION)
     name = config.names.hyperpod_cluster
     described = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abcdefghijkl", "ClusterName": name,
@@ -272,5 +292,6 @@ def run_status_with(stub_aws, config, nodes, groups, extra_args, kube=None):
     stubber.add_response("describe_cluster", described, {"ClusterName": name})
     stubber.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes}, {"ClusterName": name})
     stubber.activate()
-    state = CliState(aws=AwsClients(overrides={"sagemaker": client}), kube=kube)
+    overrides = {"sagemaker": client} | ({"eks": eks} if eks else {})
+    state = CliState(aws=AwsClients(overrides=overrides), kube=kube)
     return CliRunner().invoke(cli, ["status", "--region", REGION, *extra_args], obj=state)

@@ -353,6 +353,8 @@ def status(
             [f"status: HyperPod cluster {missing} does not exist in {chosen} (not deployed yet, or deleted)"],
             EXIT_FINDINGS,
         )
+    if not as_json:  # the nodes first: they are worth reading when the Kubernetes part fails
+        echo("\n".join(status_module.render(report)))
     jobs: list[status_module.RayJobStatus] = []
     if not no_jobs:
         try:
@@ -363,7 +365,6 @@ def status(
     if as_json:
         print_json({**status_module.as_dict(report), "rayjobs": [dataclasses.asdict(job) for job in jobs]})
     else:
-        echo("\n".join(status_module.render(report)))
         echo("RayJobs: not read (--no-jobs)" if no_jobs else "\n".join(status_module.render_jobs(jobs)))
     if report.problems() or job_problems:
         sys.exit(EXIT_FINDINGS)

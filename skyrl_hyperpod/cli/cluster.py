@@ -87,8 +87,8 @@ def connect(ctx: click.Context, config: ProjectConfig, region: str | None, profi
     name = config.names.eks_cluster
     with aws_errors(f"cluster error: EKS cluster {name} in {chosen}"):
         endpoint = describe_eks_cluster(clients("eks", chosen), name)
-        token = eks_token(clients.session, name, chosen)
-    return Cluster(api_client_for(endpoint, token))
+        api_client = api_client_for(endpoint, lambda: eks_token(clients.session, name, chosen))
+    return Cluster(api_client)
 
 
 def poll_interval(ctx: click.Context) -> float:
@@ -246,6 +246,17 @@ def train_start(
                 ready, timeout=timeout, interval=poll_interval(ctx), echo=echo,
                 what=f"RayCluster {name} not Ready",
             )  # fmt: skip
+        # Applied now, a RayJob that train stop is deleting would be accepted and then vanish with the old one.
+        namespace = config.workloads.namespace
+        leaving = [name for name in sorted(wanted) if cluster_workloads.being_deleted(cluster, namespace, name)]
+        if leaving:
+            fail(
+                [
+                    f"train start: RayJob {', '.join(leaving)} is being deleted: start again once it is gone "
+                    "(skyrl-hp train stop --wait)"
+                ],
+                EXIT_FINDINGS,
+            )
         cluster_workloads.apply_all(cluster, jobs, echo)
     echo(f"submitted {len(jobs)} RayJob(s); follow with: skyrl-hp train status, skyrl-hp train logs --follow")
 
@@ -278,7 +289,8 @@ def train_status(
 @profile_option
 @experiment_option()
 @click.option("--yes", is_flag=True, help="Delete the RayJobs without asking.")
-@click.option("--wait", is_flag=True, help="Wait until the RayJobs, and the Ray clusters they created, are gone.")
+@click.option("--wait", is_flag=True,
+              help="Wait until the RayJobs, the Ray clusters they created and those clusters' pods are gone.")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_WAIT_SECONDS, show_default=True,
               help="Seconds --wait waits.")  # fmt: skip
 @click.pass_context
@@ -292,14 +304,13 @@ def train_stop(
     wait: bool,
     timeout: float,
 ) -> None:
-    """Delete the experiments' RayJobs, after asking: KubeRay stops a Ray job that is still running, and a
-    self-contained job's Ray cluster goes with its RayJob, which frees the GPU nodes (the shared RayCluster of
-    `training.jobs.self_contained_jobs: false` stays). Checkpoints stay on the shared file system: `train start`
-    resumes from the newest complete one."""
+    """Delete the experiments' RayJobs, after asking: KubeRay stops a Ray job that has not finished, and the Ray
+    cluster a self-contained job created goes with it, which frees the GPU nodes (a shared RayCluster the job
+    was submitted to stays). Checkpoints stay on the shared file system: `train start` resumes from the newest
+    complete one. The driver log goes with the RayJob."""
     config = load_project_config(config_path, region=region)
     runs = _pick_experiments(config, experiment)
     namespace = config.workloads.namespace
-    self_contained = config.training.jobs.self_contained_jobs
     with cluster_errors():
         cluster = connect(ctx, config, region, profile)
         jobs = cluster_workloads.live_rayjobs(cluster, namespace, [run.job_name for run in runs])
@@ -307,35 +318,22 @@ def train_stop(
         if not jobs:
             echo(f"no RayJob of {', '.join(run.experiment.name for run in runs)} on the cluster: nothing to stop")
             return
-        listed = ", ".join(f"{job.name} ({job.job_status})" for job in jobs)
-        question = f"Delete RayJob {listed}?"
-        if any(job.running for job in jobs):
-            question += " A running job loses the steps since its last checkpoint."
+        question = f"Delete RayJob {', '.join(f'{job.name} ({job.state})' for job in jobs)}?"
+        if any(job.unfinished for job in jobs):
+            question += " A job that has not finished loses the steps since its last checkpoint."
+        question += " The driver log goes too (keep it: skyrl-hp train logs > run.log)."
         if not (yes or click.confirm(question, default=False, err=True)):
             fail(["train stop: nothing changed"], EXIT_FINDINGS)
-        # A self-contained job's cluster is its own (KubeRay owns it by the RayJob); a shared one is not.
-        owned_clusters = [job.cluster_name for job in jobs if self_contained and job.cluster_name]
         for job in jobs:
-            cluster.delete_path(job.path)
-            owned = job.cluster_name in owned_clusters
-            echo(
-                f"deleted RayJob {job.name} (was {job.job_status})"
-                + (f"; its RayCluster {job.cluster_name} goes with it" if owned else "")
-            )
-        if not self_contained:
-            echo(f"RayCluster {config.training.cluster.raycluster_name} stays: the next train start submits to it")
+            deleted = cluster.delete_path(job.path)
+            line = f"deleted RayJob {job.name} (was {job.state})" if deleted else f"RayJob {job.name} was already gone"
+            if job.own_clusters:
+                line += f"; its RayCluster {', '.join(job.own_clusters)} goes with it"
+            if job.selected_cluster:
+                line += f"; RayCluster {job.selected_cluster} stays (the next train start submits to it)"
+            echo(line)
         if wait:
-            leftovers = [job.path for job in jobs] + [
-                cluster_workloads.raycluster_path(namespace, name) for name in owned_clusters
-            ]
-
-            def gone() -> tuple[bool, str]:
-                left = [path.rsplit("/", 1)[-1] for path in leftovers if cluster.get(path) is not None]
-                return not left, f"still there: {', '.join(left)}" if left else "RayJobs and their clusters gone"
-
-            cluster_workloads.wait_for(
-                gone, timeout=timeout, interval=poll_interval(ctx), echo=echo, what="RayJobs not deleted"
-            )
+            _wait_until_gone(ctx, cluster, namespace, jobs, timeout)
     stopped = {job.name for job in jobs}
     for run in runs:
         if run.job_name in stopped:
@@ -344,10 +342,32 @@ def train_stop(
                 if run.knobs.resume_mode == "latest"
                 else "starts over (trainer.resume_mode: none)"
             )
+            when = "" if wait else f"once RayJob {run.job_name} is gone (train stop --wait waits for that), "
             echo(
                 f"{run.experiment.name}: checkpoints stay in {run.ckpt_path}; "
-                f"skyrl-hp train start --experiment {run.experiment.name} {again}"
+                f"{when}skyrl-hp train start --experiment {run.experiment.name} {again}"
             )
+
+
+def _wait_until_gone(
+    ctx: click.Context, cluster: Cluster, namespace: str, jobs: list[cluster_workloads.LiveRayJob], timeout: float
+) -> None:
+    """Until the RayJobs, the clusters they created and those clusters' pods (which hold the GPU nodes until
+    they have terminated) are gone."""
+
+    def gone() -> tuple[bool, str]:
+        left = [job.name for job in jobs if cluster.get(job.path) is not None]
+        for name in (name for job in jobs for name in job.own_clusters):
+            if cluster.get(cluster_workloads.raycluster_path(namespace, name)) is not None:
+                left.append(name)
+            pods = cluster.pods(namespace, f"{cluster_workloads.RAY_CLUSTER_LABEL}={name}")
+            if pods:
+                left.append(f"{len(pods)} pod(s) of {name}")
+        return not left, f"still there: {', '.join(left)}" if left else "the RayJobs and their clusters are gone"
+
+    cluster_workloads.wait_for(
+        gone, timeout=timeout, interval=poll_interval(ctx), echo=echo, what="RayJobs and their clusters not gone"
+    )
 
 
 def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:

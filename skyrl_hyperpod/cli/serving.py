@@ -218,8 +218,7 @@ def serve_up(
                     cluster.delete_path(cluster_workloads.rayjob_path(namespace, holder.recreated_by))
                     echo(f"deleted RayJob {holder.recreated_by}; its RayCluster {holder.name} goes with it")
                     continue
-                cluster.delete({"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                                "metadata": {"name": holder.name, "namespace": namespace}})  # fmt: skip
+                cluster.delete_path(cluster_workloads.raycluster_path(namespace, holder.name))
                 echo(f"deleted RayCluster {holder.name}")
         cluster_workloads.apply_all(cluster, objects, echo)
         name = config.serving.rayservice_name

@@ -20,9 +20,12 @@ from skyrl_hyperpod.synthesized_manifests import chart_file, read_manifest_docum
 from .kube import Cluster, KubeError, describe
 
 RAY_API = "/apis/ray.io/v1"
-# KubeRay's labels on the pods of a RayCluster (ray-operator/controllers/ray/utils/constant.go).
+# KubeRay's labels on the pods of a RayCluster, and on the RayClusters a RayJob or a RayService creates: the
+# kind and the name of their creator (ray-operator/controllers/ray/utils/constant.go).
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+ORIGIN_KIND_LABEL = "ray.io/originated-from-crd"
+ORIGIN_NAME_LABEL = "ray.io/originated-from-cr-name"
 # The Kubernetes Job controller labels a Job's pods with the Job's name; KubeRay's K8sJobMode submitter
 # Job is named after its RayJob.
 JOB_NAME_LABEL = "job-name"
@@ -167,7 +170,13 @@ def training_status(cluster: Cluster, config: ProjectConfig) -> dict[str, Any]:
     for run in config.derived.runs:
         live = cluster.get(rayjob_path(namespace, run.job_name))
         status = (live or {}).get("status") or {}
-        stopped_own_cluster = training.jobs.self_contained_jobs and status.get("jobStatus") == "STOPPED"
+        kept_cluster: str = status.get("rayClusterName") or ""
+        stopped_own_cluster = (
+            status.get("jobStatus") == "STOPPED"
+            and not ((live or {}).get("spec") or {}).get("clusterSelector")
+            and kept_cluster != ""
+            and cluster.get(raycluster_path(namespace, kept_cluster)) is not None
+        )
         result["jobs"].append(
             {
                 "experiment": run.experiment.name,
@@ -223,11 +232,33 @@ class LiveRayJob:
     name: str
     path: str
     job_status: str  # Ray's job status; "-" before KubeRay submitted the job
-    cluster_name: str | None  # status.rayClusterName: the cluster KubeRay created or selected for it
+    being_deleted: bool  # metadata.deletionTimestamp: KubeRay's finalizer has yet to stop the job
+    own_clusters: tuple[str, ...]  # the RayClusters it created (they go with it: KubeRay makes it their owner)
+    selected_cluster: str | None  # spec.clusterSelector's RayCluster, which is not the job's to delete
 
     @property
-    def running(self) -> bool:
+    def unfinished(self) -> bool:
         return self.job_status not in TERMINAL_JOB_STATES
+
+    @property
+    def state(self) -> str:
+        return "not submitted yet" if self.job_status == "-" else self.job_status
+
+
+def being_deleted(cluster: Cluster, namespace: str, rayjob: str) -> bool:
+    """The RayJob exists and carries a deletionTimestamp (KubeRay's finalizer has not let it go yet)."""
+    live = cluster.get(rayjob_path(namespace, rayjob)) or {}
+    return bool((live.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def created_clusters(cluster: Cluster, namespace: str, rayjob: str) -> list[str]:
+    """The RayClusters a RayJob created, by the labels KubeRay gives them (whatever its status names: a retry
+    clears status.rayClusterName before the next cluster exists)."""
+    selector = f"{ORIGIN_KIND_LABEL}=RayJob,{ORIGIN_NAME_LABEL}={rayjob}"
+    return [
+        item["metadata"]["name"]
+        for item in cluster.list_items(f"{RAY_API}/namespaces/{namespace}/rayclusters", selector)
+    ]
 
 
 def live_rayjobs(cluster: Cluster, namespace: str, names: list[str]) -> list[LiveRayJob]:
@@ -236,9 +267,19 @@ def live_rayjobs(cluster: Cluster, namespace: str, names: list[str]) -> list[Liv
     for name in names:
         path = rayjob_path(namespace, name)
         live = cluster.get(path)
-        if live is not None:
-            status = live.get("status") or {}
-            found.append(LiveRayJob(name, path, status.get("jobStatus") or "-", status.get("rayClusterName")))
+        if live is None:
+            continue
+        status, spec = live.get("status") or {}, live.get("spec") or {}
+        found.append(
+            LiveRayJob(
+                name=name,
+                path=path,
+                job_status=status.get("jobStatus") or "-",
+                being_deleted=bool((live.get("metadata") or {}).get("deletionTimestamp")),
+                own_clusters=tuple(created_clusters(cluster, namespace, name)),
+                selected_cluster=(spec.get("clusterSelector") or {}).get(RAY_CLUSTER_LABEL),
+            )
+        )
     return found
 
 

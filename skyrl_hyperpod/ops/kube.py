@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ FIELD_MANAGER = "skyrl-hp"
 TOKEN_PREFIX = "k8s-aws-v1."
 # The API server accepts a token for 15 minutes after signing; the signature itself is valid for 60 s.
 TOKEN_EXPIRES_SECONDS = 60
+# A command that waits longer (train start --wait, up to 30 min) signs a new token before the old one expires.
+TOKEN_REFRESH_SECONDS = 600
 CLUSTER_NAME_HEADER = "x-k8s-aws-id"
 
 
@@ -73,8 +76,12 @@ def describe_eks_cluster(eks: Any, cluster_name: str) -> ClusterEndpoint:
     )
 
 
-def api_client_for(endpoint: ClusterEndpoint, token: str) -> Any:
-    """A kubernetes ApiClient for the EKS endpoint, trusting only the cluster's CA."""
+def api_client_for(
+    endpoint: ClusterEndpoint, sign_token: Callable[[], str], refresh_after: float = TOKEN_REFRESH_SECONDS
+) -> Any:
+    """A kubernetes ApiClient for the EKS endpoint, trusting only the cluster's CA. `sign_token` makes a bearer
+    token; the client asks for a new one before a request once the current one is `refresh_after` seconds old
+    (the client's `refresh_api_key_hook` runs before every request)."""
     from kubernetes import client
 
     ca_file = tempfile.NamedTemporaryFile("wb", prefix="skyrl-hp-ca-", suffix=".crt", delete=False)  # noqa: SIM115
@@ -83,8 +90,17 @@ def api_client_for(endpoint: ClusterEndpoint, token: str) -> Any:
     configuration = client.Configuration()
     configuration.host = endpoint.endpoint
     configuration.ssl_ca_cert = ca_file.name
-    configuration.api_key = {"BearerToken": token}
+    configuration.api_key = {"BearerToken": sign_token()}
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    signed_at = time.monotonic()
+
+    def refresh(config: Any) -> None:
+        nonlocal signed_at
+        if time.monotonic() - signed_at >= refresh_after:
+            config.api_key["BearerToken"] = sign_token()
+            signed_at = time.monotonic()
+
+    configuration.refresh_api_key_hook = refresh
     return client.ApiClient(configuration)
 
 
@@ -210,9 +226,14 @@ class Cluster:
             query.append(("tailLines", tail))
         if container:
             query.append(("container", container))
-        response = self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", query=query, stream=True)
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
+        response = self._call("GET", path, query=query, stream=True)
+        from urllib3.exceptions import HTTPError
+
         try:
             yield from _lines(response.stream(4096))
+        except HTTPError as error:  # the connection broke while the log streamed
+            raise KubeError(f"GET {path}: the log stream broke: {error}") from None
         finally:
             response.release_conn()
 

@@ -18,15 +18,13 @@ from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
 
+from .cluster_workloads import ORIGIN_KIND_LABEL, ORIGIN_NAME_LABEL
 from .kube import Cluster
 
-# KubeRay labels the RayClusters a RayService or a RayJob creates with the kind and the name of their creator
-# (ray-operator/controllers/ray/utils/constant.go).
-ORIGIN_LABEL = "ray.io/originated-from-crd"
-ORIGIN_NAME_LABEL = "ray.io/originated-from-cr-name"
-# A RayJob in any other deployment state creates its cluster again when it is deleted (rayjob_controller.go:
-# `getOrCreateRayClusterInstance` while Initializing or Running, a new cluster after Retrying).
-SETTLED_DEPLOYMENT_STATES = ("Complete", "Failed", "ValidationFailed")
+# A RayJob in one of these deployment states does not create its cluster again once it is deleted; in any
+# other it does (rayjob_controller.go: `getOrCreateRayClusterInstance` in New, Initializing and Running, a new
+# cluster after Retrying). Suspending deletes the cluster itself.
+SETTLED_DEPLOYMENT_STATES = ("Complete", "Failed", "ValidationFailed", "Suspending", "Suspended")
 GPU_RESOURCE = "nvidia.com/gpu"
 ACTIVE_JOB_STATES = ("PENDING", "RUNNING")
 REQUEST_TIMEOUT_SECONDS = 300
@@ -68,7 +66,7 @@ def gpu_holders(cluster: Cluster, namespace: str) -> list[GpuHolder]:
     for raycluster in clusters:
         metadata = raycluster.get("metadata") or {}
         labels = metadata.get("labels") or {}
-        if labels.get(ORIGIN_LABEL) == "RayService":
+        if labels.get(ORIGIN_KIND_LABEL) == "RayService":
             continue
         workers = _gpu_workers(raycluster.get("spec") or {})
         if not workers:
@@ -84,7 +82,7 @@ def gpu_holders(cluster: Cluster, namespace: str) -> list[GpuHolder]:
                 (job.get("status") or {}).get("rayClusterName"),
             )
         )
-        creator = labels.get(ORIGIN_NAME_LABEL) if labels.get(ORIGIN_LABEL) == "RayJob" else None
+        creator = labels.get(ORIGIN_NAME_LABEL) if labels.get(ORIGIN_KIND_LABEL) == "RayJob" else None
         unfinished = any(
             job["metadata"]["name"] == creator
             and (job.get("status") or {}).get("jobDeploymentStatus") not in SETTLED_DEPLOYMENT_STATES
@@ -107,7 +105,10 @@ def room_question(config: ProjectConfig, holders: list[GpuHolder]) -> str | None
     stop = f"; RayJob {', '.join(running)} is still running and stops with it" if running else ""
     creators = [h.recreated_by for h in holders if h.recreated_by]
     if creators:
-        stop += f"; RayJob {', '.join(creators)} would create its cluster again and is deleted instead"
+        stop += (
+            f"; RayJob {', '.join(creators)} would create its cluster again and is deleted instead (its driver log "
+            "goes too: skyrl-hp train logs > run.log keeps it)"
+        )
     return (
         f"{names} hold {every} ({held} of {group.instance_count} {group.instance_type}); the RayService needs "
         f"{needed} (serving.worker_replicas){stop}. Delete {'it' if len(holders) == 1 else 'them'} to make room? "
