@@ -57,6 +57,16 @@ def dist_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def wait_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=1),
+        default=DEFAULT_WAIT_SECONDS,
+        show_default=True,
+        help="Seconds --wait waits.",
+    )(command)
+
+
 def experiment_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option(
         "--experiment",
@@ -200,8 +210,7 @@ def train() -> None:
 @click.option(
     "--wait", is_flag=True, help="Wait for the head and every worker to be Ready before submitting the RayJobs."
 )
-@click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_WAIT_SECONDS, show_default=True,
-              help="Seconds --wait waits.")  # fmt: skip
+@wait_timeout_option
 @click.pass_context
 def train_start(
     ctx: click.Context,
@@ -291,8 +300,7 @@ def train_status(
 @click.option("--yes", is_flag=True, help="Delete the RayJobs without asking.")
 @click.option("--wait", is_flag=True,
               help="Wait until the RayJobs, the Ray clusters they created and those clusters' pods are gone.")  # fmt: skip
-@click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_WAIT_SECONDS, show_default=True,
-              help="Seconds --wait waits.")  # fmt: skip
+@wait_timeout_option
 @click.pass_context
 def train_stop(
     ctx: click.Context,

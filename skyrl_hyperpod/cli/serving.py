@@ -23,13 +23,13 @@ from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
 from skyrl_hyperpod.synthesized_manifests import RAYSERVICE_CHART
 
 from .cluster import (
-    DEFAULT_WAIT_SECONDS,
     cluster_errors,
     connect,
     dist_option,
     experiment_option,
     poll_interval,
     port_connector,
+    wait_timeout_option,
 )
 from .common import (
     EXIT_BAD_INPUT,
@@ -73,7 +73,7 @@ def adapter() -> None:
 )
 @click.option("--name", "adapter_name", default=None, help="Adapter name in requests (default: the experiment's name).")
 @click.option("--wait", is_flag=True, help="Wait for the copy to finish and print the published files.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_WAIT_SECONDS, show_default=True)
+@wait_timeout_option
 @json_option
 @click.pass_context
 def adapter_publish(
@@ -181,7 +181,7 @@ def _rayservice_ready(live: dict[str, Any]) -> tuple[bool, str]:
 @dist_option
 @click.option("--yes", is_flag=True, help="Delete the Ray clusters that hold the GPU nodes without asking.")
 @click.option("--wait", is_flag=True, help="Wait until the RayService is Ready.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=DEFAULT_WAIT_SECONDS, show_default=True)
+@wait_timeout_option
 @click.pass_context
 def serve_up(
     ctx: click.Context,
