@@ -232,7 +232,6 @@ class LiveRayJob:
     name: str
     path: str
     job_status: str  # Ray's job status; "-" before KubeRay submitted the job
-    being_deleted: bool  # metadata.deletionTimestamp: KubeRay's finalizer has yet to stop the job
     own_clusters: tuple[str, ...]  # the RayClusters it created (they go with it: KubeRay makes it their owner)
     selected_cluster: str | None  # spec.clusterSelector's RayCluster, which is not the job's to delete
 
@@ -275,7 +274,6 @@ def live_rayjobs(cluster: Cluster, namespace: str, names: list[str]) -> list[Liv
                 name=name,
                 path=path,
                 job_status=status.get("jobStatus") or "-",
-                being_deleted=bool((live.get("metadata") or {}).get("deletionTimestamp")),
                 own_clusters=tuple(created_clusters(cluster, namespace, name)),
                 selected_cluster=(spec.get("clusterSelector") or {}).get(RAY_CLUSTER_LABEL),
             )
