@@ -90,4 +90,8 @@ def test_a_job_submitted_through_the_rest_api_runs(dashboard):
         with urllib.request.urlopen(f"{forward.url}/api/jobs/{submission}/logs") as response:
             logs = json.loads(response.read())["logs"]
     assert status == "SUCCEEDED"
-    assert logs.strip().splitlines()[-1] == "42"  # the runtime env passed through; Ray logs its own lines first
+    # The runtime env passed through: the driver printed it on a line of its own. Not necessarily the last line:
+    # Ray's supervisor writes its "Running entrypoint ..." line through a buffered file that it flushes only after
+    # starting the driver (ray/dashboard/modules/job/job_supervisor.py, `_exec_entrypoint`), so on a loaded machine
+    # the driver's output can come first.
+    assert "42" in logs.splitlines()
