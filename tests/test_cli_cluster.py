@@ -500,6 +500,21 @@ def test_a_token_as_old_as_the_refresh_interval_is_signed_again_before_the_next_
     ]
 
 
+def test_a_token_that_cannot_be_signed_again_is_one_kube_error(kube):
+    from botocore.exceptions import NoCredentialsError
+
+    def expired_credentials() -> str:
+        raise NoCredentialsError()
+
+    endpoint = ClusterEndpoint(name="skyrl-hp-eks", arn=EKS_ARN, endpoint=kube.host, certificate_authority=CA,
+                               public_access=True, public_access_cidrs=())  # fmt: skip
+    first = iter([f"{TOKEN_PREFIX}1"])
+    aged = Cluster(api_client_for(endpoint, lambda: next(first, None) or expired_credentials(), refresh_after=0))
+    with pytest.raises(KubeError, match=r"^cannot sign a new EKS token \(the old one expires\): Unable to locate"):
+        aged.get(RAYJOB_PATH)
+    assert kube.requests == []
+
+
 def test_a_log_stream_that_breaks_is_one_kube_error():
     """The connection drops after part of the log (the pod's node went away): KubeError, not urllib3's error."""
     import socket

@@ -97,7 +97,10 @@ def api_client_for(
     def refresh(config: Any) -> None:
         nonlocal signed_at
         if time.monotonic() - signed_at >= refresh_after:
-            config.api_key["BearerToken"] = sign_token()
+            try:
+                config.api_key["BearerToken"] = sign_token()
+            except Exception as error:  # botocore: credentials that expired or went away during a long wait
+                raise KubeError(f"cannot sign a new EKS token (the old one expires): {error}") from None
             signed_at = time.monotonic()
 
     configuration.refresh_api_key_hook = refresh
@@ -162,6 +165,8 @@ class Cluster:
             )
         except ApiException as error:
             raise KubeError(_api_error(method, path, error)) from None
+        except KubeError:  # a new token could not be signed (api_client_for's refresh)
+            raise
         except Exception as error:  # urllib3's connection and TLS errors
             raise KubeError(
                 f"cannot reach the Kubernetes API at {self.api_client.configuration.host}: {error}"
