@@ -9,12 +9,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.loader import load_config_with_source
 from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.ops.summary import platform_summary
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
+from skyrl_hyperpod.stack_outputs import OperatorOutputKey
+from skyrl_hyperpod.synthesized_manifests import config_fingerprint
 
 
 def cli_context() -> dict:
@@ -36,7 +39,31 @@ def cli_context() -> dict:
     return context
 
 
+def remove_previous_assembly() -> None:
+    """The previous cloud assembly's manifest.json, before anything can fail: a synth that fails leaves no cdk.out
+    the CDK CLI (`cdk deploy --app cdk.out`) or `skyrl-hp review` would take for this configuration's. The CDK CLI
+    names the directory in $CDK_OUTDIR; without it aws-cdk-lib writes to a fresh temporary directory."""
+    outdir = os.environ.get("CDK_OUTDIR")
+    if outdir:
+        (Path(outdir) / "manifest.json").unlink(missing_ok=True)
+
+
+def add_config_fingerprint_output(platform: Any, config: Any) -> None:
+    """Which configuration this deploy is: `cdk deploy --outputs-file` and `skyrl-hp outputs` carry it into
+    outputs.json, and the cdk8s app stamps it on the manifests it synthesizes from that file. On the network
+    stack: every deploy has it, and it changes nothing else there."""
+    import aws_cdk as cdk
+
+    cdk.CfnOutput(
+        platform.network,
+        OperatorOutputKey.CONFIG_FINGERPRINT.value,
+        value=config_fingerprint(config),
+        description="Fingerprint of the skyrl-hp configuration this platform was deployed from",
+    )
+
+
 def main() -> None:
+    remove_previous_assembly()
     # Both checks run before aws-cdk-lib and its Node process start: bad input fails in a fraction of a second.
     try:
         if "config" in cli_context():
@@ -58,9 +85,10 @@ def main() -> None:
     app = cdk.App()
     try:
         # Constructs re-check what only exists once CDK has allocated it (e.g. subnet CIDRs).
-        build_platform(app, config)
+        platform = build_platform(app, config)
     except ProblemsError as error:
         fail(error.problems)
+    add_config_fingerprint_output(platform, config)
     app.synth()
     exit_after_synth()
 

@@ -21,6 +21,14 @@ from skyrl_hyperpod.errors import InputError, ProblemsError
 from skyrl_hyperpod.ops.summary import workloads_summary
 from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
 from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
+from skyrl_hyperpod.synthesized_manifests import (
+    STAMP_PREFIX,
+    SynthStamp,
+    chart_file,
+    config_fingerprint,
+    source_name,
+    stamp_files,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent
 JOB_SCRIPT = REPO_ROOT / "docker" / "train_job.py"
@@ -44,7 +52,24 @@ def read_job_script(path: Path = JOB_SCRIPT) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def output_directory() -> Path:
+    """Where cdk8s.App writes: $CDK8S_OUTDIR (`cdk8s synth -o DIR` sets it), else dist/."""
+    return Path(os.environ.get("CDK8S_OUTDIR") or "dist")
+
+
+def remove_previous_charts(directory: Path) -> None:
+    """Chart files an earlier synth stamped: gone before this one starts, so a synth that fails leaves nothing that
+    looks current. `cdk8s synth` empties the directory itself; `python k8s_app.py` does not."""
+    for file in directory.glob("*.k8s.yaml"):
+        with file.open(encoding="utf-8", errors="replace") as stream:
+            stamped = stream.readline().startswith(STAMP_PREFIX)
+        if stamped:
+            file.unlink()
+
+
 def main() -> None:
+    outdir = output_directory()
+    remove_previous_charts(outdir)
     try:
         config, source = load_config_with_source(None)
         for line in workloads_summary(config, source):
@@ -73,7 +98,18 @@ def main() -> None:
         print(f"warning: {line}", file=sys.stderr)
     if problems:
         fail(problems)
+    fingerprint = config_fingerprint(config)
+    if outputs.config_fingerprint and outputs.config_fingerprint != fingerprint:
+        print(
+            f"warning: the stack outputs come from a deploy of configuration fingerprint {outputs.config_fingerprint}; "
+            f"these manifests are synthesized from {source_name(source.path)} (fingerprint {fingerprint}): if the "
+            "node groups or names changed, cdk deploy this configuration first",
+            file=sys.stderr,
+        )
     app.synth()
+    stamp = SynthStamp(fingerprint, None if source.path is None else str(source.path), outputs.config_fingerprint)
+    # Only the files this synth wrote: a chart file another synth left behind keeps its own stamp, or none.
+    stamp_files([outdir / chart_file(chart.node.id) for chart in charts], stamp)
     exit_after_synth()
 
 

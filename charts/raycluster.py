@@ -57,6 +57,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         shm_gib=training.cluster.head_shm_gib,
         ports=HEAD_PORTS,
         env=inputs.cache_env,
+        secret_env=training.jobs.secret_env_refs,
         shared=inputs.shared_volume(),
         script=ScriptVolume(config_map=inputs.job_script_config_map, mount_path=training.cluster.job_script_mount),
         run_as=owner,
@@ -75,6 +76,8 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         efa_devices=layout.spec.efa_interfaces,
         efa_device_rdma=layout.spec.efa_device_rdma,
         env=inputs.cache_env,
+        # The driver (on the head) and the actors (on every worker) inherit the container's environment.
+        secret_env=training.jobs.secret_env_refs,
         shared=inputs.shared_volume(),
         run_as=owner,
         labels=ray_workload_labels(TRAINING_COMPONENT),

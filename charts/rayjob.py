@@ -46,7 +46,8 @@ def deletion_rules(jobs: TrainingJobsConfig) -> tuple[dict, ...]:
 
 
 def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
-    """The shell command the RayJob submits: prepare /shared once, then start SkyRL. The job variables that SkyRL's
+    """The shell command the RayJob submits: prepare /shared once, then start SkyRL under train_job.py's stall
+    watchdog (training.jobs.stall_timeout_*). The job variables that SkyRL's
     driver passes on to its actors itself are set here, in the driver's environment, and not in runtimeEnvYAML: Ray
     refuses the driver's `ray.init(runtime_env=...)` when the job's runtime env already sets one of its names."""
     config = inputs.config
@@ -66,6 +67,8 @@ def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
         "--eval-rows", str(training.data.eval_rows),
         "--eval-seed", str(training.data.eval_seed),
         "--skyrl-dir", config.training_image.skyrl_dir,
+        "--stall-timeout-first-step", str(training.jobs.effective_stall_timeout_first_step_s),
+        "--stall-timeout-step", str(training.jobs.effective_stall_timeout_step_s),
         "--",
         *(f"{key}={value}" for key, value in run.overrides().items()),
     ]  # fmt: skip

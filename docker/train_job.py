@@ -14,37 +14,50 @@
    line instead of being resumed from or overwritten. A latest_ckpt_global_step.txt left empty by a crash
    during SkyRL's write of it, or naming a checkpoint whose trainer state is missing or cut short, is pointed
    back at the newest complete checkpoint.
-3. Replaces itself with `python examples/train/visgym/entrypoint.py --env_variant sft <overrides>`
-   run from --skyrl-dir, so SkyRL's exit code is the job's exit code.
+3. Takes the next attempt generation of that directory (.skyrl-hp-attempts/generation-<n>, created exclusively):
+   the newest attempt owns the run's checkpoints. An older attempt that is still alive (a pod on a partitioned
+   node, a second RayJob on the same run) is stopped, in one line, before its next checkpoint write; nothing waits
+   on a lock, so a newer attempt never waits on a dead one.
+4. Runs `examples/train/visgym/entrypoint.py --env_variant sft <overrides>` from --skyrl-dir in this process
+   (as `python` would run it: SkyRL's exit code, or its exception, is the job's), with a stall watchdog: when
+   SkyRL's trainer finishes no step within --stall-timeout-first-step seconds of the start, or within
+   --stall-timeout-step seconds of the previous step, the driver ends in one line with exit code 124, so the
+   attempt fails and KubeRay retries it on a fresh cluster (it resumes from the newest checkpoint).
 
 Overrides follow `--` as dotted `key=value` pairs. Unless given explicitly, the script adds
 trainer.policy.model.path, data.train_data and data.val_data pointing at what it prepared.
 
 The charts mount this file from a ConfigMap (a knob change never needs an image rebuild); it also
 runs as `ray job submit --working-dir docker/ -- python train_job.py ...`. Standard library only;
-huggingface_hub (in the image) is imported when a download is needed.
+huggingface_hub (in the image) is imported when a download is needed, ray (in the image) when SkyRL starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import errno
 import fcntl
+import importlib.abc
 import json
 import os
 import re
+import runpy
 import shlex
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 ENTRYPOINT = "examples/train/visgym/entrypoint.py"
 DATASET_SCRIPT = "examples/train/visgym/dataset.py"
@@ -67,13 +80,32 @@ TRAIN_DATA_KEY = "data.train_data"
 VAL_DATA_KEY = "data.val_data"
 DEFAULT_LOCK_TIMEOUT_SECONDS = 7200
 LOCK_POLL_SECONDS = 5.0
+# The attempts of a run (docstring, step 3), under its checkpoint directory.
+ATTEMPTS_DIR = ".skyrl-hp-attempts"
+GENERATION_PREFIX = "generation-"
+PROGRESS_PREFIX = "progress-"
+MAX_GENERATION_TRIES = 1000
+# Where the driver of a submitted Ray job finds its submission id: the job supervisor sets this variable to the
+# job config, whose metadata holds `job_submission_id` (ray dashboard/modules/job/job_supervisor.py,
+# `_get_driver_env_vars`; dashboard/modules/job/common.py, JOB_ID_METADATA_KEY). KubeRay submits each attempt
+# of a RayJob under a new submission id, `<RayJob name>-<random suffix>`.
+RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+SUBMISSION_ID_KEY = "job_submission_id"
+# The module whose RayPPOTrainer runs the training loop, in the Ray task the entry point starts.
+TRAINER_MODULE = "skyrl.train.trainer"
+# The exit code of a stalled attempt, the one coreutils `timeout` uses for a command it ended.
+STALL_EXIT_CODE = 124
+SUPERSEDED_EXIT_CODE = 1
+# How often the driver reads the trainer's progress and the attempt generations (a small fraction of a bound).
+MAX_POLL_SECONDS = 15.0
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # argparse prints a value-taking option as `--seed SEED` and a switch as `--seed`.
 _SEED_TAKES_VALUE = re.compile(r"--seed[ =][A-Z_]+")
 
 Downloader = Callable[[str, str, Path], None]
-Executor = Callable[[Sequence[str], Path], None]
+# execute(command, skyrl_dir, guard=Guard | None): runs SkyRL; tests pass a recorder.
+Executor = Callable[..., None]
 
 
 class UsageError(Exception):
@@ -103,6 +135,8 @@ class Options:
     dry_run: bool
     lock_timeout: float
     overrides: tuple[tuple[str, str], ...]
+    stall_timeout_first_step: float = 0.0
+    stall_timeout_step: float = 0.0
 
     @property
     def lock_path(self) -> Path:
@@ -152,6 +186,16 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds, at least 0")
+    return value
 
 
 def _absolute_path(text: str) -> Path:
@@ -209,6 +253,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_LOCK_TIMEOUT_SECONDS,
         help="seconds to wait for another pod's preparation (default %(default)s)",
     )
+    parser.add_argument(
+        "--stall-timeout-first-step",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="end the attempt (exit code 124) when SkyRL has finished no training step this long after it started; "
+        "0 (default) runs no watchdog. The charts pass training.jobs.stall_timeout_first_step_s",
+    )
+    parser.add_argument(
+        "--stall-timeout-step",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="end the attempt when no step finished this long after the previous one; 0 (default): no bound after "
+        "the first step. The charts pass training.jobs.stall_timeout_step_s",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the training command; prepare and run nothing")
     return parser
 
@@ -258,6 +318,8 @@ def parse_args(argv: Sequence[str]) -> Options:
         dry_run=args.dry_run,
         lock_timeout=float(args.lock_timeout),
         overrides=parse_overrides(overrides),
+        stall_timeout_first_step=args.stall_timeout_first_step,
+        stall_timeout_step=args.stall_timeout_step,
     )
 
 
@@ -266,12 +328,16 @@ def parse_args(argv: Sequence[str]) -> Options:
 # ---------------------------------------------------------------------------------------------
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    staging = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    with open(staging, "w", encoding="utf-8") as handle:
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    staging = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+    _write_synced(staging, text)
     os.replace(staging, path)
 
 
@@ -523,10 +589,10 @@ def repair_latest_step_file(ckpt_dir: Path) -> int | None:
     return complete[-1]
 
 
-def claim_checkpoint_dir(ckpt_dir: Path, run_name: str) -> int | None:
-    """Make ckpt_dir this run's: create it with a run marker, or accept it when its marker names this run.
-    Returns the step a resume starts after (None: no complete checkpoint yet). Raises PrepareError when the
-    directory holds another run's checkpoints, or checkpoints of an unknown run (no marker)."""
+def accept_run_marker(ckpt_dir: Path, run_name: str) -> None:
+    """Make ckpt_dir this run's: create it with a run marker, or accept it when its marker names this run. Raises
+    PrepareError when the directory holds another run's checkpoints, or checkpoints of an unknown run (no marker);
+    the directory is then left untouched."""
     marker_path = ckpt_dir / RUN_MARKER
     try:
         marker = json.loads(marker_path.read_text(encoding="utf-8"))
@@ -545,13 +611,17 @@ def claim_checkpoint_dir(ckpt_dir: Path, run_name: str) -> int | None:
         record = {"run_name": run_name, "claimed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         _write_atomically(marker_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
         log(f"checkpoint directory {ckpt_dir} claimed for run {run_name!r}")
-        return None
+        return
     owner = marker.get("run_name") if isinstance(marker, dict) else None
     if owner != run_name:
         raise PrepareError(
             f"checkpoint directory {ckpt_dir} belongs to run {owner!r} ({RUN_MARKER}), not {run_name!r}: "
             "give this experiment its own run_id, or move that run's checkpoints away"
         )
+
+
+def resume_point(ckpt_dir: Path, run_name: str) -> int | None:
+    """Repair the step file if needed; the step a resume starts after (None: no complete checkpoint yet)."""
     repair_latest_step_file(ckpt_dir)
     step = latest_complete_step(ckpt_dir)
     if step is None:
@@ -561,15 +631,489 @@ def claim_checkpoint_dir(ckpt_dir: Path, run_name: str) -> int | None:
     return step
 
 
-def claim_run_checkpoints(options: Options) -> None:
+def claim_checkpoint_dir(ckpt_dir: Path, run_name: str) -> int | None:
+    """accept_run_marker, then resume_point: the step a resume starts after (None: no complete checkpoint yet)."""
+    accept_run_marker(ckpt_dir, run_name)
+    return resume_point(ckpt_dir, run_name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Attempt generations (fencing)
+#
+# Each attempt takes generation <n> = the newest + 1 by creating .skyrl-hp-attempts/generation-<n>, and before
+# every checkpoint write it checks that no generation newer than its own exists. The name is created with
+# link(2): the record is written and synced under a private name first, and link() makes it appear under the
+# generation's name complete, or fails with EEXIST when another attempt took that number first (it then takes
+# the next one); POSIX makes both link() and rename() atomic, and a Lustre client "provides a full POSIX-compliant
+# interface" across the nodes that mount it (mount.lustre(8), https://man7.org/linux/man-pages/man8/mount.lustre.8.html;
+# link() to a lock file is open(2)'s portable exclusive create). No flock: the charts mount FSx with `flock`, which
+# that page describes as coherent across all client nodes (`localflock`: this node only), but a lock held by a
+# client that died stays held until the servers evict that client (https://wiki.lustre.org/Lustre_Recovery_Overview),
+# and an attempt must never wait on a dead one. Nothing here waits or locks.
+# ---------------------------------------------------------------------------------------------
+
+
+class AttemptSuperseded(RuntimeError):
+    """A newer attempt holds the run's checkpoints: one line, raised before a checkpoint write."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    ckpt_dir: str
+    generation: int
+    label: str
+
+    @property
+    def attempts_dir(self) -> Path:
+        return Path(self.ckpt_dir) / ATTEMPTS_DIR
+
+    @property
+    def progress_path(self) -> Path:
+        return self.attempts_dir / f"{PROGRESS_PREFIX}{self.generation}.json"
+
+
+def attempt_identity(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Who this attempt is, for the generation record and the lines that name it: the Ray job submission id
+    (KubeRay's per-attempt id), the RayCluster KubeRay created for the attempt (RAY_CLUSTER_NAME, set in the Ray
+    containers of KubeRay's pods, when present), the host (pod) and the process. The RayJob's own uid is not
+    exposed to the driver (neither KubeRay nor Ray passes it on); the submission id starts with the RayJob's name."""
+    environ = os.environ if environ is None else environ
+    submission = None
+    try:
+        job_config = json.loads(environ.get(RAY_JOB_CONFIG_ENV) or "{}")
+        submission = (job_config.get("metadata") or {}).get(SUBMISSION_ID_KEY)
+    except (ValueError, AttributeError):
+        pass
+    return {
+        "submission_id": submission,
+        "ray_cluster": environ.get("RAY_CLUSTER_NAME"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "taken_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def describe_attempt(record: Mapping[str, Any]) -> str:
+    submission = record.get("submission_id")
+    who = f"submission {submission}" if submission else "no Ray job submission id"
+    where = f"host {record.get('host', '?')} pid {record.get('pid', '?')}"
+    return f"{who}, {where}, since {record.get('taken_at', '?')}"
+
+
+def generations(attempts_dir: Path) -> list[int]:
+    try:
+        names = os.listdir(attempts_dir)
+    except FileNotFoundError:
+        return []
+    numbers = (name.removeprefix(GENERATION_PREFIX) for name in names if name.startswith(GENERATION_PREFIX))
+    return sorted(int(number) for number in numbers if number.isdigit())
+
+
+def take_generation(ckpt_dir: Path, identity: Mapping[str, Any]) -> Attempt:
+    """Create generation-<newest + 1> exclusively, with this attempt's record; never waits."""
+    directory = ckpt_dir / ATTEMPTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = directory / f".{GENERATION_PREFIX}{socket.gethostname()}.{os.getpid()}.tmp"
+    for _ in range(MAX_GENERATION_TRIES):
+        generation = max(generations(directory), default=0) + 1
+        record = {**identity, "generation": generation}
+        _write_synced(staging, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        try:
+            os.link(staging, directory / f"{GENERATION_PREFIX}{generation}")
+        except FileExistsError:
+            continue  # another attempt took this number a moment ago: the next one is ours
+        except OSError as exc:
+            raise PrepareError(
+                f"cannot create {directory / f'{GENERATION_PREFIX}{generation}'}: {exc.strerror}"
+            ) from None
+        finally:
+            staging.unlink(missing_ok=True)
+        attempt = Attempt(ckpt_dir=str(ckpt_dir), generation=generation, label=describe_attempt(record))
+        log(f"attempt generation {generation} ({attempt.label}) holds {ckpt_dir}")
+        return attempt
+    raise PrepareError(f"could not take an attempt generation in {directory} in {MAX_GENERATION_TRIES} tries")
+
+
+def superseded_by(attempt: Attempt) -> str | None:
+    """The newer generation that holds the run's checkpoints, described; None while this attempt is the newest."""
+    newest = max(generations(attempt.attempts_dir), default=0)
+    if newest <= attempt.generation:
+        return None
+    try:
+        record = json.loads((attempt.attempts_dir / f"{GENERATION_PREFIX}{newest}").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    return f"generation {newest} ({describe_attempt(record if isinstance(record, dict) else {})})"
+
+
+def superseded_message(attempt: Attempt, newer: str, what: str) -> str:
+    return (
+        f"attempt generation {attempt.generation} ({attempt.label}) of {attempt.ckpt_dir} is superseded by {newer}: "
+        f"stopped {what}; the newest attempt owns the run's checkpoints"
+    )
+
+
+def check_fence(attempt: Attempt, what: str) -> None:
+    """Raise AttemptSuperseded (one line, also logged) when a newer attempt took a generation."""
+    newer = superseded_by(attempt)
+    if newer is not None:
+        message = superseded_message(attempt, newer, what)
+        log(f"error: {message}")
+        raise AttemptSuperseded(message)
+
+
+def write_progress(attempt: Attempt, event: str, step: int) -> None:
+    record = {
+        "generation": attempt.generation,
+        "event": event,
+        "step": step,
+        "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    try:
+        _write_atomically(attempt.progress_path, json.dumps(record, sort_keys=True) + "\n")
+    except OSError as exc:  # the watchdog ends the attempt if progress stays unrecorded
+        log(f"note: cannot record the trainer's progress in {attempt.progress_path}: {exc}")
+
+
+def read_progress(path: Path) -> tuple[str, int] | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return str(record["event"]), int(record["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def claim_run_checkpoints(options: Options) -> Attempt | None:
     overrides = dict(options.overrides)
     ckpt_path, run_name = overrides.get(CKPT_PATH_KEY), overrides.get(RUN_NAME_KEY)
     if not ckpt_path or not run_name:
-        log(f"note: no {CKPT_PATH_KEY} and {RUN_NAME_KEY} override: the checkpoint directory is not checked")
-        return
+        log(
+            f"note: no {CKPT_PATH_KEY} and {RUN_NAME_KEY} override: the checkpoint directory is not checked, "
+            "attempts are not fenced and no stall watchdog runs"
+        )
+        return None
     if not Path(ckpt_path).is_absolute():
         raise UsageError(f"override {CKPT_PATH_KEY}={ckpt_path!r} must be an absolute path")
-    claim_checkpoint_dir(Path(ckpt_path), run_name)
+    ckpt_dir = Path(ckpt_path)
+    accept_run_marker(ckpt_dir, run_name)
+    # The generation comes before the step-file repair, so an older attempt still alive is fenced off first.
+    attempt = take_generation(ckpt_dir, attempt_identity())
+    resume_point(ckpt_dir, run_name)
+    return attempt
+
+
+# ---------------------------------------------------------------------------------------------
+# In the trainer's process: progress and the checkpoint fence
+#
+# SkyRL's entry point runs the training loop in a Ray task (`@ray.remote(num_cpus=1)` around BasePPOExp.run in
+# examples/train/visgym/entrypoint.py and skyrl/train/entrypoints/main_base.py), a worker process on any node of
+# the cluster, not in the driver. What runs there is SkyRL's own: its trainer's callbacks
+# (skyrl/train/utils/callbacks.py; RayPPOTrainer.train fires on_train_start, on_step_end after each step and
+# on_train_end) report progress, and RayPPOTrainer.save_checkpoints / save_models and the `io.open_file` that
+# writes data.pt, trainer_state.pt and latest_ckpt_global_step.txt (skyrl/train/trainer.py) check the fence.
+# ---------------------------------------------------------------------------------------------
+
+
+def _ignore_event(*args: Any) -> None:
+    return None
+
+
+class ProgressCallback:
+    """A SkyRL TrainingCallback by shape (SkyRL's CallbackHandler calls every on_* event on each callback): records
+    the trainer's start, each finished step and its end in the attempt's progress file, for the driver's watchdog."""
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+
+    def on_train_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        write_progress(self.attempt, "train_start", int(callback_input.global_step))
+
+    def on_step_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        write_progress(self.attempt, "step_end", int(callback_input.global_step))
+
+    def on_train_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        write_progress(self.attempt, "train_end", int(callback_input.global_step))
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        if name.startswith("on_"):
+            return _ignore_event
+        raise AttributeError(name)
+
+
+def _inside(path: str, directory: str) -> bool:
+    path, directory = os.path.abspath(path), os.path.abspath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+class FencedIO:
+    """SkyRL's io module as the trainer module sees it, with the fence checked before a file under the checkpoint
+    directory is opened for writing (data.pt, trainer_state.pt, latest_ckpt_global_step.txt)."""
+
+    def __init__(self, io: Any, attempt: Attempt) -> None:
+        self._io = io
+        self._attempt = attempt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._io, name)
+
+    def open_file(self, path: Any, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        if any(flag in mode for flag in "wax+") and _inside(str(path), self._attempt.ckpt_dir):
+            check_fence(self._attempt, f"before writing {path}")
+        return self._io.open_file(path, mode, *args, **kwargs)
+
+
+def guard_trainer(module: ModuleType, attempt: Attempt) -> None:
+    """Install the progress callback and the fence on `module`'s RayPPOTrainer (once)."""
+    trainer_class = module.RayPPOTrainer
+    if getattr(trainer_class, "_skyrl_hp_guarded", False):
+        return
+    original_init = trainer_class.__init__
+    original_save_checkpoints = trainer_class.save_checkpoints
+    original_save_models = trainer_class.save_models
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self.add_callback(ProgressCallback(attempt))
+
+    def save_checkpoints(self: Any, *args: Any, **kwargs: Any) -> Any:
+        check_fence(attempt, f"before writing checkpoint global_step_{self.global_step}")
+        return original_save_checkpoints(self, *args, **kwargs)
+
+    def save_models(self: Any, *args: Any, **kwargs: Any) -> Any:
+        check_fence(attempt, f"before exporting global_step_{self.global_step}")
+        return original_save_models(self, *args, **kwargs)
+
+    trainer_class.__init__ = __init__
+    trainer_class.save_checkpoints = save_checkpoints
+    trainer_class.save_models = save_models
+    trainer_class._skyrl_hp_guarded = True
+    module.io = FencedIO(module.io, attempt)  # type: ignore[attr-defined]
+
+
+class _GuardingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, attempt: Attempt) -> None:
+        self._loader = loader
+        self._attempt = attempt
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        guard_trainer(module, self._attempt)
+
+
+class GuardOnImport(importlib.abc.MetaPathFinder):
+    """Guards TRAINER_MODULE as it is imported: finds it through the other finders, then guards it after it ran."""
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != TRAINER_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is None:
+                    return None
+                spec.loader = _GuardingLoader(spec.loader, self.attempt)
+                return spec
+        return None
+
+
+def arm_trainer_guard(fields: Mapping[str, Any]) -> None:
+    """In a worker process of the job: guard RayPPOTrainer now if it is imported, else when it is. Only the process
+    that runs the training loop constructs a trainer; in the others (FSDP workers, vLLM engines) this stays inert."""
+    attempt = Attempt(**fields)
+    module = sys.modules.get(TRAINER_MODULE)
+    if module is not None:
+        guard_trainer(module, attempt)
+    elif not any(isinstance(finder, GuardOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, GuardOnImport(attempt))
+
+
+def worker_setup_hook(attempt: Attempt) -> Callable[[], None]:
+    """The job's Ray worker_process_setup_hook: Ray runs it in every worker process of the job before the process
+    runs a task (https://docs.ray.io/en/latest/ray-core/api/doc/ray.runtime_env.RuntimeEnv.html). Ray pickles it
+    with cloudpickle when the driver calls ray.init, by value (this script is not importable on the workers: the
+    ConfigMap is mounted on the head only), together with the functions and classes above."""
+    fields = dataclasses.asdict(attempt)
+
+    def skyrl_hp_trainer_guard() -> None:
+        arm_trainer_guard(fields)
+
+    return skyrl_hp_trainer_guard
+
+
+def route_guard_to_workers(ray: Any, hook: Callable[[], None]) -> None:
+    """Add `hook` as worker_process_setup_hook to the runtime env of SkyRL's own `ray.init` call
+    (skyrl/train/utils/utils.py initialize_ray: `ray.init(runtime_env={"env_vars": ...})`), which makes it the job's:
+    every task and actor of the job inherits it, wherever Ray places them."""
+    module = sys.modules.get(__name__)
+    if __name__ != "__main__" and module is not None:
+        # Imported (tests, the drill's layout checks) rather than run: pickle it by value all the same.
+        ray.cloudpickle.register_pickle_by_value(module)
+    original = ray.init
+
+    def init(*args: Any, **kwargs: Any) -> Any:
+        runtime_env = dict(kwargs.get("runtime_env") or {})
+        if runtime_env.get("worker_process_setup_hook") not in (None, hook):
+            raise PrepareError(
+                "ray.init already has a worker_process_setup_hook: the trainer's progress and checkpoint fence "
+                "cannot be installed"
+            )
+        runtime_env["worker_process_setup_hook"] = hook
+        kwargs["runtime_env"] = runtime_env
+        return original(*args, **kwargs)
+
+    ray.init = init
+
+
+# ---------------------------------------------------------------------------------------------
+# In the driver: the stall watchdog
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StallWatchdog:
+    """Decides, from the trainer's progress as the driver saw it, whether the attempt has stalled."""
+
+    first_step_s: float
+    step_s: float
+    started: float
+    last_step: int | None = None
+    last_step_at: float | None = None
+    trainer_start_step: int | None = None
+    finished: bool = False
+
+    def observe(self, event: str, step: int, now: float) -> None:
+        if event == "train_start":
+            self.trainer_start_step = step
+        elif event == "step_end" and step != self.last_step:
+            self.last_step, self.last_step_at = step, now
+        elif event == "train_end":
+            self.finished = True
+
+    def overdue(self, now: float) -> str | None:
+        """One line saying how the attempt stalled, or None."""
+        if self.finished or not self.first_step_s:
+            return None
+        if self.last_step is None or self.last_step_at is None:
+            if now - self.started <= self.first_step_s:
+                return None
+            if self.trainer_start_step is None:
+                where = "the trainer never reported its start"
+            else:
+                resumed = f"after global_step_{self.trainer_start_step}" if self.trainer_start_step else "at step 1"
+                where = f"the trainer started {resumed}"
+            return (
+                f"stalled: no training step finished within {self.first_step_s:g} s of SkyRL's start ({where}; "
+                "training.jobs.stall_timeout_first_step_s)"
+            )
+        if self.step_s and now - self.last_step_at > self.step_s:
+            return (
+                f"stalled: no training step finished within {self.step_s:g} s after step {self.last_step} "
+                "(training.jobs.stall_timeout_step_s)"
+            )
+        return None
+
+
+def end_driver(message: str, code: int) -> None:
+    """End the job's driver at once: Ray's job supervisor reports the attempt FAILED with this exit code and KubeRay
+    retries it. os._exit, because the thread running SkyRL is the one that is stuck (in ray.get)."""
+    print(f"train_job: error: {message}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
+
+
+@dataclass
+class Guard:
+    """What the in-process run of SkyRL is given: the attempt and the watchdog's bounds (0 = off)."""
+
+    attempt: Attempt
+    first_step_s: float
+    step_s: float
+
+
+class AttemptMonitor:
+    """The driver's watch over its attempt: a reader thread reads the trainer's progress and the generations on
+    the shared file system (a blocked read never holds up the deadline), a second thread ends the driver when the
+    watchdog says the attempt stalled or a newer attempt took over."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        end: Callable[[str, int], None] = end_driver,
+        poll_s: float | None = None,
+    ) -> None:
+        self.guard = guard
+        self.clock = clock
+        self.end = end
+        bounds = [bound for bound in (guard.first_step_s, guard.step_s) if bound]
+        self.poll_s = poll_s if poll_s is not None else min([MAX_POLL_SECONDS, *(bound / 10 for bound in bounds)])
+        self.watchdog = StallWatchdog(first_step_s=guard.first_step_s, step_s=guard.step_s, started=clock())
+        self._lock = threading.Lock()
+        self._progress: tuple[str, int] | None = None
+        self._seen: tuple[str, int] | None = None
+        self._newer: str | None = None
+        self._stop = threading.Event()
+
+    def refresh(self) -> None:
+        """Read the trainer's progress and the generations once."""
+        progress = read_progress(self.guard.attempt.progress_path)
+        try:
+            newer = superseded_by(self.guard.attempt)
+        except OSError:
+            newer = None
+        with self._lock:
+            self._progress = progress or self._progress
+            self._newer = newer
+
+    def decide(self, now: float) -> tuple[str, int] | None:
+        """(line, exit code) when the attempt must end now, else None."""
+        with self._lock:
+            progress, newer = self._progress, self._newer
+        if newer is not None:
+            what = "as the trainer runs"
+            return superseded_message(self.guard.attempt, newer, what), SUPERSEDED_EXIT_CODE
+        if progress is not None and progress != self._seen:
+            self._seen = progress
+            self.watchdog.observe(*progress, now)
+        stalled = self.watchdog.overdue(now)
+        if stalled is None:
+            return None
+        return (
+            f"{stalled}; ending attempt generation {self.guard.attempt.generation}: a self-contained RayJob retries it "
+            "on a fresh cluster, which resumes from the newest checkpoint",
+            STALL_EXIT_CODE,
+        )
+
+    def start(self) -> None:
+        for target in (self._read_loop, self._watch_loop):
+            threading.Thread(target=target, name=f"skyrl-hp-{target.__name__.strip('_')}", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _read_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception as exc:  # keep watching: the deadline does not depend on a read succeeding
+                log(f"note: cannot read the attempt's progress: {exc}")
+            self._stop.wait(self.poll_s)
+
+    def _watch_loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            verdict = self.decide(self.clock())
+            if verdict is not None and not self._stop.is_set():
+                self.end(*verdict)
+                return
 
 
 # ---------------------------------------------------------------------------------------------
@@ -597,17 +1141,56 @@ def training_command(options: Options, python: str) -> list[str]:
     return [python, ENTRYPOINT, "--env_variant", ENV_VARIANT, *effective_overrides(options)]
 
 
-def exec_in_directory(command: Sequence[str], directory: Path) -> None:
-    """Become the training process: signals from Ray reach SkyRL and its exit code is the job's."""
+def run_in_process(command: Sequence[str], directory: Path, *, guard: Guard | None = None) -> None:
+    """Run SkyRL's entry point script in this process, from `directory`, as `python SCRIPT ARGS` would (sys.argv,
+    sys.path[0] = the script's directory, `__main__`): its exit code or exception is the job's, Ray's signals to the
+    driver reach it. In-process rather than exec, because the guard lives here: the watchdog thread must share the
+    driver's fate (it ends the driver, and with it the Ray job, when the trainer stalls), and the trainer's progress
+    callback and checkpoint fence reach the trainer's Ray worker only as the runtime env of the driver's ray.init.
+    Not a sitecustomize on PYTHONPATH: the ConfigMap is mounted on the head only and the trainer runs on any node
+    (and the drill already ships a sitecustomize of its own)."""
+    script = os.path.realpath(os.path.join(directory, command[1]))
     os.chdir(directory)
-    os.execv(command[0], list(command))
+    sys.argv = list(command[1:])
+    sys.path[0] = os.path.dirname(script)
+    monitor = None
+    if guard is not None:
+        try:
+            import ray
+        except ImportError:
+            log("note: ray is not importable here: the trainer's progress and checkpoint writes are not watched")
+        else:
+            route_guard_to_workers(ray, worker_setup_hook(guard.attempt))
+        if guard.first_step_s:
+            monitor = AttemptMonitor(guard)
+            monitor.start()
+            log(
+                f"stall watchdog: the first step within {guard.first_step_s:g} s, each later one within "
+                f"{guard.step_s:g} s of the previous (0: unbounded)"
+            )
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except Exception as exc:
+        # The trainer refused a checkpoint write (AttemptSuperseded, raised in its Ray task and re-raised here by
+        # ray.get as a RayTaskError whose text ends with the trainer's line): say so in one line, not a traceback.
+        newer = superseded_by(guard.attempt) if guard is not None else None
+        if guard is not None and newer is not None:
+            said = [
+                line for line in str(exc).splitlines() if f"attempt generation {guard.attempt.generation} (" in line
+            ]
+            message = said[-1] if said else superseded_message(guard.attempt, newer, "as the trainer ran")
+            raise PrepareError(message[message.index("attempt generation") :]) from None
+        raise
+    finally:
+        if monitor is not None:
+            monitor.stop()
 
 
 def main(
     argv: Sequence[str] | None = None,
     *,
     download: Downloader = download_from_hugging_face,
-    execute: Executor = exec_in_directory,
+    execute: Executor = run_in_process,
     python: str = sys.executable,
 ) -> int:
     try:
@@ -621,11 +1204,16 @@ def main(
             print(shlex.join(command), flush=True)
             return 0
         prepare(options, download=download, python=python)
-        claim_run_checkpoints(options)
+        attempt = claim_run_checkpoints(options)
+        guard = (
+            Guard(attempt, options.stall_timeout_first_step, options.stall_timeout_step)
+            if attempt is not None
+            else None
+        )
         log(f"starting SkyRL from {options.skyrl_dir}: {shlex.join(command)}")
         sys.stdout.flush()
         sys.stderr.flush()
-        execute(command, options.skyrl_dir)
+        execute(command, options.skyrl_dir, guard=guard)
         return 0
     except UsageError as error:
         print(f"train_job: error: {error}", file=sys.stderr)

@@ -47,6 +47,10 @@ class OperatorOutputKey(str, Enum):
     PROMETHEUS_WORKSPACE_ID = "PrometheusWorkspaceId"
     PROMETHEUS_QUERY_ENDPOINT = "PrometheusQueryEndpoint"
     GRAFANA_WORKSPACE_URL = "GrafanaWorkspaceUrl"
+    # The fingerprint of the configuration the platform was deployed from (app.py adds it to the network stack):
+    # in outputs.json from `cdk deploy --outputs-file` and from `skyrl-hp outputs` alike, so the manifests
+    # synthesized from it say which deploy they were made for.
+    CONFIG_FINGERPRINT = "ConfigFingerprint"
 
 
 PLACEHOLDER_ACCOUNT = "111111111111"
@@ -72,6 +76,7 @@ class StackOutputs(BaseModel):
     prometheus_workspace_id: str | None = None
     prometheus_query_endpoint: str | None = None
     grafana_workspace_url: str | None = None
+    config_fingerprint: str | None = None  # None: deployed before the stacks carried it
     is_placeholder: bool = False
 
     @classmethod
@@ -110,6 +115,7 @@ OPTIONAL_FIELD_BY_OUTPUT_KEY = {
     OperatorOutputKey.PROMETHEUS_WORKSPACE_ID.value: "prometheus_workspace_id",
     OperatorOutputKey.PROMETHEUS_QUERY_ENDPOINT.value: "prometheus_query_endpoint",
     OperatorOutputKey.GRAFANA_WORKSPACE_URL.value: "grafana_workspace_url",
+    OperatorOutputKey.CONFIG_FINGERPRINT.value: "config_fingerprint",
 }
 
 

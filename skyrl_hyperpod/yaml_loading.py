@@ -1,12 +1,25 @@
 """YAML read with libyaml's parser when PyYAML has it (PyPI's wheels do): the same documents as
 `yaml.safe_load`/`yaml.safe_load_all`, parsed in C. The large files this project reads (Helm's render of the
-HyperPod chart, the KubeRay CRDs, synthesized manifests) spend most of their time in the pure-Python parser."""
+HyperPod chart, the KubeRay CRDs, synthesized manifests) spend most of their time in the pure-Python parser.
+
+`load_bounded` reads what a person writes (the configuration, a price file): the same YAML, with limits that
+refuse a file no configuration needs before it costs time or memory, and duplicate keys, which plain YAML
+loading resolves silently by keeping the last one (docs/configuring.md#limits).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -17,3 +30,171 @@ def safe_load(text: str | bytes) -> Any:
 
 def safe_load_all(text: str | bytes) -> list[Any]:
     return list(yaml.load_all(text, Loader=SAFE_LOADER))
+
+
+# Limits of `load_bounded`. The whole default configuration, every key written out, is about 6 KB, 441 values
+# and 5 levels deep, and its longest value has 63 characters: each limit is far above what a configuration needs
+# and far below what takes the loader a noticeable time.
+MAX_FILE_BYTES = 256 * 1024
+MAX_SCALAR_CHARS = 16 * 1024
+MAX_DEPTH = 32
+# Keys, values and list items, an alias counted in full at each use. An alias is a reference in the parsed
+# document, but everything after the loader (the merge onto the defaults, validation, error messages) walks it
+# as a tree: without a bound, a kilobyte of nested aliases ("billion laughs",
+# https://en.wikipedia.org/wiki/Billion_laughs_attack) expands to billions of values.
+MAX_VALUES = 10_000
+# The tag PyYAML gives a `<<` merge key (https://yaml.org/type/merge.html): a mapping may restate a merged key.
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class YAMLLimitError(yaml.MarkedYAMLError):
+    """Valid YAML that `load_bounded` refuses: `problem` is one sentence, `problem_mark` where it starts."""
+
+
+class _PythonEvents(Reader, Scanner, Parser):
+    """PyYAML's own parser, where its libyaml binding is missing."""
+
+    def __init__(self, stream: str | bytes) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+
+
+# libyaml's parser (CParser) produces the events, in C; PyYAML's Composer builds the nodes from them, so the
+# checks below can stop a document while it is being read.
+try:
+    from yaml._yaml import CParser as _EVENT_SOURCE
+except ImportError:  # PyYAML built without libyaml
+    _EVENT_SOURCE = _PythonEvents  # type: ignore[assignment,misc]
+
+
+def _dotted(path: list[str]) -> str:
+    return "".join(part if part.startswith("[") or not index else f".{part}" for index, part in enumerate(path))
+
+
+class _BoundedComposer(Composer):
+    """PyYAML's Composer, counting what it builds: refuses duplicate keys, deep nesting, long scalars and more
+    than MAX_VALUES values (aliases counted in full at each use) before building further."""
+
+    if TYPE_CHECKING:  # from the parser and the constructor the loader mixes in
+
+        def check_event(self, *choices: Any) -> bool: ...
+        def peek_event(self) -> Any: ...
+        def construct_object(self, node: Node, deep: bool = False) -> Any: ...
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._path: list[str] = []  # keys and [index]es down to the node being composed
+        self._expanded: dict[int, int] = {}  # id(node) -> its value count with aliases expanded, once complete
+        self._values = 0
+
+    def _count(self, values: int, mark: Any, alias: str | None = None) -> None:
+        self._values += values
+        if self._values <= MAX_VALUES:
+            return
+        if alias is not None:
+            problem = (
+                f"alias *{alias} expands the document to more than {MAX_VALUES:,} values (keys, values and list "
+                "items, an alias counted in full at each use); a configuration needs a few hundred"
+            )
+        else:
+            problem = (
+                f"the document holds more than {MAX_VALUES:,} values (keys, values and list items); a configuration "
+                "needs a few hundred"
+            )
+        raise YAMLLimitError(problem=problem, problem_mark=mark)
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        if self.check_event(AliasEvent):
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None:  # else PyYAML reports the undefined alias
+                size = self._expanded.get(id(target))
+                if size is None:
+                    raise YAMLLimitError(
+                        problem=f"alias *{event.anchor} is used inside the value &{event.anchor} names: a recursive "
+                        "structure never ends",
+                        problem_mark=event.start_mark,
+                    )
+                self._count(size, event.start_mark, alias=event.anchor)
+            return cast(Node, super().compose_node(parent, index))
+        if isinstance(index, ScalarNode):
+            self._path.append(str(index.value))
+        elif isinstance(index, int):
+            self._path.append(f"[{index}]")
+        else:  # a mapping key: reported at its mapping's path
+            self._path.append("")
+        try:
+            if len(self._path) > MAX_DEPTH:
+                raise YAMLLimitError(
+                    problem=f"{_dotted([part for part in self._path[:4] if part])}... is nested more than {MAX_DEPTH} "
+                    "levels deep; the configuration's deepest key is 5 levels down",
+                    problem_mark=self.peek_event().start_mark,
+                )
+            node = cast(Node, super().compose_node(parent, index))
+            if isinstance(node, ScalarNode) and len(node.value) > MAX_SCALAR_CHARS:
+                where = _dotted([part for part in self._path if part]) or "a key"
+                raise YAMLLimitError(
+                    problem=f"the value of {where} has {len(node.value):,} characters; a value may have at most "
+                    f"{MAX_SCALAR_CHARS:,} ({MAX_SCALAR_CHARS // 1024} KiB)",
+                    problem_mark=node.start_mark,
+                )
+            if isinstance(node, MappingNode):
+                self._refuse_duplicate_keys(node)
+        finally:
+            self._path.pop()
+        self._expanded[id(node)] = 1 + sum(self._expanded[id(child)] for child in _children(node))
+        self._count(1, node.start_mark)
+        return node
+
+    def _refuse_duplicate_keys(self, node: MappingNode) -> None:
+        seen: dict[Any, ScalarNode] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
+                continue
+            key = self._key(key_node)
+            first = seen.setdefault(key, key_node)
+            if first is not key_node:
+                name = _dotted([part for part in self._path if part] + [str(key_node.value)])
+                raise YAMLLimitError(
+                    problem=f"duplicate key {name!r} (first at line {first.start_mark.line + 1}): YAML keeps only "
+                    "the last one and drops the first without a word; merge the two into one",
+                    problem_mark=key_node.start_mark,
+                )
+
+    def _key(self, key_node: ScalarNode) -> Any:
+        # The key as loaded (0x10 and 16 are the same int key); as written when it does not load.
+        try:
+            key = self.construct_object(key_node)
+            hash(key)
+        except (yaml.YAMLError, ValueError, TypeError):
+            return (key_node.tag, key_node.value)
+        return key
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+class BoundedSafeLoader(_BoundedComposer, _EVENT_SOURCE, SafeConstructor, Resolver):
+    """yaml.SafeLoader's documents, within the limits above."""
+
+    def __init__(self, stream: str | bytes) -> None:
+        _EVENT_SOURCE.__init__(self, stream)
+        _BoundedComposer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
+def load_bounded(text: str) -> Any:
+    """`yaml.safe_load(text)`, or YAMLLimitError for a duplicate key, nesting deeper than MAX_DEPTH, a scalar longer
+    than MAX_SCALAR_CHARS or more than MAX_VALUES values. The caller bounds the text itself (MAX_FILE_BYTES)."""
+    loader = BoundedSafeLoader(text)  # what yaml.load(text, Loader=...) does
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()

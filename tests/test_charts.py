@@ -222,6 +222,9 @@ def test_rayjob_entrypoint_runs_the_mounted_script_with_typed_values(default_cha
         "--eval-rows": "64",
         "--eval-seed": "42",
         "--skyrl-dir": "/home/ray/SkyRL",
+        # The stall watchdog's bounds (training.jobs.stall_timeout_*, derived from the reference step time).
+        "--stall-timeout-first-step": str(training.jobs.effective_stall_timeout_first_step_s),
+        "--stall-timeout-step": str(training.jobs.effective_stall_timeout_step_s),
     }
     overrides = skyrl_overrides(job)
     assert overrides["trainer.policy.model.lora.rank"] == "32"

@@ -19,8 +19,10 @@ from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import load_config, validate_config
+from skyrl_hyperpod.ops.cluster_workloads import Clock
 from skyrl_hyperpod.ops.kube import TOKEN_PREFIX, Cluster, ClusterEndpoint, KubeError, api_client_for, eks_token
 from skyrl_hyperpod.stack_outputs import StackOutputs
+from skyrl_hyperpod.synthesized_manifests import SynthStamp, config_fingerprint, stamp_files
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "isolated")
 
@@ -62,11 +64,18 @@ def deployed_outputs(config) -> StackOutputs:
     )
 
 
-def write_dist(directory: Path, config, outputs: StackOutputs | None = None) -> Path:
+def write_dist(directory: Path, config, outputs: StackOutputs | None = None, *, stamp: bool = True,
+               config_file: str | None = None) -> Path:  # fmt: skip
+    """The charts of `config` as `make synth-k8s` writes them: one file per chart, each starting with the stamp
+    naming the configuration (`config_file`, else the defaults) unless `stamp` is false."""
     inputs = ChartInputs(config=config, outputs=outputs or deployed_outputs(config), job_script="print('stub')\n")
     directory.mkdir(parents=True, exist_ok=True)
+    files = []
     for chart in build_charts(cdk8s.App(), inputs):
-        (directory / f"{chart.node.id}.k8s.yaml").write_text(yaml.safe_dump_all(chart.to_json()))
+        files.append(directory / f"{chart.node.id}.k8s.yaml")
+        files[-1].write_text(yaml.safe_dump_all(chart.to_json()))
+    if stamp:
+        stamp_files(files, SynthStamp(config_fingerprint(config), config_file, inputs.outputs.config_fingerprint))
     return directory
 
 
@@ -76,9 +85,24 @@ def dist(tmp_path_factory) -> Path:
 
 
 def run(kube: FakeKube | None, *args: str, aws: AwsClients | None = None, input: str | None = None,
-        poll_seconds: float = 0):  # fmt: skip
+        poll_seconds: float = 0, clock: FakeClock | None = None):  # fmt: skip
     state = CliState(aws=aws, kube=kube.api_client() if kube else None, poll_seconds=poll_seconds)
+    state.clock = clock.as_clock() if clock else None
     return CliRunner().invoke(cli, list(args), obj=state, input=input)
+
+
+class FakeClock:
+    """Time that passes only when a wait sleeps: the waits' heartbeats and timeouts without real time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0, "a wait with a fake clock must sleep, or it never ends"
+        self.now += seconds
+
+    def as_clock(self) -> Clock:
+        return Clock(now=lambda: self.now, sleep=self.sleep)
 
 
 def ray_pods(kube: FakeKube, workers: int, *, ready: bool = True) -> None:
@@ -115,6 +139,8 @@ def test_train_start_wait_submits_the_jobs_only_once_head_and_workers_are_ready(
     def operator(path: str, obj: dict) -> None:
         if path.endswith(f"/rayclusters/{RAYCLUSTER}"):
             ray_pods(kube, 3)  # KubeRay creates the head and one worker per GPU node
+        if path.endswith(f"/rayjobs/{RAYJOB}"):  # and submits the job to the cluster it selects
+            obj["status"] = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": RAYCLUSTER}
 
     kube.on_apply = operator
     result = run(kube, "train", "start", "--dist", str(dist), "--wait")
@@ -366,6 +392,32 @@ def test_metrics_from_a_saved_log_table_and_plot(kube, tmp_path):
     assert step_160[1] == "96.88%"
     assert "eval pass@1 43.75% at step 0 -> 96.88% at step 160 (reference run: 43.75% -> 96.875% at step 160)" in lines
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+    # Two panels side by side (PNG's IHDR: width and height, big-endian, at bytes 16-24).
+    width, height = int.from_bytes(plot.read_bytes()[16:20], "big"), int.from_bytes(plot.read_bytes()[20:24], "big")
+    assert width > 2.5 * height
+
+
+def test_the_metrics_plot_shows_the_reward_beside_eval_pass_at_1_with_the_reference_run_marked():
+    import matplotlib.pyplot as plt
+
+    from skyrl_hyperpod.ops import metrics as metrics_module
+
+    steps = metrics_module.parse_log(LOG_FIXTURE.read_text().splitlines())
+    figure = metrics_module.figure(steps, "maze-grpo")
+    try:
+        left, right = figure.axes
+        assert (left.get_ylabel(), right.get_ylabel()) == ("eval/all/pass_at_1", "reward/avg_raw_reward")
+        [reward] = [line for line in right.get_lines() if line.get_label() == "reward (this run)"]
+        assert list(reward.get_ydata()) == [s.reward for s in steps if s.reward is not None]
+        for axes in (left, right):
+            marks = [line for line in axes.get_lines() if line.get_label() == "reference run's step 160"]
+            assert [list(line.get_xdata()) for line in marks] == [[160, 160]]
+        assert {line.get_label() for line in left.get_lines()} >= {
+            "reference start 43.75%",
+            "reference step 160 96.875%",
+        }
+    finally:
+        plt.close(figure)
 
 
 def test_metrics_json_from_the_cluster_log(kube, tmp_path):
@@ -566,8 +618,94 @@ def test_train_start_applies_self_contained_rayjobs_without_a_raycluster(kube, t
     (tmp_path / "skyrl-hp.yaml").unlink()  # the default configuration: each RayJob brings its own cluster
     own_dist = write_dist(tmp_path / "own-dist", load_config(None))
     assert not (own_dist / "02-raycluster.k8s.yaml").exists()
-    result = run(kube, "train", "start", "--dist", str(own_dist), "--wait")
+    result = run(kube, "train", "start", "--dist", str(own_dist))
     assert result.exit_code == 0, result.output
     applied = kube.applied()
     assert not any("/rayclusters/" in path for path in applied)
     assert applied[-1] == f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{RAYJOB}"
+
+
+# --- every --wait: the RayJob's own cluster, a heartbeat -----------------------------------------------------
+
+
+def test_train_start_wait_in_self_contained_mode_returns_once_the_jobs_cluster_is_up_and_the_job_runs(kube, tmp_path):
+    (tmp_path / "skyrl-hp.yaml").unlink()  # the default configuration: each RayJob brings its own cluster
+    own_dist = write_dist(tmp_path / "own-dist", load_config(None))
+    own = f"{RAYJOB}-x7k2p"
+    polls = 0
+
+    def kuberay(request) -> None:
+        # KubeRay creates the job's cluster, its pods become Ready, then the submitter runs the Ray job.
+        nonlocal polls
+        if request.method != "GET" or request.path != RAYJOB_PATH or RAYJOB_PATH not in kube.objects:
+            return
+        polls += 1
+        job = kube.objects[RAYJOB_PATH]
+        if polls == 1:
+            job["status"] = {"jobDeploymentStatus": "Initializing", "rayClusterName": own}
+        elif polls == 2:
+            labels = {"ray.io/cluster": own}
+            base = f"/api/v1/namespaces/{NAMESPACE}/pods"
+            kube.put(f"{base}/{own}-head", pod(f"{own}-head", NAMESPACE, {**labels, "ray.io/node-type": "head"}))
+            for index in range(3):
+                name = f"{own}-gpu-worker-{index}"
+                kube.put(f"{base}/{name}", pod(name, NAMESPACE, {**labels, "ray.io/node-type": "worker"}))
+        else:
+            job["status"] = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": own}
+
+    kube.on_request = kuberay
+    result = run(kube, "train", "start", "--dist", str(own_dist), "--wait")
+    assert result.exit_code == 0, result.output
+    assert polls == 3  # it asked until the job ran, and no further
+    lines = result.stdout.splitlines()
+    assert f"RayJob {RAYJOB}: deployment Initializing, job -; RayCluster {own}: head Ready, 3/3 workers Ready" in lines
+    assert (
+        f"RayJob {RAYJOB}: deployment Running, job RUNNING; RayCluster {own}: head Ready, 3/3 workers Ready"
+    ) in lines
+    assert lines[-1].startswith("submitted 1 RayJob(s)")
+
+
+def test_train_start_wait_ends_at_a_rayjob_that_failed(kube, tmp_path):
+    (tmp_path / "skyrl-hp.yaml").unlink()
+    own_dist = write_dist(tmp_path / "own-dist", load_config(None))
+
+    def kuberay(path: str, obj: dict) -> None:
+        if path == RAYJOB_PATH:
+            obj["status"] = {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "message": "backoff limit reached"}
+
+    kube.on_apply = kuberay
+    result = run(kube, "train", "start", "--dist", str(own_dist), "--wait")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"train start: RayJob {RAYJOB}: deployment Failed, job FAILED (backoff limit reached): the job ended without "
+        "running; its driver log: skyrl-hp train logs (skyrl-hp train status shows every RayJob)"
+    )
+
+
+def test_every_wait_prints_the_elapsed_time_and_the_state_at_least_every_30_seconds(kube, self_contained_job):
+    clock = FakeClock()
+    result = run(kube, "train", "stop", "--yes", "--wait", "--timeout", "100", poll_seconds=10, clock=clock)
+    assert result.exit_code == 1
+    own = self_contained_job
+    state = f"still there: {own}, 1 pod(s) of {own}"
+    assert [line for line in result.stdout.splitlines() if state in line] == [
+        state,
+        f"still waiting after 30 s (timeout 1 min 40 s): {state}",
+        f"still waiting after 1 min 00 s (timeout 1 min 40 s): {state}",
+        f"still waiting after 1 min 30 s (timeout 1 min 40 s): {state}",
+    ]
+    assert (
+        result.stderr.splitlines()[-1]
+        == f"timeout: RayJobs and their clusters not gone after 100 s; last state: {state}"
+    )
+    assert clock.now == 100
+
+
+def test_a_poll_interval_longer_than_the_heartbeat_still_beats_every_30_seconds(kube, self_contained_job):
+    clock = FakeClock()
+    result = run(kube, "train", "stop", "--yes", "--wait", "--timeout", "65", poll_seconds=600, clock=clock)
+    assert result.exit_code == 1
+    assert [line.split(" (timeout")[0] for line in result.stdout.splitlines() if line.startswith("still waiting")] == [
+        "still waiting after 30 s",
+        "still waiting after 1 min 00 s",
+    ]

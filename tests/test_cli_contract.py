@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import typing
+from pathlib import Path
 
 import click
 import pytest
@@ -288,8 +289,33 @@ def test_synth_summary_names_file_region_gpus_price_and_each_schedule(tmp_path):
     assert platform[2].startswith("GPUs: 6 x ml.g7e.12xlarge = 12 ")
     assert platform[3].startswith("price: $") and " an hour" in platform[3]
     [schedule] = workloads_summary(config, source)[2:]
-    # 17 x 8 samples // 12 GPUs = 11 per GPU, prime: the only micro batch up to 4 that divides it is 1.
-    assert schedule == "experiment maze-grpo: batch 34 / mini 17 / micro 1 / 23 epochs / 161 steps on 6 x 2 GPUs"
+    # 12 ranks, 8 samples: SkyRL keeps multiples of 3 prompts, so 30 / 15; 15 x 8 // 12 = 10 per GPU admits micro 2.
+    assert schedule == "experiment maze-grpo: batch 30 / mini 15 / micro 2 / 20 epochs / 160 steps on 6 x 2 GPUs"
+
+
+def test_synth_names_each_of_the_examples_placeholders_in_one_line():
+    from skyrl_hyperpod.config.loader import load_config_with_source
+    from skyrl_hyperpod.ops.summary import platform_summary, workloads_summary
+
+    config, source = load_config_with_source(Path(__file__).resolve().parent.parent / "config" / "example.yaml")
+    for lines in (platform_summary(config, source), workloads_summary(config, source)):
+        warnings = [line for line in lines if line.startswith("warning: ")]
+        assert len(warnings) == 2, lines
+        assert "eks.public_access_cidrs: 203.0.113.10/32 is in a range reserved for documentation" in warnings[0]
+        assert (
+            "eks.admin_principal_arns: arn:aws:iam::111111111111:role/PlatformAdmin is in the example account"
+            in warnings[1]
+        )
+    # Your own values are not placeholders.
+    own = validate_config(
+        {
+            "eks": {
+                "public_access_cidrs": ["198.18.0.0/24"],
+                "admin_principal_arns": ["arn:aws:iam::222222222222:role/Admin"],
+            }
+        }
+    )
+    assert [line for line in workloads_summary(own, source) if line.startswith("warning: ")] == []
 
 
 def test_the_price_line_moves_with_the_gpu_count(tmp_path):
@@ -335,3 +361,41 @@ def test_a_usage_error_is_one_line_with_where_the_help_is():
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("skyrl-hp cost: Invalid value for '--hours'") and line.endswith("(see skyrl-hp cost --help)")
+
+
+def test_help_lists_the_commands_in_the_order_of_the_run_book():
+    result = run("--help")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    headings = [line for line in lines if line.endswith(":") and not line.startswith(" ")]
+    assert headings == ["Options:", "Set up:", "Deploy:", "Train:", "Watch:", "Serve:", "Tear down:"]
+    commands_part = lines[lines.index("Set up:") :]
+    listed = [line.split()[0] for line in commands_part if line.startswith("  ") and not line.startswith("   ")]
+    order = {name: index for index, name in enumerate(listed)}
+    # The run book's path: estimate and check, deploy, train, watch, serve, tear down.
+    path = [
+        "preflight",
+        "outputs",
+        "kubeconfig",
+        "verify",
+        "train",
+        "status",
+        "dashboard",
+        "adapter",
+        "serve",
+        "teardown",
+    ]
+    assert [order[name] for name in path] == sorted(order[name] for name in path)
+    # Every command is listed exactly once, a new one too (under "Other commands").
+    assert sorted(listed) == sorted(name for name, command in cli.commands.items() if not command.hidden)
+    extra = copy_with_extra_command()
+    text = CliRunner().invoke(extra, ["--help"]).stdout
+    assert "Other commands:\n  extra" in text
+
+
+def copy_with_extra_command() -> click.Group:
+    import copy
+
+    tree = copy.deepcopy(cli)
+    tree.add_command(click.Command("extra", help="A command added later."))
+    return tree

@@ -67,7 +67,9 @@ def test_no_project_stacks_is_one_line(tmp_path, default_config, stub_aws):
     someone_elses = {"someone-elses-stack": {OutputKey.REGION.value: "eu-north-1"}}
     result = run("--file", str(tmp_path / "outputs.json"), stub_aws=stub_aws, stacks=someone_elses)
     assert result.exit_code == 1
-    assert f"no CloudFormation stacks named {default_config.name_prefix}-*" in result.stderr
+    assert (
+        f"none of this deployment's CloudFormation stacks ({default_config.name_prefix}-<component>: " in result.stderr
+    )
 
 
 def test_check_of_a_missing_file_is_one_line(tmp_path):
@@ -92,3 +94,31 @@ def test_missing_credentials_is_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 1
     assert result.stderr.startswith("outputs error: CloudFormation:")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_deployed_configurations_fingerprint_reaches_outputs_json_and_survives_skyrl_hp_outputs(
+    tmp_path, default_config, stub_aws
+):
+    from types import SimpleNamespace
+
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    import app as cdk_app
+    from skyrl_hyperpod.synthesized_manifests import config_fingerprint
+
+    fingerprint = config_fingerprint(default_config)
+    # The CDK app puts it on the network stack (a bare stack stands in for it here).
+    network = cdk.Stack(cdk.App(), default_config.names.stack("network"))
+    cdk_app.add_config_fingerprint_output(SimpleNamespace(network=network), default_config)
+    Template.from_stack(network).has_output("ConfigFingerprint", {"Value": fingerprint})
+    # `skyrl-hp outputs` writes outputs.json again from CloudFormation: the fingerprint stays, and the charts'
+    # reader (and --check) return it.
+    _, listed = deploy(default_config)
+    listed[default_config.names.stack("network")] = {"ConfigFingerprint": fingerprint}
+    file = tmp_path / "outputs.json"
+    result = run("--file", str(file), stub_aws=stub_aws, stacks=listed)
+    assert result.exit_code == 0, result.output
+    assert load_stack_outputs(file, default_config).config_fingerprint == fingerprint
+    check = run("--check", "--file", str(file))
+    assert f"config_fingerprint: {fingerprint}" in check.stdout.splitlines()

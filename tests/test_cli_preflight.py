@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import yaml
 from botocore.stub import Stubber
 from click.testing import CliRunner
-from conftest import TEST_ACCOUNT as ACCOUNT
 from conftest import TEST_REGION as REGION
 from conftest import add_modeled_error, stub_cloudformation
 
@@ -26,15 +26,20 @@ from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.ops.preflight import (
     DEFAULT_BOOTSTRAP_QUALIFIER,
     QUOTA_NAME,
+    STACK_DEPENDENCIES,
     check_cluster_access,
     lifecycle_bucket_name,
 )
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access")
-# What makes the deployed cluster usable by the stubbed caller (arn:aws:iam::<ACCOUNT>:user/tester): the
-# configurations of these tests list it unless a test is about cluster access.
-ACCESS = {"eks": {"admin_principal_arns": ["arn:aws:iam::111111111111:user/tester"],
-                  "public_access_cidrs": ["203.0.113.10/32"]}}  # fmt: skip
+# The stubbed account, and what makes the deployed cluster usable by its caller (arn:aws:iam::<ACCOUNT>:user/tester):
+# the configurations of these tests list it unless a test is about cluster access. Neither is one of the example's
+# placeholders (the account 111111111111, documentation CIDRs), which preflight fails on; 198.18.0.0/15 is the
+# benchmarking range of RFC 2544, nobody's egress address but not a documentation range.
+ACCOUNT = "222222222222"
+ACCESS = {"eks": {"admin_principal_arns": [f"arn:aws:iam::{ACCOUNT}:user/tester"],
+                  "public_access_cidrs": ["198.18.0.10/32"]}}  # fmt: skip
+EXAMPLE = Path(__file__).resolve().parent.parent / "config" / "example.yaml"
 
 
 @pytest.fixture
@@ -258,6 +263,42 @@ def test_everything_in_place_passes(default_config, preflight):
         assert quota.startswith("PASS") and f"config needs {count}" in quota
     for kind in ("lifecycle bucket", "ECR repository", "EKS cluster", "HyperPod cluster"):
         assert line_for(result, f"name {kind}").startswith("PASS")
+    for name in ("HyperPod in region", "AZ id of region", "API endpoint reachable", "placeholder"):
+        assert line_for(result, name).startswith("PASS")
+
+
+def test_the_examples_placeholders_fail_one_line_each(preflight):
+    # config/example.yaml as shipped: its CIDR and admin ARN stand in for the user's own.
+    config = validate_config(yaml.safe_load(EXAMPLE.read_text()))
+    result, _ = preflight(Account(config), config_file=str(EXAMPLE), config=config)
+    assert result.exit_code == 1
+    # The stubbed caller is not the example's admin either: that is the cluster access line, not a placeholder one.
+    assert failed_checks(result) == {"placeholder", "cluster access"}
+    lines = [line for line in result.stdout.splitlines() if line.startswith("FAIL  placeholder: ")]
+    assert len(lines) == 2, result.stdout
+    cidr, arn = lines
+    assert cidr.startswith("FAIL  placeholder: eks.public_access_cidrs: 203.0.113.10/32 is in a range reserved for")
+    assert "-> fix: put your own egress CIDR" in cidr
+    assert arn.startswith(
+        "FAIL  placeholder: eks.admin_principal_arns: arn:aws:iam::111111111111:role/PlatformAdmin is in the example "
+        "account 111111111111"
+    )
+    assert "-> fix: put your own IAM role or user ARN" in arn
+    assert result.stdout.splitlines()[-1] == "3 check(s) failed"
+
+
+def test_the_example_account_in_env_account_is_a_placeholder_too(tmp_path, preflight):
+    overrides = {**ACCESS, "env": {"account": "111111111111"}}
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(overrides))
+    config = validate_config(overrides)
+    result, _ = preflight(Account(config), config_file=str(file), config=config)
+    assert result.exit_code == 1
+    # The stubbed credentials are for another account: that mismatch is its own line.
+    assert failed_checks(result) == {"placeholder", "credentials"}
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("FAIL  placeholder: ")]
+    assert line.startswith("FAIL  placeholder: env.account: 111111111111 is the example account")
+    assert "-> fix: put your own account id or remove the key" in line
 
 
 def test_quota_below_the_configured_count_fails_with_a_hint(default_config, preflight):
@@ -313,6 +354,44 @@ def test_existing_names_owned_by_the_deployed_stack_pass(default_config, preflig
     assert "belongs to the deployed stack" in line_for(result, "name ECR repository")
 
 
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [("skyrl-hp", "skyrl-hp-dev"), ("skyrl-hp-dev", "skyrl-hp")],
+    ids=["a prefix of another deployment's", "another deployment's prefix of this one"],
+)
+def test_a_name_prefix_nesting_with_another_live_deployment_fails_in_one_line(tmp_path, preflight, ours, theirs):
+    # `<prefix>-*` of the shorter one matches every stack of the other: skyrl-hp-* takes in skyrl-hp-dev-hyperpod.
+    overrides = {**ACCESS, "name_prefix": ours}
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(overrides))
+    config = validate_config(overrides)
+    stacks = {f"{theirs}-{component}": {} for component in ("network", "hyperpod", "image-build")}
+    result, _ = preflight(Account(config, stacks=stacks), config_file=str(file), config=config)
+    assert result.exit_code == 1
+    assert failed_checks(result) == {"name_prefix"}
+    [line] = [line for line in result.stdout.splitlines() if " name_prefix:" in line]
+    assert line.startswith(f"FAIL  name_prefix: name_prefix {ours!r} nests with the name_prefix of another live")
+    assert f"{theirs!r} ({theirs}-hyperpod, {theirs}-image-build, {theirs}-network)" in line
+    assert "fix: choose a name_prefix" in line
+
+
+def test_two_name_prefixes_never_give_the_same_stack_name():
+    # `<a>-<component>` == `<b>-<other component>` for a != b only if a component ended in `-<other component>`.
+    assert not [(c, o) for c in STACK_DEPENDENCIES for o in STACK_DEPENDENCIES if c != o and c.endswith(f"-{o}")]
+
+
+def test_own_and_unrelated_stacks_pass_the_name_prefix_check(default_config, preflight):
+    stacks = {
+        default_config.names.stack("network"): {},
+        default_config.names.stack("image-build"): {},  # ends like a stack of a deployment named skyrl-hp-image
+        "skyrl-hp-experiments": {},  # matches skyrl-hp-* but is no deployment of this project
+        "skyrl-hpx-network": {},  # a deployment whose prefix does not nest with this one
+    }
+    result, _ = preflight(Account(default_config, stacks=stacks))
+    assert result.exit_code == 0, result.output
+    assert line_for(result, "name_prefix").startswith("PASS")
+
+
 def test_unknown_region_fails_and_skips_the_rest(default_config):
     result = CliRunner().invoke(cli, ["preflight", "--region", "xx-nowhere-1"], obj=AwsClients())
     assert result.exit_code == 1
@@ -355,6 +434,77 @@ def test_no_credentials_fails_without_a_traceback(default_config, monkeypatch):
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+def test_without_credentials_every_configuration_problem_shows_before_the_credentials_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    # Five problems the configuration alone shows for --region eu-west-1 (env.region unset, so loading it checks
+    # neither the region nor the AZ id): HyperPod there lacks the default GPU type, usw2-az2 is a zone of us-west-2,
+    # nothing reaches the private endpoint, and two of the example's placeholders.
+    overrides = {
+        "env": {"account": "111111111111"},
+        "eks": {"admin_principal_arns": ["arn:aws:iam::111111111111:role/PlatformAdmin"]},
+    }
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(overrides))
+    result = CliRunner().invoke(cli, ["preflight", "--region", "eu-west-1", "--config", str(file)])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stdout.splitlines()
+    assert failed_checks(result) == {
+        "HyperPod in region",
+        "AZ id of region",
+        "API endpoint reachable",
+        "placeholder",
+        "credentials",
+    }
+    assert "'ml.g7e.12xlarge': not offered by HyperPod in eu-west-1" in line_for(result, "HyperPod in region")
+    assert "usw2-az2 is an availability zone id of another region: eu-west-1 has ids euw1-az1" in line_for(
+        result, "AZ id of region"
+    )
+    assert len([line for line in lines if line.startswith("FAIL  placeholder: ")]) == 2
+    # Every configuration line first, then the credentials failure and what it leaves unchecked.
+    assert lines[-3].startswith("FAIL  credentials: ")
+    assert lines[-2].startswith("SKIP  remaining checks: ")
+    assert lines[-1] == "6 check(s) failed"
+
+
+def test_a_region_other_than_env_region_fails(tmp_path, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump({**ACCESS, "env": {"region": REGION}}))
+    result = CliRunner().invoke(cli, ["preflight", "--region", "us-east-1", "--config", str(file)])
+    assert result.exit_code == 1
+    # usw2-az2 is no zone of us-east-1 either: the region-bound checks ran for --region.
+    assert failed_checks(result) == {"env.region", "AZ id of region", "credentials"}
+    line = line_for(result, "env.region")
+    assert f"env.region {REGION}, these checks ran for us-east-1" in line
+    assert "fix: drop --region, or set env.region: us-east-1" in line
+
+
+def test_without_credentials_an_empty_admin_list_still_fails(default_config, tmp_path, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump({"studio": {"enabled": True}}))
+    result = CliRunner().invoke(cli, ["preflight", "--region", REGION, "--config", str(file)])
+    assert result.exit_code == 1
+    assert failed_checks(result) == {"cluster access", "credentials"}
+    line = line_for(result, "cluster access")
+    assert "eks.admin_principal_arns is empty" in line and "fix: add your own IAM role or user ARN" in line
+    lines = result.stdout.splitlines()
+    assert lines.index(line) < next(i for i, text in enumerate(lines) if text.startswith("FAIL  credentials: "))
+
+
+def test_an_invalid_region_still_reports_the_configuration_problems(tmp_path):
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump({"eks": {"admin_principal_arns": ACCESS["eks"]["admin_principal_arns"]}}))
+    result = CliRunner().invoke(cli, ["preflight", "--region", "xx-nowhere-1", "--config", str(file)], obj=AwsClients())
+    assert result.exit_code == 1
+    assert failed_checks(result) == {"region", "API endpoint reachable"}
+    assert result.stdout.splitlines()[-2].startswith("SKIP  remaining checks: ")
+
+
 def test_bad_config_is_exit_2(tmp_path):
     file = tmp_path / "config.yaml"
     file.write_text(yaml.safe_dump({"hyperpod": {"worker_group": {"instance_type": "ml.p99.huge"}}}))
@@ -368,14 +518,28 @@ def test_bad_config_is_exit_2(tmp_path):
 
 def test_a_caller_missing_from_the_admin_principals_fails_with_the_line_to_add(tmp_path, default_config, preflight):
     file = tmp_path / "config.yaml"
-    overrides = {"eks": {"public_access_cidrs": ["203.0.113.10/32"]}}
+    overrides = {"eks": {"public_access_cidrs": ACCESS["eks"]["public_access_cidrs"]}}
     file.write_text(yaml.safe_dump(overrides))
     result, _ = preflight(Account(default_config), config_file=str(file), config=validate_config(overrides))
     assert result.exit_code == 1
     assert failed_checks(result) == {"cluster access"}
     line = line_for(result, "cluster access")
-    assert "arn:aws:iam::111111111111:user/tester is not in eks.admin_principal_arns" in line
-    assert 'fix: add it: eks: {admin_principal_arns: ["arn:aws:iam::111111111111:user/tester"]}' in line
+    assert f"arn:aws:iam::{ACCOUNT}:user/tester is not in eks.admin_principal_arns" in line
+    assert f'fix: add it: eks: {{admin_principal_arns: ["arn:aws:iam::{ACCOUNT}:user/tester"]}}' in line
+
+
+def test_an_identity_center_session_is_told_the_role_path_its_arn_drops():
+    from skyrl_hyperpod.ops.preflight import check_admin_principals
+
+    config = validate_config({"eks": {"admin_principal_arns": [f"arn:aws:iam::{ACCOUNT}:role/Other"]}})
+    session = f"arn:aws:sts::{ACCOUNT}:assumed-role/AWSReservedSSO_Admin_0123456789abcdef/user@example.com"
+    [result] = check_admin_principals(config, session)
+    assert result.status == "FAIL"
+    assert "aws-reserved/sso.amazonaws.com/" in result.hint
+    assert "aws iam get-role --role-name AWSReservedSSO_Admin_0123456789abcdef --query Role.Arn" in result.hint
+    # A role without Identity Center's path gets no such note.
+    [plain] = check_admin_principals(config, f"arn:aws:sts::{ACCOUNT}:assumed-role/Deployer/ci")
+    assert "aws-reserved" not in plain.hint
 
 
 @pytest.mark.parametrize(

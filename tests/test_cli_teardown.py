@@ -14,7 +14,9 @@ from fake_kube import FakeKube
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.ops.preflight import STACK_DEPENDENCIES
 from skyrl_hyperpod.ops.teardown import leftovers, plan, replaced_file_systems_query
+from skyrl_hyperpod.ops.teardown_run import deletion_rounds
 
 
 def run(*args):
@@ -73,11 +75,15 @@ def stack(name: str, outputs: list[dict] | None = None, status: str = "CREATE_CO
     return {"StackName": name, "StackStatus": status, "CreationTime": STACK_TIME, "Outputs": outputs or []}
 
 
+# Another deployment's stacks, whose name_prefix starts with this one's: `skyrl-hp-*` matches them, this
+# configuration's stack names never do.
+NESTED_DEPLOYMENT = ["skyrl-hp-dev-hyperpod", "skyrl-hp-dev-image-build", "skyrl-hp-dev-observability"]
 PROJECT_STACKS = [
     stack("skyrl-hp-network", [{"OutputKey": "ExportsOutputRefVpc", "OutputValue": "vpc-1", "ExportName": EXPORT}]),
     stack("skyrl-hp-storage", [{"OutputKey": "FsxFileSystemId", "OutputValue": "fs-0123456789abcdef0"}]),
     stack("skyrl-hp-eks"),
     stack("other-team-network"),  # another configuration's stack: never touched
+    *(stack(name) for name in NESTED_DEPLOYMENT),
 ]
 
 
@@ -110,7 +116,7 @@ def backup(lifecycle: str) -> dict:
             "CreationTime": STACK_TIME, "FileSystem": {"FileSystemId": FSX_ID}}  # fmt: skip
 
 
-def test_execute_deletes_workloads_then_stacks_importers_first(stub_aws, kube, fake_aws_env):
+def test_execute_deletes_workloads_then_stacks_dependants_first(stub_aws, kube, fake_aws_env):
     namespace = "/api/v1/namespaces/skyrl"
     kube.put(namespace, {"metadata": {"name": "skyrl"}})
     kube.put("/apis/ray.io/v1/namespaces/skyrl/rayclusters/skyrl-visgym", {"metadata": {"name": "skyrl-visgym"}})
@@ -128,13 +134,8 @@ def test_execute_deletes_workloads_then_stacks_importers_first(stub_aws, kube, f
     stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the FSx id
     stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the stacks to delete
     stubber.add_response("list_imports", {"Imports": ["skyrl-hp-storage", "skyrl-hp-eks"]}, {"ExportName": EXPORT})
-    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-eks"})  # round 1: nothing imports from them
-    stubber.add_response(
-        "update_termination_protection",
-        {"StackId": "skyrl-hp-storage"},
-        {"EnableTerminationProtection": False, "StackName": "skyrl-hp-storage"},
-    )
-    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-storage"})
+    # Round 1: eks reads the storage stack's artifacts bucket (a dependency of the app, not an export).
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-eks"})
     stubber.add_response(
         "describe_stacks",
         {"Stacks": [stack("skyrl-hp-eks", status="DELETE_IN_PROGRESS")]},
@@ -142,11 +143,17 @@ def test_execute_deletes_workloads_then_stacks_importers_first(stub_aws, kube, f
     )
     gone(stubber, "skyrl-hp-eks")
     stubber.add_response(
+        "update_termination_protection",
+        {"StackId": "skyrl-hp-storage"},
+        {"EnableTerminationProtection": False, "StackName": "skyrl-hp-storage"},
+    )
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-storage"})  # round 2
+    stubber.add_response(
         "describe_stacks",
         {"Stacks": [stack("skyrl-hp-storage", status="DELETE_COMPLETE")]},
         {"StackName": "skyrl-hp-storage"},
     )
-    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-network"})  # round 2: its importers are gone
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-network"})  # round 3: its importers are gone
     gone(stubber, "skyrl-hp-network")
     stubber.activate()
     fsx_stubber.activate()
@@ -165,9 +172,106 @@ def test_execute_deletes_workloads_then_stacks_importers_first(stub_aws, kube, f
     ]
     out = result.stdout
     assert "FSx file system fs-0123456789abcdef0" in out
-    assert out.index("deleted stack skyrl-hp-eks") < out.index("deleting stack skyrl-hp-network")
+    assert out.index("deleted stack skyrl-hp-eks") < out.index("deleting stack skyrl-hp-storage")
+    assert out.index("deleted stack skyrl-hp-storage") < out.index("deleting stack skyrl-hp-network")
     assert "deleted 3 stack(s) in us-west-2" in out
     assert "What remains" in out
+    assert not any(name in out for name in [*NESTED_DEPLOYMENT, "other-team-network"])
+
+
+def add_gone_rounds(stubber, rounds: list[list[str]]) -> None:
+    """Stub a deletion in `rounds`: each round's stacks deleted side by side, then waited for, in name order."""
+    for names in rounds:
+        for name in names:
+            if name == "skyrl-hp-storage":
+                stubber.add_response(
+                    "update_termination_protection",
+                    {"StackId": name},
+                    {"EnableTerminationProtection": False, "StackName": name},
+                )
+            stubber.add_response("delete_stack", {}, {"StackName": name})
+        for name in names:
+            gone(stubber, name)
+
+
+# The platform's stacks as the app synthesizes them: cross-stack references are weak (Fn::GetStackOutput), so none
+# of these exports anything a ListImports could find.
+DEFAULT_PLATFORM = ["network", "storage", "registry", "image-build", "eks", "hyperpod", "observability"]
+
+
+def run_execute(stub_aws, kube, listed: list[dict], rounds: list[list[str]]):
+    """`teardown --execute` against an account listing `listed` (no FSx file system, no exports), expecting the
+    deletion in `rounds`; the CLI's result."""
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": listed}, {})  # the FSx id (none: no output here)
+    stubber.add_response("describe_stacks", {"Stacks": listed}, {})  # the stacks to delete
+    add_gone_rounds(stubber, rounds)
+    fsx, fsx_stubber = stub_aws("fsx")
+    fsx_stubber.add_response("describe_file_systems", {"FileSystems": []}, {})
+    stubber.activate()
+    fsx_stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation, "fsx": fsx}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 0, result.output
+    stubber.assert_no_pending_responses()  # a delete_stack out of order, or of a stack not stubbed, matches no stub
+    return result
+
+
+def test_execute_never_deletes_a_deployment_whose_name_prefix_starts_with_this_one(stub_aws, kube, fake_aws_env):
+    listed = [stack("skyrl-hp-network"), *(stack(name) for name in NESTED_DEPLOYMENT)]
+    result = run_execute(stub_aws, kube, listed, [["skyrl-hp-network"]])
+    assert "deleted 1 stack(s) in us-west-2" in result.stdout
+    assert not any(name in result.stdout for name in NESTED_DEPLOYMENT)
+
+
+def test_execute_deletes_storage_after_every_stack_that_reads_it(stub_aws, kube, fake_aws_env):
+    # Dependants first, by the app's dependencies: hyperpod and eks read the storage stack's buckets (and their
+    # nodes mount its file system), so its final backup and the FSx deletion wait until both are gone.
+    listed = [stack(f"skyrl-hp-{component}") for component in DEFAULT_PLATFORM]
+    rounds = [
+        ["skyrl-hp-image-build", "skyrl-hp-observability"],
+        ["skyrl-hp-hyperpod", "skyrl-hp-registry"],
+        ["skyrl-hp-eks"],
+        ["skyrl-hp-storage"],
+        ["skyrl-hp-network"],
+    ]
+    result = run_execute(stub_aws, kube, listed, rounds)
+    assert "deleted 7 stack(s) in us-west-2" in result.stdout
+
+
+def test_deletion_rounds_follow_the_apps_dependencies(default_config):
+    names = {default_config.names.stack(component) for component in STACK_DEPENDENCIES}
+    rounds = deletion_rounds(names, default_config)
+    position = {name: number for number, names in enumerate(rounds) for name in names}
+    for component, needs in STACK_DEPENDENCIES.items():
+        for dependency in needs:
+            stack_name, needed = default_config.names.stack(component), default_config.names.stack(dependency)
+            assert position[stack_name] < position[needed], f"{stack_name} must go before {needed}"
+    # An export another remaining stack imports holds its stack back as well.
+    registry, image_build = default_config.names.stack("registry"), default_config.names.stack("image-build")
+    network = default_config.names.stack("network")
+    held = deletion_rounds({registry, network}, default_config, importers={network: {registry}})
+    assert held == [[registry], [network]]
+    assert deletion_rounds({registry, image_build}, default_config) == [[image_build], [registry]]
+
+
+def test_execute_refuses_while_the_studio_stack_remains(stub_aws, kube, fake_aws_env):
+    # Studio off in the configuration but its stack still deployed: its users, spaces and home EFS come first.
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": [*PROJECT_STACKS, stack("skyrl-hp-studio")]}, {})
+    stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation}), kube=kube.api_client(), poll_seconds=0
+    )
+    result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="skyrl-hp\n")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "teardown: stack skyrl-hp-studio is still deployed: remove Studio's apps, spaces and user profiles and that "
+        "stack first (skyrl-hp teardown --plan with studio.enabled: true); nothing was deleted"
+    )
+    assert kube.requests == []
 
 
 def test_execute_without_the_typed_prefix_deletes_nothing(kube, fake_aws_env):

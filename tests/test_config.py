@@ -524,3 +524,115 @@ def test_a_utf8_file_with_control_bytes_is_one_line(tmp_path):
         load_config(file)
     [line] = raised.value.problems
     assert line == f"config error: {file} is not valid YAML"
+
+
+# --- messages that say what to write ---------------------------------------------------------------------------------
+
+
+def experiment_overrides(overrides: dict) -> dict:
+    return {"training": {"experiments": [{"name": "maze-grpo", "overrides": overrides}]}}
+
+
+def test_hydra_style_nested_overrides_are_one_line_with_the_dotted_form():
+    assert problems_for(experiment_overrides({"trainer": {"policy": {"optimizer_config": {"lr": "1e-6"}}}})) == [
+        "config error: training.experiments[0].overrides: overrides take SkyRL's dotted keys, not nested sections: "
+        "write overrides: {trainer.policy.optimizer_config.lr: 1e-6}"
+    ]
+
+
+def test_nested_overrides_beside_dotted_ones_show_every_key_dotted():
+    [line] = problems_for(experiment_overrides({"trainer.epochs": 2, "generator": {"max_turns": 10, "batched": True}}))
+    assert line.endswith("write overrides: {trainer.epochs: 2, generator.max_turns: 10, generator.batched: true}")
+
+
+def test_a_knob_name_as_an_override_points_to_its_skyrl_key():
+    assert problems_for(experiment_overrides({"learning_rate": 1.0e-6})) == [
+        "config error: training.experiments[0].overrides: unknown SkyRL key 'learning_rate': overrides take SkyRL's "
+        "dotted keys, and training.knobs.learning_rate is SkyRL's 'trainer.policy.optimizer_config.lr'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (
+            {"hyperpod.worker_group.instance_count": 2},
+            "config error: hyperpod.worker_group.instance_count: YAML does not split a key at its dots, so this is "
+            "one unknown key; nest it: hyperpod: {worker_group: {instance_count: 2}} (one key per indented line)",
+        ),
+        (
+            {"hyperpod": {"worker_group.instance_type": "ml.g7e.24xlarge"}},
+            "config error: hyperpod.worker_group.instance_type: YAML does not split a key at its dots, so this is "
+            "one unknown key; nest it: hyperpod: {worker_group: {instance_type: ml.g7e.24xlarge}} (one key per "
+            "indented line)",
+        ),
+    ],
+)
+def test_a_dotted_key_says_to_nest_it_with_the_nested_form(data, line):
+    assert problems_for(data) == [line]
+
+
+def test_the_nested_form_a_dotted_key_error_shows_is_accepted(tmp_path):
+    [line] = problems_for({"hyperpod.worker_group.instance_count": 2})
+    file = tmp_path / "c.yaml"
+    file.write_text(line.split("nest it: ", 1)[1].removesuffix(" (one key per indented line)") + "\n")
+    assert load_config(file).hyperpod.worker_group.instance_count == 2
+
+
+def test_an_unknown_gpu_type_suggests_only_gpu_types_and_how_to_add_one():
+    [line] = problems_for({"hyperpod": {"worker_group": {"instance_type": "ml.g5.8xlarge"}}})
+    gpu_types = [name for name, spec in INSTANCE_CATALOG.items() if spec.gpus]
+    assert line == (
+        "config error: hyperpod.worker_group.instance_type = 'ml.g5.8xlarge': unknown instance type; did you mean "
+        f"ml.g7e.8xlarge? the catalog's GPU types are {', '.join(gpu_types)}; to add a type, give its facts in "
+        "skyrl_hyperpod/config/catalog.py and its price in skyrl_hyperpod/prices/<region>.yaml"
+    )
+    assert not any(name in line for name, spec in INSTANCE_CATALOG.items() if not spec.gpus)
+
+
+def test_an_unknown_cpu_type_suggests_only_cpu_types():
+    # By name, ml.c7e.12xlarge is closest to the GPU type ml.g7e.12xlarge; for a CPU type, that is no suggestion.
+    [line] = problems_for({"hyperpod": {"head_group": {"instance_type": "ml.c7e.12xlarge"}}})
+    cpu_types = [name for name, spec in INSTANCE_CATALOG.items() if not spec.gpus]
+    assert f"unknown instance type; the catalog's CPU types are {', '.join(cpu_types)}; to add a type" in line
+    assert "ml.g7e" not in line
+
+
+@pytest.mark.parametrize(
+    ("session", "role_arn", "where"),
+    [
+        (
+            "arn:aws:sts::111111111111:assumed-role/AWSReservedSSO_Admin_abc123/user@example.com",
+            "arn:aws:iam::111111111111:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_abc123",
+            "with <region>/ before AWSReservedSSO_Admin_abc123 when IAM Identity Center is not in us-east-1",
+        ),
+        (
+            "arn:aws:sts::111111111111:assumed-role/PlatformAdmin/alice",
+            "arn:aws:iam::111111111111:role/PlatformAdmin",
+            "with the role's path, if it has one, before PlatformAdmin",
+        ),
+    ],
+    ids=["sso", "assumed-role"],
+)
+def test_a_session_arn_as_admin_principal_gives_the_role_arn(session, role_arn, where):
+    [line] = problems_for({"eks": {"admin_principal_arns": [session]}})
+    role = role_arn.rsplit("/", 1)[1]
+    assert line.endswith(
+        f"{session!r} is an STS session of IAM role {role} (as aws sts get-caller-identity prints it), and EKS access "
+        f"entries take the role: list {role_arn} ({where}; `aws iam get-role --role-name {role} --query Role.Arn` "
+        "prints it exactly)"
+    )
+    # The ARN it names is one the field accepts.
+    assert validate_config({"eks": {"admin_principal_arns": [role_arn]}}).eks.admin_principal_arns == [role_arn]
+
+
+def test_experiments_as_a_mapping_says_it_is_a_list_with_the_list_it_meant():
+    data = {"training": {"experiments": {"maze-grpo": {"overrides": {"trainer.epochs": 2}}, "maze-long": None}}}
+    assert problems_for(data) == [
+        "config error: training.experiments: must be a list, one '- name: ...' entry per item, not a mapping keyed by "
+        "name: write experiments: [{name: maze-grpo, overrides: {trainer.epochs: 2}}, {name: maze-long}] (or one "
+        "'- name: ...' line per item)"
+    ]
+    written = [{"name": "maze-grpo", "overrides": {"trainer.epochs": 2}}, {"name": "maze-long"}]
+    experiments = validate_config({"training": {"experiments": written}}).training.experiments
+    assert [e.name for e in experiments] == ["maze-grpo", "maze-long"]

@@ -84,6 +84,75 @@ def test_a_broken_example_is_refused_by_the_loader(tmp_path):
         load_config(file)
 
 
+def test_the_example_keeps_the_reference_runs_hardware_and_algorithm():
+    # A starting point changes only what a user must set (region, API access, admin): the resolved runs, the
+    # node groups and the storage are the defaults'.
+    from skyrl_hyperpod.config.training_runs import resolve_runs
+
+    example, defaults = load_config(REPO_ROOT / "config" / "example.yaml"), load_config(None)
+    for section in ("hyperpod", "fsx", "training", "serving", "workloads", "versions"):
+        assert getattr(example, section) == getattr(defaults, section), section
+
+    def runs(config):
+        return [r.overrides() for r in resolve_runs(config.training, config.hyperpod, config.workloads)]
+
+    assert runs(example) == runs(defaults)
+
+
+def test_the_larger_gpu_example_says_what_it_changes():
+    # The header's figures are the configuration's own: schedule, engines, price.
+    from skyrl_hyperpod.config.training_runs import resolve_runs
+    from skyrl_hyperpod.ops.cost import estimate, price_book_for
+
+    file = REPO_ROOT / "config" / "example-larger-gpu.yaml"
+    text, larger, defaults = file.read_text(), load_config(file), load_config(None)
+
+    def run_and_cost(config):
+        (run,) = resolve_runs(config.training, config.hyperpod, config.workloads)
+        source, book = price_book_for("us-west-2", None)
+        return run.knobs, estimate(config, book, price_file=str(source), run_hours=24)
+
+    (knobs, cost), (default_knobs, default_cost) = run_and_cost(larger), run_and_cost(defaults)
+    gpus = knobs.policy_num_nodes * knobs.policy_num_gpus_per_node
+    assert f"{gpus} GPUs instead of {default_knobs.policy_num_nodes * default_knobs.policy_num_gpus_per_node}" in text
+    assert f"{knobs.num_engines} vLLM engines" in text
+    assert f"still {knobs.train_batch_size} / {knobs.policy_mini_batch_size} prompts" in text
+    assert (
+        f"micro batch drops from {default_knobs.micro_train_batch_size_per_gpu} to {knobs.micro_train_batch_size_per_gpu}"
+        in text
+    )
+    assert f"${cost.hourly_usd:,.2f}/h in all instead of ${default_cost.hourly_usd:,.2f}" in text
+    assert larger.hyperpod.worker_group.instance_type != defaults.hyperpod.worker_group.instance_type
+
+
+def test_every_documented_deploy_asks_before_broadening_permissions():
+    # A copied `cdk deploy --all` without --require-approval broadening would widen IAM and security groups unasked.
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    deploys = [
+        (page.name, line.strip())
+        for page in pages
+        for line in page.read_text().splitlines()
+        if line.strip().startswith("cdk deploy --all")
+    ]
+    assert deploys, "the README shows the deploy command"
+    assert [d for d in deploys if "--require-approval broadening" not in d[1]] == []
+
+
+def test_the_documented_command_header_is_the_one_commands_print():
+    from skyrl_hyperpod.cli.common import header_line
+
+    class Source:
+        def describe(self) -> str:
+            return "<file>"
+
+    config = load_config(None)
+    line = header_line(config, Source(), "<region>")
+    line = line.replace(config.names.eks_cluster, "<EKS cluster>").replace(
+        config.names.hyperpod_cluster, "<HyperPod cluster>"
+    )
+    assert f"`{line}`" in (DOCS / "commands.md").read_text().replace("\n", " ")
+
+
 def test_example_configuration_is_valid():
     config = load_config(REPO_ROOT / "config" / "example.yaml")
     assert config.eks.endpoint_public  # the example shows how to open the API to one CIDR

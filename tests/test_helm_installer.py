@@ -5,7 +5,10 @@ Helm runs for real wherever it runs without a cluster: reading Chart.yaml and va
 network is a stand-in (STAND_IN, one small Python program behind the `helm`, `kubectl` and `aws` LAUNCHER):
 `helm status/history/get metadata/upgrade/rollback/uninstall` keep a release in a state directory
 (an upgrade renders the chart it is given with the real `helm template`, so a chart Helm would refuse
-fails here too), `helm pull` copies a prepared archive (no chart repository is reachable), and the
+fails here too; an upgrade merges its labels into the last revision's, a rollback writes a new revision with
+the target revision's labels and supersedes the deployed one, as helm/helm v4 pkg/action/upgrade.go and
+rollback.go do), `kubectl get/apply/patch/create configmap` keep ConfigMaps there, `helm pull` copies a
+prepared archive (no chart repository is reachable), and the
 scenario file there makes steps hang (and stop on SIGTERM, as Helm >= 3.7 does), ignore SIGTERM and be
 killed, or fail transiently: processes that must hang or die cannot be had from a real Helm without a
 cluster. Each test asserts the response sent to CloudFormation. No AWS, no network.
@@ -175,9 +178,9 @@ def flaky(step):
 def flag(name):
     return args[args.index(name) + 1]
 release = load("release.json", None)
-def new_revision(status, labels=None):
+def new_revision(status, labels=None, replace=False):
     rel = load("release.json", None) or {"history": []}
-    previous = rel["history"][-1]["labels"] if rel["history"] else {}
+    previous = rel["history"][-1]["labels"] if rel["history"] and not replace else {}
     rel["history"].append({"revision": len(rel["history"]) + 1, "status": status, "labels": {**previous, **(labels or {})},
                            "updated": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")})
     save("release.json", rel)
@@ -189,11 +192,24 @@ if tool == "aws":
     flaky("kubeconfig")
     open(flag("--kubeconfig"), "w").write("apiVersion: v1")
 elif tool == "kubectl":
+    if args[0] == "apply":
+        cm = json.loads(sys.stdin.read())
+        save(f"configmap-{cm['metadata']['name']}.json", cm)
+        sys.exit(0)
+    name = args[2]
+    cm = load(f"configmap-{name}.json", None)
     if args[0] == "get":
-        cm = load("configmap.json", None)
         print(json.dumps(cm) if cm else "")
-    elif args[0] == "apply":
-        save("configmap.json", json.loads(sys.stdin.read()))
+    elif args[0] == "patch":
+        if cm is None:
+            print(f'Error from server (NotFound): configmaps "{name}" not found', file=sys.stderr); sys.exit(1)
+        cm["data"] = {**(cm.get("data") or {}), **json.loads(flag("--patch"))["data"]}
+        save(f"configmap-{name}.json", cm)
+    elif args[0] == "create":
+        if cm is not None:
+            print(f'Error from server (AlreadyExists): configmaps "{name}" already exists', file=sys.stderr); sys.exit(1)
+        key, value = [a for a in args if a.startswith("--from-literal=")][0].split("=", 1)[1].split("=", 1)
+        save(f"configmap-{name}.json", {"metadata": {"name": name}, "data": {key: value}})
 elif args[0] == "pull":
     flaky("pull")
     name = args[1].rsplit("/", 1)[-1]
@@ -213,8 +229,14 @@ elif args[0] in ("status", "history", "get"):
         revision = int(flag("--revision"))
         print(json.dumps({"revision": revision, "labels": history[revision - 1]["labels"]}))
 elif args[0] == "rollback":
-    target = release["history"][int(args[2]) - 1]
-    new_revision("deployed", target["labels"])
+    flaky("rollback")
+    # The current revision and every deployed one are superseded; the new revision has the target's labels.
+    for entry in release["history"]:
+        if entry["status"] == "deployed":
+            entry["status"] = "superseded"
+    release["history"][-1]["status"] = "superseded"
+    save("release.json", release)
+    new_revision("deployed", release["history"][int(args[2]) - 1]["labels"], replace=True)
 elif args[0] == "uninstall":
     if release is None:
         print("Error: uninstall: Release not loaded: x: release: not found", file=sys.stderr); sys.exit(1)
@@ -362,10 +384,24 @@ class Harness:
     def manifest(self) -> str:
         return json.loads((self.state / "manifest.json").read_text())
 
+    def config_map(self, name: str) -> dict:
+        path = self.state / f"configmap-{name}.json"
+        return json.loads(path.read_text())["data"] if path.exists() else {}
+
     @property
     def recorded(self) -> dict:
-        path = self.state / "configmap.json"
-        return json.loads(path.read_text())["data"] if path.exists() else {}
+        return self.config_map(self.handler.DIGESTS_CONFIGMAP)
+
+    @property
+    def retired(self) -> set[str]:
+        """Owner labels of resources whose Delete has run."""
+        return set(self.config_map(self.handler.OWNERS_CONFIGMAP))
+
+    def labels(self) -> list[str | None]:
+        """The owner label of each revision, oldest first."""
+        release = self.release
+        assert release is not None, "no release"
+        return [h["labels"].get(self.handler.OWNER_LABEL) for h in release["history"]]
 
     def calls(self, tool: str = "helm") -> list[list[str]]:
         lines = (self.state / "calls.log").read_text().splitlines() if (self.state / "calls.log").exists() else []
@@ -501,6 +537,71 @@ def test_a_failed_takeover_rolled_back_by_cloudformation_leaves_the_live_release
     assert "left installed" in response["Reason"] and harness.release is not None
     deployed = [h for h in harness.release["history"] if h["status"] == "deployed"]
     assert deployed[-1]["labels"] == {"skyrl-hp-owner": harness.owner(first)}
+
+
+def test_a_rolled_back_takeover_hands_the_release_back_instead_of_uninstalling_it(harness):
+    first = harness.invoke()["PhysicalResourceId"]
+    # A renamed resource takes the release over, then a later resource of the same stack update fails:
+    # CloudFormation's rollback deletes the resource it created in that update, the new owner.
+    second = harness.invoke(logical_id="HyperPodDependenciesRenamed")["PhysicalResourceId"]
+    assert harness.labels()[-1] == harness.owner(second)
+    harness.physical_id = second
+    response = harness.invoke("Delete", logical_id="HyperPodDependenciesRenamed")
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert "handed back to skyrl-hp-owner=" + harness.owner(first) in response["Reason"]
+    assert "uninstall" not in harness.helm_verbs() and harness.release is not None
+    # Rolled back to the first owner's revision: deployed again, under its owner label.
+    assert [args for args in harness.calls() if args[0] == "rollback"][-1][1:3] == ["hyperpod-dependencies", "1"]
+    assert harness.status == "deployed" and harness.labels()[-1] == harness.owner(first)
+    assert harness.retired == {harness.owner(second)}
+    # The first resource is still in the stack and the sole owner: deleting the stack later uninstalls.
+    harness.physical_id = first
+    response = harness.invoke("Delete")
+    assert "release kube-system/hyperpod-dependencies uninstalled" in response["Reason"] and harness.release is None
+
+
+def test_after_a_completed_takeover_the_new_owner_alone_uninstalls(harness):
+    first = harness.invoke()["PhysicalResourceId"]
+    second = harness.invoke(logical_id="HyperPodDependenciesRenamed")["PhysicalResourceId"]
+    # The update succeeds: CloudFormation's clean-up deletes the old resource, which leaves the release.
+    harness.physical_id = first
+    assert "left installed" in harness.invoke("Delete")["Reason"]
+    assert harness.retired == {harness.owner(first)}
+    # Deleting the stack: the earlier owner is gone, nobody to hand back to.
+    harness.physical_id = second
+    response = harness.invoke("Delete", logical_id="HyperPodDependenciesRenamed")
+    assert "uninstalled" in response["Reason"] and harness.release is None
+    assert "rollback" not in harness.helm_verbs()
+
+
+def test_a_release_is_handed_back_to_the_owner_before_the_rolled_back_one_not_to_a_deleted_one(harness):
+    first = harness.invoke()["PhysicalResourceId"]
+    second = harness.invoke(logical_id="Renamed")["PhysicalResourceId"]
+    harness.physical_id = first
+    harness.invoke("Delete")  # clean-up of a completed takeover
+    harness.physical_id = second
+    harness.invoke("Update", logical_id="Renamed", Values=json.dumps({"mlflow": {"enabled": False}}))
+    third = harness.invoke(logical_id="RenamedAgain")["PhysicalResourceId"]
+    harness.physical_id = third
+    response = harness.invoke("Delete", logical_id="RenamedAgain")  # that update's rollback
+    assert f"handed back to skyrl-hp-owner={harness.owner(second)}" in response["Reason"]
+    # To the second owner's newest revision (its update), not to the first owner's.
+    assert [args for args in harness.calls() if args[0] == "rollback"][-1][2] == "3"
+    assert harness.labels() == [harness.owner(first)] + [harness.owner(second)] * 2 + [harness.owner(third),
+                                                                                        harness.owner(second)]  # fmt: skip
+    assert harness.status == "deployed"
+
+
+def test_a_failed_hand_back_leaves_the_release_installed_and_says_so(harness):
+    harness.invoke()
+    second = harness.invoke(logical_id="Renamed")["PhysicalResourceId"]
+    harness.physical_id = second
+    harness.scenario({"rollback_failures": 99, "transient": TRANSIENT})
+    response = harness.invoke("Delete", logical_id="Renamed")
+    # A Delete never fails the stack; the release stays, and this resource is not recorded as gone.
+    assert response["Status"] == "SUCCESS" and response["Reason"].startswith("uninstall skipped")
+    assert "helm rollback: gave up" in response["Reason"] and harness.status == "deployed"
+    assert "uninstall" not in harness.helm_verbs() and harness.retired == set()
 
 
 def test_a_release_nobody_labelled_is_never_uninstalled(harness):
@@ -982,6 +1083,7 @@ def test_installer_page_states_the_installers_actual_limits():
         f"({h.BACKOFF_BASE_S:.0f} s doubling, at most {h.BACKOFF_MAX_S:.0f} s)", f"one {h.DOWNLOAD_BUDGET_S} s deadline",
         f"`{h.DIGESTS_NAMESPACE}/{h.DIGESTS_CONFIGMAP}`",
         f"older than {(h.FUNCTION_TIMEOUT_S + h.PENDING_GRACE_S) // 60} min", f"`{h.OWNER_LABEL}`",
+        f"`{h.DIGESTS_NAMESPACE}/{h.OWNERS_CONFIGMAP}`",
         f"{h.MAX_RESPONSE_BYTES} bytes",
     ):  # fmt: skip
         assert claim in section, claim

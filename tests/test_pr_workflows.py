@@ -451,25 +451,31 @@ def test_the_reviewers_output_cannot_issue_workflow_commands(tmp_path):
 
 
 STATUS_CASES = [
-    ("success", "true", "success", "0", "success", "No stateful resource replaced or removed"),
-    ("success", "true", "success", "1", "failure", "A stateful resource would be replaced or removed"),
-    ("success", "true", "success", "2", "failure", "The review could not run"),
-    ("success", "true", "success", "", "failure", "The review could not run"),
-    ("success", "true", "failure", "", "failure", "The pull request did not synthesize"),
-    ("success", "false", "success", "", "failure", "No open pull request into the default branch has this head"),
-    ("failure", "false", "success", "0", "failure", "The run's pull request number is not valid"),
+    ("success", "true", "success", "0", "unchanged", "success", "No stateful resource replaced or removed"),
+    ("success", "true", "success", "0", "approved", "success", "No stateful resource replaced or removed"),
+    ("success", "true", "success", "1", "unchanged", "failure", "A stateful resource would be replaced or removed"),
+    ("success", "true", "success", "2", "unchanged", "failure", "The review could not run"),
+    ("success", "true", "success", "", "unchanged", "failure", "The review could not run"),
+    ("success", "true", "failure", "", "unchanged", "failure", "The pull request did not synthesize"),
+    ("success", "false", "success", "", "", "failure", "No open pull request into the default branch has this head"),
+    ("failure", "false", "success", "0", "", "failure", "The run's pull request number is not valid"),
+    # A passing review of a synthesis the pull request's own build made: not believed without a code owner.
+    ("success", "true", "success", "0", "unapproved", "failure", "Changes how its synthesis is made: a code owner"),
+    ("success", "true", "success", "0", "", "failure", "Changes how its synthesis is made: a code owner"),
 ]
 
 
-@pytest.mark.parametrize(("resolved", "matched", "conclusion", "status", "state", "description"), STATUS_CASES)
+@pytest.mark.parametrize(("resolved", "matched", "conclusion", "status", "trust", "state", "description"),
+                         STATUS_CASES)  # fmt: skip
 def test_only_a_passing_review_sets_a_passing_status(tmp_path, fake_gh, resolved, matched, conclusion, status,
-                                                     state, description):  # fmt: skip
+                                                     trust, state, description):  # fmt: skip
     flow = load(REVIEW)
     set_status = step(flow, "status", "Set the status")
     env = {**fake_gh, "GATE_CONTEXT": flow["env"]["GATE_CONTEXT"], "REPO": "owner/project", "SHA": HEAD_SHA,
-           "RESOLVED": resolved, "MATCHED": matched, "CONCLUSION": conclusion, "STATUS": status,
+           "RESOLVED": resolved, "MATCHED": matched, "CONCLUSION": conclusion, "STATUS": status, "TRUST": trust,
            "RUN_URL": "https://github.com/owner/project/actions/runs/7"}  # fmt: skip
     assert set_status["env"]["SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    assert set_status["env"]["TRUST"] == "${{ needs.pull-request.outputs.trust }}"
     run = run_step(set_status["run"], tmp_path, env)
     assert run.returncode == 0, run.stderr
     [call] = Path(fake_gh["GH_CALLS"]).read_text().splitlines()
@@ -480,7 +486,7 @@ def test_only_a_passing_review_sets_a_passing_status(tmp_path, fake_gh, resolved
 
 def test_the_comment_says_why_when_there_is_no_review(tmp_path, fake_gh):
     post = step(load(REVIEW), "comment", "Post or update the review comment")
-    env = {**fake_gh, "REPO": "owner/project", "PR": "42", "CONCLUSION": "failure",
+    env = {**fake_gh, "REPO": "owner/project", "PR": "42", "CONCLUSION": "failure", "TRUST": "unchanged",
            "SYNTHESIS_URL": "https://github.com/owner/project/actions/runs/6", "RUN_URL": "unused"}  # fmt: skip
     Path(fake_gh["GH_ANSWER"]).write_text("")  # no review comment on the pull request yet
     # `cat` stands in for the body upload: the stand-in gh records `-F body=@FILE`; read it back.
@@ -502,6 +508,279 @@ def test_the_comment_job_refuses_a_number_it_did_not_get_from_the_validator(tmp_
         post["run"], tmp_path, {**fake_gh, "REPO": "owner/project", "PR": "42/../1", "CONCLUSION": "success"}
     )
     assert run.returncode == 1 and not Path(fake_gh["GH_CALLS"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("trust", "note"),
+    [
+        ("unapproved", "❌ **Gate failed, whatever the review above says**: this pull request changes how its "
+                       "synthesis is made (Makefile), so the templates above may not be its own. A code owner (the "
+                       "default branch's .github/CODEOWNERS) approves its head commit, then re-runs this review: "
+                       "https://run/7"),
+        ("", "❌ **Gate failed, whatever the review above says**: whether this pull request changes how its synthesis "
+             "is made could not be checked: see https://run/7"),
+        ("approved", None),
+    ],
+)  # fmt: skip
+def test_the_comment_says_when_the_synthesis_is_not_believed(tmp_path, fake_gh, trust, note):
+    post = step(load(REVIEW), "comment", "Post or update the review comment")
+    assert post["env"]["TRUST"] == "${{ needs.pull-request.outputs.trust }}"
+    (tmp_path / "review").mkdir()
+    (tmp_path / "review" / "comment.md").write_text("<!-- skyrl-hp-review -->\n\nthe review\n")
+    Path(fake_gh["GH_ANSWER"]).write_text("")
+    env = {**fake_gh, "REPO": "owner/project", "PR": "42", "CONCLUSION": "success", "TRUST": trust,
+           "CARRIERS": "Makefile", "SYNTHESIS_URL": "unused", "RUN_URL": "https://run/7"}  # fmt: skip
+    run = run_step(post["run"], tmp_path, env)
+    assert run.returncode == 0, run.stderr
+    posted = Path(fake_gh["GH_CALLS"]).read_text().splitlines()[1]
+    body = (tmp_path / posted.split("body=@", 1)[1]).read_text()  # relative: the downloaded review/comment.md
+    expected = "<!-- skyrl-hp-review -->\n\nthe review\n" + (f"\n{note}\n" if note else "")
+    assert body == expected
+
+
+# --- who may vouch for the synthesis: .github/scripts/pr-synthesis-trust.py -----------------------------------
+
+TRUST_SCRIPT = SCRIPTS / "pr-synthesis-trust.py"
+CODEOWNERS = REPO_ROOT / ".github" / "CODEOWNERS"
+
+
+def trust_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pr_synthesis_trust", TRUST_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TRUST = trust_module()
+
+# One path per class of what produces or carries the synthesis, and the class it is in.
+CARRIER_PATHS = [
+    (".github/workflows/pr-synthesis.yml", ".github/"),
+    (".github/scripts/pr-review.sh", ".github/"),
+    (".github/CODEOWNERS", ".github/"),
+    ("Makefile", "Makefile"),
+    ("GNUmakefile", "Makefile"),  # make reads it before Makefile
+    ("makefile", "Makefile"),
+    ("app.py", "top-level *.py (app.py, k8s_app.py)"),
+    ("k8s_app.py", "top-level *.py (app.py, k8s_app.py)"),
+    ("yaml.py", "top-level *.py (app.py, k8s_app.py)"),  # would shadow `import yaml` in both apps
+    ("cdk.json", "cdk.json, cdk8s.yaml"),
+    ("cdk.context.json", "cdk.json, cdk8s.yaml"),
+    ("cdk8s.yaml", "cdk.json, cdk8s.yaml"),
+    ("package.json", "package*.json, .npmrc"),
+    ("package-lock.json", "package*.json, .npmrc"),
+    (".npmrc", "package*.json, .npmrc"),
+    ("requirements.txt", "requirements*, constraints*, pyproject.toml"),
+    ("requirements-dev.txt", "requirements*, constraints*, pyproject.toml"),
+    ("constraints-scan.txt", "requirements*, constraints*, pyproject.toml"),
+    ("pyproject.toml", "requirements*, constraints*, pyproject.toml"),
+    ("skyrl_hyperpod/ops/review/readers.py", "skyrl_hyperpod/ops/review/"),
+    ("skyrl_hyperpod/ops/review/rules/stateful_loss.py", "skyrl_hyperpod/ops/review/"),
+]
+# What the gate reviews as content (the synthesis reads them, it does not make or carry it).
+CONTENT_PATHS = ["stacks/eks_stack.py", "charts/rayjob.py", "skyrl_hyperpod/config/training.py", "docs/review-gate.md",
+                 "tests/test_pr_workflows.py", "docker/requirements.txt", "skyrl_hyperpod/ops/reviewer.py",
+                 "config/example.yaml", "README.md", "github/workflows/x.yml"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "carrier"), CARRIER_PATHS)
+def test_each_file_that_makes_or_carries_the_synthesis_is_classified(path, carrier):
+    assert TRUST.carrier_class(path) == carrier
+    assert {name for name, _ in TRUST.CARRIERS} == {carrier for _, carrier in CARRIER_PATHS}  # every class is covered
+
+
+@pytest.mark.parametrize("path", CONTENT_PATHS)
+def test_the_code_under_review_is_not_a_carrier(path):
+    assert TRUST.carrier_class(path) is None
+
+
+def test_the_shipped_codeowners_has_a_rule_for_every_carrier_and_names_nobody_until_set():
+    rules = TRUST.parse_codeowners(CODEOWNERS.read_text())
+    for path, _ in CARRIER_PATHS:
+        assert any(pattern.fullmatch(path) for pattern, _ in rules), path
+    for path in CONTENT_PATHS:
+        assert not any(pattern.fullmatch(path) for pattern, _ in rules), path
+    # The placeholder is not a GitHub login (two hyphens in a row): until the maintainers name themselves, no
+    # approval counts and every carrier change fails the gate.
+    assert {owners for _, owners in rules} == {()}
+    with_owner = CODEOWNERS.read_text().replace("@set--maintainer--logins", "@alice")
+    assert TRUST.owners_of(TRUST.parse_codeowners(with_owner), "Makefile") == ("alice",)
+
+
+def test_codeowners_rules_follow_githubs_matching():
+    rules = TRUST.parse_codeowners(
+        "# comment\n"
+        "*            @Everyone\n"
+        "/.github/    @ci-owner @org/team  # teams cannot be checked with the workflow's token\n"
+        "docs/        @docs\n"
+        "/requirements*  someone@example.com\n"
+        "/.github/CODEOWNERS @root\n"
+    )
+    assert TRUST.owners_of(rules, "app.py") == ("everyone",)
+    assert TRUST.owners_of(rules, ".github/workflows/pr-review.yml") == ("ci-owner",)
+    assert TRUST.owners_of(rules, ".github/CODEOWNERS") == ("root",)  # the last match wins
+    assert TRUST.owners_of(rules, "sub/docs/page.md") == ("docs",)  # unanchored: at any depth
+    assert TRUST.owners_of(rules, "requirements-dev.txt") == ()  # an e-mail names no login
+    assert TRUST.owners_of(TRUST.parse_codeowners("/*.py @a\n"), "stacks/x.py") == ()
+
+
+def review(login: str, state: str = "APPROVED", commit: str = HEAD_SHA, association: str = "MEMBER") -> dict:
+    return {"user": {"login": login}, "state": state, "commit_id": commit, "author_association": association}
+
+
+@pytest.mark.parametrize(
+    ("reviews", "approved"),
+    [
+        ([review("alice")], {"alice"}),
+        ([review("Alice")], {"alice"}),
+        ([review("alice", commit="f" * 40)], set()),  # approved an earlier head
+        ([review("alice"), review("alice", "CHANGES_REQUESTED")], set()),
+        ([review("alice"), review("alice", "COMMENTED")], {"alice"}),  # a comment does not withdraw an approval
+        ([review("alice"), review("alice", "DISMISSED")], set()),
+        ([review("author")], set()),  # GitHub forbids it; never counted anyway
+        ([review("squatter", association="NONE")], set()),
+        ([review("drive-by", association="CONTRIBUTOR")], set()),
+    ],
+    ids=["approved", "case", "stale", "changes-requested", "commented-after", "dismissed", "author", "no-association",
+         "contributor"],
+)  # fmt: skip
+def test_only_a_current_approval_by_someone_with_access_counts(reviews, approved):
+    assert TRUST.approvers(reviews, HEAD_SHA, "author") == approved
+
+
+FAKE_GH_ROUTES = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >> "$GH_CALLS"
+endpoint="${*: -1}"
+case "$endpoint" in
+  */files*) answer=files ;;
+  */reviews*) answer=reviews ;;
+  *) answer=pull ;;
+esac
+if [ -e "$GH_ANSWERS/$answer.fail" ]; then echo "HTTP 502: Bad Gateway" >&2; exit 1; fi
+cat "$GH_ANSWERS/$answer.json"
+"""
+
+
+def trust(tmp_path: Path, files: list[dict], reviews: list[dict], *, changed: int | None = None,
+          head: str = HEAD_SHA, codeowners: str | None = "/Makefile @alice\n/app.py @bob\n/.github/ @alice\n",
+          fail: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+    """pr-synthesis-trust.py against a stand-in gh that answers the pull request, its files and its reviews
+    (as `gh api --paginate --slurp` prints them: one array of pages)."""
+    answers, bin_dir = tmp_path / "answers", tmp_path / "bin"
+    answers.mkdir(exist_ok=True)
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "gh").write_text(FAKE_GH_ROUTES)
+    (bin_dir / "gh").chmod(0o755)
+    pull = {"number": 42, "head": {"sha": head}, "user": {"login": "author"},
+            "changed_files": len(files) if changed is None else changed}  # fmt: skip
+    (answers / "pull.json").write_text(json.dumps(pull))
+    (answers / "files.json").write_text(json.dumps([files[:2], files[2:]]))  # two pages
+    (answers / "reviews.json").write_text(json.dumps([reviews]))
+    if fail:
+        (answers / f"{fail}.fail").touch()
+    if codeowners is not None:  # None: the default branch has no CODEOWNERS
+        (tmp_path / "CODEOWNERS").write_text(codeowners)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GH_CALLS": str(tmp_path / "gh-calls"), "GH_ANSWERS": str(answers),
+           "GITHUB_OUTPUT": str(tmp_path / "github-output"), "REPO": "owner/project", "PR": "42", "HEAD_SHA": HEAD_SHA}  # fmt: skip
+    return subprocess.run([sys.executable, str(TRUST_SCRIPT), str(tmp_path / "CODEOWNERS")], capture_output=True,
+                          text=True, env=env)  # fmt: skip
+
+
+def trust_outputs(tmp_path: Path) -> str:
+    file = tmp_path / "github-output"
+    return file.read_text() if file.exists() else ""
+
+
+def test_trust_leaves_a_pull_request_that_changes_only_the_code_under_review_alone(tmp_path):
+    run = trust(tmp_path, [{"filename": "stacks/eks_stack.py"}, {"filename": "charts/rayjob.py"}], [])
+    assert run.returncode == 0, run.stderr
+    assert trust_outputs(tmp_path) == "trust=unchanged\nclasses=\n"
+    assert (tmp_path / "gh-calls").read_text().splitlines() == [
+        "api repos/owner/project/pulls/42",
+        "api --paginate --slurp repos/owner/project/pulls/42/files?per_page=100",
+        "api --paginate --slurp repos/owner/project/pulls/42/reviews?per_page=100",
+    ]
+
+
+def test_trust_believes_a_carrier_change_a_code_owner_approved_at_the_head(tmp_path):
+    files = [{"filename": "stacks/x.py"}, {"filename": "Makefile"}, {"filename": ".github/workflows/pr-synthesis.yml"}]
+    run = trust(tmp_path, files, [review("alice")])
+    assert run.returncode == 0, run.stderr
+    assert trust_outputs(tmp_path) == "trust=approved\nclasses=.github/; Makefile\n"
+    assert "pr-synthesis-trust: 'Makefile': approved by alice" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("files", "reviews", "changed", "line"),
+    [
+        ([{"filename": "Makefile"}], [], None, "'Makefile': needs an approval of the head commit by one of alice"),
+        ([{"filename": "Makefile"}], [review("alice", commit="f" * 40)], None, "'Makefile': needs an approval"),
+        ([{"filename": "Makefile"}], [review("bob")], None, "'Makefile': needs an approval"),  # not its owner
+        ([{"filename": "Makefile"}, {"filename": "app.py"}], [review("alice")], None, "'app.py': needs an approval"),
+        # A rename away from a carrier changes it too.
+        ([{"filename": "tools/app.py", "previous_filename": "app.py"}], [], None, "'app.py': needs an approval"),
+        ([{"filename": "cdk.json"}], [review("alice")], None, "'cdk.json': the default branch's CODEOWNERS names no"),
+        # More files than the API lists: the rest cannot be classified.
+        ([{"filename": "stacks/x.py"}], [], 3001, "the API lists 1 of 3001 changed files"),
+    ],
+    ids=["no-review", "stale-approval", "not-an-owner", "one-of-two", "renamed", "unowned", "truncated"],
+)
+def test_trust_refuses_a_carrier_change_without_a_code_owners_approval(tmp_path, files, reviews, changed, line):
+    run = trust(tmp_path, files, reviews, changed=changed)
+    assert run.returncode == 0, run.stderr
+    assert trust_outputs(tmp_path).startswith("trust=unapproved\nclasses=")
+    assert f"pr-synthesis-trust: {line}" in run.stdout
+
+
+def test_trust_without_a_codeowners_file_names_nobody(tmp_path):
+    run = trust(tmp_path, [{"filename": "Makefile"}], [review("alice")], codeowners=None)
+    assert run.returncode == 0, run.stderr
+    assert trust_outputs(tmp_path) == "trust=unapproved\nclasses=Makefile\n"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "line"),
+    [
+        ({"fail": "files"}, "pr-synthesis-trust: 'repos/owner/project/pulls/42/files?per_page=100' could not be read: "
+                            "'HTTP 502: Bad Gateway'"),
+        ({"head": "f" * 40}, f"pr-synthesis-trust: pull request #42 moved on to {'f' * 40!r}, the run's head is "
+                             f"{HEAD_SHA!r}"),
+    ],
+    ids=["api-error", "moved-on"],
+)  # fmt: skip
+def test_trust_fails_in_one_line_when_the_api_cannot_vouch(tmp_path, kwargs, line):
+    run = trust(tmp_path, [{"filename": "Makefile"}], [review("alice")], **kwargs)
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [line]
+    assert trust_outputs(tmp_path) == ""
+
+
+def test_the_trust_check_runs_in_the_privileged_job_on_the_default_branchs_codeowners():
+    flow = load(REVIEW)
+    job = flow["jobs"]["pull-request"]
+    names = [s.get("name") for s in job["steps"]]
+    check = step(flow, "pull-request", "Check who approved a change to how the synthesis is made")
+    assert names.index("Match it with GitHub's record of the run") < names.index(check["name"])
+    assert check["run"] == "python3 base/.github/scripts/pr-synthesis-trust.py base/.github/CODEOWNERS"
+    assert check["if"] == "steps.resolve.outputs.number != ''"
+    assert check["env"]["PR"] == "${{ steps.resolve.outputs.number }}"
+    assert check["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    [checkout] = steps_using(job, "actions/checkout")
+    assert checkout["with"]["ref"] == "${{ github.sha }}" and checkout["with"]["sparse-checkout"] == ".github"
+    assert job["outputs"]["trust"] == "${{ steps.trust.outputs.trust }}"
+    # The pull-request job's token reads pull requests (files, reviews) and nothing more.
+    assert job["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "read"}
+    # Nothing in the synthesis workflow, which the pull request controls, takes part in the decision.
+    assert "trust" not in SYNTHESIS.read_text().split("\non:")[1]
+
+
+def test_the_trust_script_passes_mypy_strict():
+    run = subprocess.run([str(VENV_BIN / "mypy"), "--strict", "--no-incremental", str(TRUST_SCRIPT)],
+                         capture_output=True, text=True, cwd=REPO_ROOT)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 # --- the linters ---------------------------------------------------------------------------------------

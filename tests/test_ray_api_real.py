@@ -32,6 +32,8 @@ def dashboard():
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     context = ray.init(
+        # Its own cluster: without an address Ray joins one already running on this machine (ray_current_cluster).
+        address="local",
         num_cpus=1,
         object_store_memory=OBJECT_STORE_BYTES,
         include_dashboard=True,

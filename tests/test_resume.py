@@ -252,3 +252,20 @@ def test_skyrl_itself_would_resume_from_another_runs_checkpoint(skyrl, tmp_path)
     ckpt = tmp_path / "ckpt"
     save(ckpt, 40)
     assert resume_step(skyrl, ckpt) == 41
+
+
+def test_a_superseded_attempt_cannot_move_the_step_file_and_its_attempt_records_do_not_disturb_skyrl(skyrl, tmp_path):
+    # Attempt 1 is still alive (its node was lost to the API server, not to FSx) while the retry, attempt 2, trains
+    # on and saves global_step_20. Attempt 1's late write of the step file is refused by the fence, and SkyRL's own
+    # discovery resumes after attempt 2's checkpoint with the attempt records beside the checkpoints.
+    ckpt = tmp_path / "ckpt"
+    train_job.claim_checkpoint_dir(ckpt, RUN)
+    older = train_job.take_generation(ckpt, {"submission_id": "maze-grpo-aaaaa"})
+    save(ckpt, 16)
+    train_job.take_generation(ckpt, {"submission_id": "maze-grpo-bbbbb"})
+    save(ckpt, 20)
+    late = train_job.FencedIO(LocalIO, older)
+    with pytest.raises(train_job.AttemptSuperseded, match="superseded by generation 2 .submission maze-grpo-bbbbb"):
+        late.open_file(str(ckpt / "latest_ckpt_global_step.txt"), "w")
+    assert (ckpt / train_job.ATTEMPTS_DIR / "generation-2").is_file()
+    assert resume_step(skyrl, ckpt) == 21

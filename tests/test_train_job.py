@@ -86,9 +86,11 @@ class FakeHub:
 class FakeExec:
     def __init__(self):
         self.calls: list[tuple[list[str], Path]] = []
+        self.guards: list = []
 
-    def __call__(self, command, directory):
+    def __call__(self, command, directory, guard=None):
         self.calls.append((list(command), directory))
+        self.guards.append(guard)
 
 
 @pytest.fixture
@@ -424,6 +426,17 @@ def test_the_runs_own_directory_is_claimed_then_resumed(shared, skyrl, capsys):
     with zipfile.ZipFile(ckpt / "global_step_8" / "trainer_state.pt", "w") as state:  # torch.save's format
         state.writestr("archive/data.pkl", b"")
     (ckpt / "latest_ckpt_global_step.txt").write_text("8")
-    assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 0
+    assert run(argv_for(shared, skyrl, "--stall-timeout-first-step", "9360", overrides=overrides), execute=execute) == 0
     assert len(execute.calls) == 2
     assert "resumes after its newest complete checkpoint, global_step_8" in capsys.readouterr().err
+    # Each attempt runs SkyRL under its own generation of the directory, with the watchdog's bounds.
+    first, second = execute.guards
+    assert (first.attempt.generation, second.attempt.generation) == (1, 2)
+    assert (first.first_step_s, second.first_step_s, second.step_s) == (0, 9360, 0)
+    assert second.attempt.ckpt_dir == str(ckpt)
+
+
+def test_without_a_checkpoint_directory_nothing_is_fenced_or_watched(shared, skyrl):
+    execute = FakeExec()
+    assert run(argv_for(shared, skyrl, "--stall-timeout-first-step", "60"), execute=execute) == 0
+    assert execute.guards == [None]

@@ -66,16 +66,17 @@ def test_reference_run_places_one_engine_per_gpu(default_config):
     assert pub.adapter_name == "maze-grpo"
 
 
-def test_default_schedule_is_the_reference_runs(default_config):
-    # SkyRL's run_visgym_from_sft.sh: train 32 / mini 16 / 20 epochs on 256 rows = 160 steps.
+def test_default_schedule_is_the_closest_to_the_reference_run_that_skyrl_can_step(default_config):
+    # SkyRL's run_visgym_from_sft.sh: train 32 / mini 16 / micro 4, 20 epochs on 256 rows = 160 steps. On 6 ranks
+    # with 8 samples SkyRL keeps a multiple of 3 prompts per step, so 32 crashes at step 1; 30 / 15 keeps two
+    # mini-batches per step, 8 steps an epoch (160 steps) and the recipe's micro batch 4 (15 x 8 // 6 = 20 per GPU).
     (run,) = runs_of(default_config)
-    assert (run.knobs.train_batch_size, run.knobs.policy_mini_batch_size) == (32, 16)
+    assert (run.knobs.train_batch_size, run.knobs.policy_mini_batch_size) == (30, 15)
     assert run.knobs.epochs == 20 and run.total_steps == 160
-    # On 6 GPUs the per-GPU mini batch is 16 x 8 // 6 = 21: micro 3 is the largest divisor up to the recipe's 4.
-    assert run.knobs.micro_train_batch_size_per_gpu == 3
+    assert run.knobs.micro_train_batch_size_per_gpu == 4
     assert run.knobs.micro_forward_batch_size_per_gpu == 4
     overrides = run.overrides()
-    assert overrides["trainer.train_batch_size"] == "32" and overrides["trainer.policy_mini_batch_size"] == "16"
+    assert overrides["trainer.train_batch_size"] == "30" and overrides["trainer.policy_mini_batch_size"] == "15"
     assert overrides["trainer.epochs"] == "20"
 
 
@@ -84,16 +85,18 @@ def _worker_group(instance_type: str, count: int) -> dict:
     return {"hyperpod": {"worker_group": group}}
 
 
-# (worker group, data-parallel GPUs, expected train / mini / micro / steps): the default, 8 x g7e.48xlarge,
-# 16 nodes, one node, and 12 GPUs where SkyRL refuses 32 / 16 (16 x 8 // 12 = 10 does not divide 32 x 8 // 12 = 21).
+# (worker group, data-parallel GPUs, expected train / mini / micro / steps). Where 8 samples x 32 prompts divide
+# among the ranks (stride dp / gcd(dp, 8) divides 32) the recipe stays: 8 x g7e.48xlarge, 16 nodes, one node. On 6
+# and 12 ranks the stride is 3: 30 / 15, the nearest pair with two mini-batches; micro 4 divides 15 x 8 // 6 = 20,
+# on 12 ranks 15 x 8 // 12 = 10 admits 2.
 LAYOUTS = [
-    (("ml.g7e.12xlarge", 3), 6, (32, 16, 3, 160)),
+    (("ml.g7e.12xlarge", 3), 6, (30, 15, 4, 160)),
     (("ml.g7e.48xlarge", 8), 64, (32, 16, 2, 160)),
     (("ml.g7e.12xlarge", 16), 32, (32, 16, 4, 160)),
     (("ml.g7e.48xlarge", 16), 128, (32, 16, 1, 160)),
     (("ml.g7e.12xlarge", 1), 2, (32, 16, 4, 160)),
     (("ml.g7e.48xlarge", 1), 8, (32, 16, 4, 160)),
-    (("ml.g7e.12xlarge", 6), 12, (34, 17, 1, 161)),
+    (("ml.g7e.12xlarge", 6), 12, (30, 15, 2, 160)),
 ]
 
 
@@ -113,7 +116,8 @@ def test_derived_sizes_for_each_layout_pass_skyrls_own_classes(group, data_paral
 
 
 def test_recipe_sizes_are_kept_wherever_skyrl_accepts_them():
-    # Whenever SkyRL accepts 32 / 16 on a layout, the derivation keeps them (and the recipe's 160 steps).
+    # Whenever SkyRL accepts 32 / 16 on a layout, the derivation keeps them (and the recipe's 160 steps); elsewhere
+    # it takes the accepted pair with two mini-batches nearest 32, and no accepted pair is nearer.
     from skyrl_hyperpod.config.training import SkyRLKnobs
     from skyrl_hyperpod.config.training_runs import BatchSizes, derive_batches
 
@@ -122,8 +126,14 @@ def test_recipe_sizes_are_kept_wherever_skyrl_accepts_them():
         assert derived.problem() is None and derived.micro_train <= 4, data_parallel
         if BatchSizes(32, 16, 1, 8, data_parallel).problem() is None:
             assert (derived.train, derived.mini) == (32, 16), data_parallel
-        else:
-            assert derived.train == 2 * derived.mini and derived.mini > 16, data_parallel
+            continue
+        assert derived.train == 2 * derived.mini, data_parallel
+        nearer = [
+            m
+            for m in range(1, 16 + abs(derived.mini - 16))
+            if abs(2 * m - 32) < abs(derived.train - 32) and BatchSizes(2 * m, m, 1, 8, data_parallel).problem() is None
+        ]
+        assert nearer == [], (data_parallel, derived)
 
 
 def _skyrl_accepts(sizes) -> bool:
@@ -150,13 +160,43 @@ def test_our_batch_rule_agrees_with_skyrls_validate_batch_sizes_everywhere():
         BatchSizes(train, mini, micro, n, dp)
         for dp in (1, 2, 6, 8, 12, 64)
         for n in (1, 8)
-        for mini in (1, 4, 16, 17)
+        for mini in (1, 4, 15, 16, 17)
         for train in (mini, 2 * mini, 32, 48)
         for micro in (1, 3, 4)
     ]
     disagreements = [c for c in cases if (c.problem() is None) != _skyrl_accepts(c)]
     assert disagreements == []
     assert any(c.problem() for c in cases) and any(c.problem() is None for c in cases)
+    # Both rules are exercised: some schedules pass validate_batch_sizes and crash only at step 1.
+    assert any(c.validate_batch_sizes_problem() is None and c.first_step_problem() for c in cases)
+
+
+def test_skyrls_own_step_functions_crash_on_the_recipe_schedule_on_six_ranks():
+    # 32 prompts x 8 samples on 6 ranks: _remove_tail_data keeps 30, compute_prompt_mini_batch_boundaries asserts.
+    from skyrl_hyperpod.validation import skyrl_overrides
+
+    placement = ["trainer.placement.policy_num_nodes=3", "trainer.placement.policy_num_gpus_per_node=2"]
+    recipe = ["trainer.train_batch_size=32", "trainer.policy_mini_batch_size=16", "generator.n_samples_per_prompt=8"]
+    problems, skipped = skyrl_overrides.skyrl_override_problems(
+        [*placement, *recipe, "trainer.micro_train_batch_size_per_gpu=3"]
+    )
+    assert skipped is None
+    assert len(problems) == 1 and "step 1" in problems[0] and "trimmed to 30" in problems[0], problems
+    derived = ["trainer.train_batch_size=30", "trainer.policy_mini_batch_size=15", "generator.n_samples_per_prompt=8"]
+    problems, _ = skyrl_overrides.skyrl_override_problems(
+        [*placement, *derived, "trainer.micro_train_batch_size_per_gpu=4"]
+    )
+    assert problems == []
+
+
+def test_a_schedule_skyrl_trims_at_step_1_is_refused_in_one_line_with_the_accepted_values():
+    recipe = {"trainer.train_batch_size": 32, "trainer.policy_mini_batch_size": 16}
+    message = only_problem(experiment(**recipe, **{"trainer.micro_train_batch_size_per_gpu": 1}))
+    assert (
+        "experiment 'exp': trainer.train_batch_size = 32: SkyRL trims each step to a multiple of 3 prompts" in message
+    )
+    assert "32 -> 30" in message and "_remove_tail_data" in message
+    assert message.endswith("accepted train/mini with micro batch 1 and 2 mini-batches per step: 30/15, 36/18")
 
 
 def test_a_micro_batch_skyrl_rejects_is_refused_in_one_line():
@@ -167,11 +207,20 @@ def test_a_micro_batch_skyrl_rejects_is_refused_in_one_line():
     assert "accepted: 1, 3, 7, 21" in message and "validate_batch_sizes" in message
 
 
-def test_recipe_batches_with_a_micro_batch_skyrl_accepts_are_not_refused():
-    for micro in (1, 3, 7, 21):
+def test_derived_batches_with_a_micro_batch_skyrl_accepts_are_not_refused():
+    for micro in (1, 2, 4, 5, 10, 20):
         config = validate_config(experiment(**{"trainer.micro_train_batch_size_per_gpu": micro}))
         (run,) = runs_of(config)
-        assert (run.knobs.train_batch_size, run.knobs.policy_mini_batch_size) == (32, 16)
+        assert (run.knobs.train_batch_size, run.knobs.policy_mini_batch_size) == (30, 15)
+        assert run.knobs.micro_train_batch_size_per_gpu == micro
+
+
+def test_a_micro_batch_alone_never_changes_the_derived_batches():
+    # Micro 3 does not divide 30 / 15's 20 per GPU: refused with the accepted micro batches, not answered by
+    # silently moving to a train / mini pair that admits it.
+    message = only_problem(experiment(**{"trainer.micro_train_batch_size_per_gpu": 3}))
+    assert "trainer.micro_train_batch_size_per_gpu = 3" in message and "policy_mini_batch_size 15" in message
+    assert "accepted: 1, 2, 4, 5, 10, 20" in message
 
 
 def test_mismatched_colocation_gpus_are_rejected():

@@ -478,8 +478,8 @@ def test_cli_reports_each_problem_on_one_line(tmp_path, capsys, default_config):
     write_manifests(tmp_path, [doc])
     assert skyrl_hp("validate", str(tmp_path)) == 1
     assert capsys.readouterr().out.splitlines() == [
-        "RayCluster/skyrl-visgym: spec.workerGroupSpecs[0].replica: unknown field: the API server would drop it "
-        "silently; did you mean 'replicas'?"
+        f"{tmp_path / 'workloads.k8s.yaml'}: RayCluster/skyrl-visgym: spec.workerGroupSpecs[0].replica: unknown "
+        "field: the API server would drop it silently; did you mean 'replicas'?"
     ]
 
 

@@ -67,6 +67,10 @@ class RayPodProps:
     efa_device_rdma: bool = False
     ports: tuple[tuple[str, int], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # (name, Secret, key): variables the kubelet reads from a Secret of the pod's namespace when the container starts
+    # (secretKeyRef), so no value is in the manifest; a container started before a Secret update keeps the old value.
+    # https://kubernetes.io/docs/concepts/configuration/secret/#using-secrets-as-environment-variables
+    secret_env: tuple[tuple[str, str, str], ...] = ()
     shared: SharedVolume | None = None
     script: ScriptVolume | None = None
     run_as: tuple[int, int] | None = None
@@ -124,8 +128,17 @@ def ray_pod_template(props: RayPodProps) -> dict:
     if props.efa_devices:
         # The EFA request and the environment that makes NCCL use it always go together.
         env += efa_environment(device_rdma=props.efa_device_rdma)
-    if env:
-        container["env"] = [{"name": name, "value": value} for name, value in env]
+    entries: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in env]
+    entries += [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+        for name, secret, key in props.secret_env
+    ]
+    names = [entry["name"] for entry in entries]
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
+        # Kubernetes keeps the last of two entries with one name: a Secret must not silently replace a set value.
+        raise ValueError(f"{props.container_name}: environment variable(s) {', '.join(repeated)} set twice")
+    if entries:
+        container["env"] = entries
     spec: dict = {
         "serviceAccountName": props.service_account,
         "nodeSelector": {INSTANCE_TYPE_LABEL: props.instance_type},

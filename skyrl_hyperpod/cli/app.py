@@ -45,6 +45,7 @@ from .common import (
 from .nodes import nodes
 from .offline import COMMANDS as offline_commands
 from .operate import COMMANDS as operate_commands
+from .secrets import secrets_group
 from .serving import COMMANDS as serving_commands
 
 
@@ -79,6 +80,38 @@ class OneLineErrors(click.Group):
             # What a command did not catch itself (e.g. a missing CRD directory): its lines, not a traceback.
             fail(error.problems, EXIT_BAD_INPUT)
         sys.exit(0)
+
+    # `skyrl-hp --help` lists the commands in the order of the run book (docs/runbook.md), one heading per stage,
+    # instead of click's alphabetical list: a newcomer reads it top to bottom. A command not placed here (a new
+    # one) still shows, under "Other commands". Click's documented hooks: Group.list_commands / format_commands.
+    RUNBOOK_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("Set up", ("cost", "preflight", "fetch", "chart-check", "config")),
+        ("Deploy", ("review", "outputs", "kubeconfig", "verify", "image")),
+        ("Train", ("validate", "secrets", "train", "ray")),
+        ("Watch", ("status", "nodes", "dashboard")),
+        ("Serve", ("adapter", "serve")),
+        ("Tear down", ("teardown",)),
+    )
+
+    def sections(self, ctx: click.Context) -> list[tuple[str, list[str]]]:
+        """(heading, command names) in run-book order; unplaced commands last, alphabetically."""
+        known = {name for name, command in self.commands.items() if not command.hidden}
+        placed = [(title, [name for name in names if name in known]) for title, names in self.RUNBOOK_SECTIONS]
+        rest = sorted(known - {name for _, names in placed for name in names})
+        return [(title, names) for title, names in [*placed, ("Other commands", rest)] if names]
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for _, names in self.sections(ctx) for name in names]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(title, [(name, self.commands[name]) for name in names]) for title, names in self.sections(ctx)]
+        longest = max((len(name) for _, pairs in rows for name, _ in pairs), default=0)
+        width = formatter.width - 6 - longest
+        for title, pairs in rows:
+            with formatter.section(title):  # names padded alike: one column across the sections
+                formatter.write_dl(
+                    [(name.ljust(longest), command.get_short_help_str(width)) for name, command in pairs]
+                )
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -178,8 +211,9 @@ def preflight(
     qualifier: str,
     as_json: bool,
 ) -> None:
-    """Read-only checks before a deploy: credentials, cluster access (admin principals, a route to a private
-    endpoint), region, AZ offerings, quotas, CDK bootstrap, name collisions."""
+    """Read-only checks before a deploy: first what the configuration alone shows, also without credentials (region,
+    HyperPod there, the AZ id's region, a route to the API endpoint, the example's placeholders), then through AWS
+    (credentials, cluster access, AZ offerings, quotas, CDK bootstrap, name collisions)."""
     config = load_project_config(config_path, region=region)
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)
@@ -444,7 +478,8 @@ def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profi
     flush_header()
     prefix = config.name_prefix
     typed = click.prompt(
-        f"This deletes the workloads and every stack {prefix}-* in {chosen} (FSx keeps a final backup). "
+        f"This deletes the workloads and the stacks {prefix}-{{{','.join(preflight_module.STACK_DEPENDENCIES)}}} "
+        f"that exist in {chosen} (FSx keeps a final backup). "
         f"Type the name prefix {prefix!r} to go on",
         default="",
         show_default=False,
@@ -455,7 +490,15 @@ def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profi
     cloudformation = clients("cloudformation", chosen)
     poll = poll_interval(ctx)
     with aws_errors("teardown error: CloudFormation"):
-        fsx_id = teardown_run.fsx_file_system_id(cloudformation, config)
+        stacks = preflight_module.deployed_project_stacks(cloudformation, config)
+    studio = config.names.stack("studio")
+    if studio in stacks:
+        fail(
+            [f"teardown: stack {studio} is still deployed: remove Studio's apps, spaces and user profiles and that stack "
+             "first (skyrl-hp teardown --plan with studio.enabled: true); nothing was deleted"],
+            EXIT_FINDINGS,
+        )  # fmt: skip
+    fsx_id = teardown_run.fsx_file_system_id(stacks, config)
     if fsx_id:
         echo(
             f"FSx file system {fsx_id}: its final backup: aws fsx describe-backups --filters Name=file-system-id,Values={fsx_id}"
@@ -485,7 +528,7 @@ def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profi
     echo(f"deleted {len(deleted)} stack(s) in {chosen}")
 
 
-for _command in [*cluster_commands, *serving_commands, *operate_commands, *offline_commands, nodes]:
+for _command in [*cluster_commands, *serving_commands, *operate_commands, *offline_commands, nodes, secrets_group]:
     cli.add_command(_command)
 
 

@@ -16,13 +16,21 @@ from typing import Any
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.loader import ConfigSource
 from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import kubeconfig as kubeconfig_module
 from skyrl_hyperpod.ops import metrics as metrics_module
 from skyrl_hyperpod.ops.kube import Cluster, KubeError, api_client_for, describe_eks_cluster, eks_token
 from skyrl_hyperpod.ops.portforward import pod_connector
 from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
+from skyrl_hyperpod.synthesized_manifests import (
+    PLATFORM_CHART,
+    RAYCLUSTER_CHART,
+    RAYJOBS_CHART,
+    chart_file,
+    outputs_note,
+    stamp_problems,
+)
 
 from .common import (
     EXIT_BAD_INPUT,
@@ -35,6 +43,7 @@ from .common import (
     flush_header,
     json_option,
     load_project_config,
+    load_project_config_with_source,
     print_json,
     profile_option,
     region_option,
@@ -106,6 +115,14 @@ def poll_interval(ctx: click.Context) -> float:
     return POLL_SECONDS if chosen is None else chosen
 
 
+def wait_until(ctx: click.Context, check: Callable[[], tuple[bool, str]], *, timeout: float, what: str) -> None:
+    """Every --wait: poll `check`, print its state when it changes and at least every 30 s with the elapsed time,
+    give up after --timeout seconds naming the last state."""
+    cluster_workloads.wait_for(
+        check, timeout=timeout, interval=poll_interval(ctx), echo=echo, what=what, clock=cli_state(ctx).clock
+    )
+
+
 def port_connector(ctx: click.Context, cluster: Cluster, namespace: str, pod: str, port: int) -> Any:
     """Opens one stream to pod:port per call: the Kubernetes port-forward, or what a test put in the CLI state."""
     override = cli_state(ctx).connector
@@ -123,6 +140,22 @@ def cluster_errors() -> Iterator[None]:
         fail([f"cluster error: {error}"], EXIT_FINDINGS)
     except cluster_workloads.WorkloadError as error:
         fail(error.problems, EXIT_FINDINGS)
+
+
+def refuse_other_configuration(
+    dist: Path, chart_ids: list[str], config: ProjectConfig, source: ConfigSource, *, required: bool = True
+) -> None:
+    """Offline, before any AWS call: exit 2 with one line when a chart file in `dist` was synthesized from another
+    configuration than the command's (or, when `required`, does not say which). A chart file that does not exist
+    is left to the command (it says to synthesize). A note when the platform was deployed from another one."""
+    files = [dist / chart_file(chart_id) for chart_id in chart_ids]
+    files = [file for file in files if file.is_file()]
+    problems = stamp_problems(files, config, source, prefix="manifest error", required=required)
+    if problems:
+        fail(problems, EXIT_BAD_INPUT)
+    note = outputs_note(files)
+    if note:
+        echo(note, err=True)
 
 
 def _pick_experiments(config: ProjectConfig, experiment: str | None) -> list[Any]:
@@ -208,7 +241,10 @@ def train() -> None:
 @dist_option
 @experiment_option()
 @click.option(
-    "--wait", is_flag=True, help="Wait for the head and every worker to be Ready before submitting the RayJobs."
+    "--wait",
+    is_flag=True,
+    help="Wait until a RayJob's Ray cluster is up and its job RUNNING (experiments queue for the GPU nodes: the "
+    "first is enough); with the shared RayCluster, first its head and every worker Ready before submitting.",
 )
 @wait_timeout_option
 @click.pass_context
@@ -223,9 +259,11 @@ def train_start(
     timeout: float,
 ) -> None:
     """Apply the namespace objects, the RayCluster and the RayJobs, in that order (from DIST)."""
-    config = load_project_config(config_path, region=region)
+    config, source = load_project_config_with_source(config_path, region=region)
     runs = _pick_experiments(config, experiment)
     self_contained = config.training.jobs.self_contained_jobs
+    charts = [PLATFORM_CHART, *([] if self_contained else [RAYCLUSTER_CHART]), RAYJOBS_CHART]
+    refuse_other_configuration(dist, charts, config, source)
     with cluster_errors():
         platform = cluster_workloads.load_chart(dist, PLATFORM_CHART)
         raycluster = [] if self_contained else cluster_workloads.load_chart(dist, RAYCLUSTER_CHART)
@@ -251,10 +289,7 @@ def train_start(
                 counts = cluster_workloads.ray_pod_counts(cluster, namespace, name, replicas)
                 return counts.complete, counts.line(name)
 
-            cluster_workloads.wait_for(
-                ready, timeout=timeout, interval=poll_interval(ctx), echo=echo,
-                what=f"RayCluster {name} not Ready",
-            )  # fmt: skip
+            wait_until(ctx, ready, timeout=timeout, what=f"RayCluster {name} not Ready")
         # Applied now, a RayJob that train stop is deleting would be accepted and then vanish with the old one.
         namespace = config.workloads.namespace
         leaving = [name for name in sorted(wanted) if cluster_workloads.being_deleted(cluster, namespace, name)]
@@ -267,6 +302,12 @@ def train_start(
                 EXIT_FINDINGS,
             )
         cluster_workloads.apply_all(cluster, jobs, echo)
+        if wait:
+            names = [job["metadata"]["name"] for job in jobs]
+            running = cluster_workloads.rayjobs_running(
+                cluster, namespace, names, config.derived.worker_layout.replicas
+            )
+            wait_until(ctx, running, timeout=timeout, what=f"RayJob {', '.join(names)} not running")
     echo(f"submitted {len(jobs)} RayJob(s); follow with: skyrl-hp train status, skyrl-hp train logs --follow")
 
 
@@ -373,9 +414,7 @@ def _wait_until_gone(
                 left.append(f"{len(pods)} pod(s) of {name}")
         return not left, f"still there: {', '.join(left)}" if left else "the RayJobs and their clusters are gone"
 
-    cluster_workloads.wait_for(
-        gone, timeout=timeout, interval=poll_interval(ctx), echo=echo, what="RayJobs and their clusters not gone"
-    )
+    wait_until(ctx, gone, timeout=timeout, what="RayJobs and their clusters not gone")
 
 
 def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
@@ -430,7 +469,7 @@ def train_logs(
 @click.option("--log", "log_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Read a saved driver log instead of the cluster's (skyrl-hp train logs > FILE).")  # fmt: skip
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="PNG to write (default: pass_at_1-<experiment>.png).")  # fmt: skip
+              help="PNG to write, eval pass@1 beside the reward (default: pass_at_1-<experiment>.png).")  # fmt: skip
 @json_option
 @click.pass_context
 def train_metrics(
@@ -443,8 +482,9 @@ def train_metrics(
     plot_file: Path | None,
     as_json: bool,
 ) -> None:
-    """SkyRL's logged metrics as a table (step, eval pass@1, reward, step time) and a PNG plot of eval pass@1
-    over the steps with the reference run's 43.75 % and 96.875 % marked."""
+    """SkyRL's logged metrics as a table (step, eval pass@1, reward, step time) and a PNG with two panels: eval
+    pass@1 over the steps with the reference run's 43.75 % and 96.875 % marked, beside the training reward of each
+    step, both with the reference run's step 160 marked."""
     config = load_project_config(config_path, region=region)
     run = _single_experiment(config, experiment)
     if log_file is not None:
@@ -464,7 +504,7 @@ def train_metrics(
             EXIT_FINDINGS,
         )
     target = plot_file or Path(f"pass_at_1-{run.experiment.name}.png")
-    metrics_module.plot(steps, target, f"{run.experiment.name}: eval pass@1 ({config.name_prefix})")
+    metrics_module.plot(steps, target, f"{run.experiment.name} ({config.name_prefix})")
     if as_json:
         print_json({"experiment": run.experiment.name, "plot": str(target), "steps": metrics_module.as_json(steps)})
         return

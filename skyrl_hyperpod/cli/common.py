@@ -92,6 +92,7 @@ class CliState:
         self.aws = aws or AwsClients()
         self.kube = kube  # None: the EKS cluster's client (cli/cluster.py); tests: an ApiClient of a fake server
         self.poll_seconds = poll_seconds  # None: the commands' own interval
+        self.clock: Any = None  # what --wait reads the time with and sleeps with (ops Clock); None: real time
         # (namespace, pod, port) -> a connected socket; None: the Kubernetes port-forward (ops/portforward.py)
         self.connector: Any = None
         self.config_path = config_path

@@ -30,6 +30,7 @@ from .common import (
     echo,
     json_option,
     load_project_config,
+    load_project_config_with_source,
     print_json,
     resolve_region,
 )
@@ -131,12 +132,13 @@ def start_build_command(config_path: Path | None, region: str | None) -> None:
 def validate(directory: Path, config_path: Path | None, crds_dir: Path | None, deployable: bool, as_json: bool) -> None:
     """Validate the synthesized manifests in DIRECTORY (default dist/): one line per problem, exit 1 if any.
 
-    Skipped checks are printed as SKIPPED lines on stderr."""
-    config = load_project_config(config_path)
-    # The manifests or the KubeRay CRDs cannot be read (InputError), or there are no schemas for the configured
-    # Kubernetes version (ConfigError).
+    Each problem names its file. Skipped checks are printed as SKIPPED lines on stderr. Manifests synthesized from
+    another configuration than this command's are refused (exit 2), as is a CDK cloud assembly (cdk.out)."""
+    config, source = load_project_config_with_source(config_path)
+    # A cloud assembly, manifests of another configuration, manifests or KubeRay CRDs that cannot be read
+    # (InputError), or no schemas for the configured Kubernetes version (ConfigError).
     try:
-        result = validate_manifests(directory, config=config, crds_dir=crds_dir, deployable=deployable)
+        result = validate_manifests(directory, config=config, crds_dir=crds_dir, deployable=deployable, source=source)
     except ProblemsError as error:
         fail(error.problems, EXIT_BAD_INPUT)
     print_findings(result.problems, result.skipped, as_json)

@@ -22,7 +22,15 @@ from skyrl_hyperpod.ops.preflight import CheckResult
 from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.synthesized_manifests import RAYJOBS_CHART
 
-from .cluster import _pick_experiments, cluster_errors, connect, dist_option, experiment_option, port_connector
+from .cluster import (
+    _pick_experiments,
+    cluster_errors,
+    connect,
+    dist_option,
+    experiment_option,
+    port_connector,
+    refuse_other_configuration,
+)
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
@@ -31,6 +39,7 @@ from .common import (
     flush_header,
     json_option,
     load_project_config,
+    load_project_config_with_source,
     print_json,
     profile_option,
     region_option,
@@ -128,12 +137,13 @@ def ray_submit(
     With the HyperPod Ray endpoint operator on, through `ray job submit --address sagemaker_ray://<cluster>/<namespace>`
     (needs `ray` and toolkit-for-ray-on-sagemaker-ai installed); otherwise through a port-forward to the head
     with the cluster's token."""
-    config = load_project_config(config_path, region=region)
+    config, source = load_project_config_with_source(config_path, region=region)
     if config.training.jobs.self_contained_jobs:
         fail(
             ["ray submit: training.jobs.self_contained_jobs is true: there is no long-lived RayCluster to submit to"],
             EXIT_BAD_INPUT,
         )
+    refuse_other_configuration(dist, [RAYJOBS_CHART], config, source)
     [run] = _pick_experiments(config, experiment)
     namespace, name = config.workloads.namespace, config.training.cluster.raycluster_name
     with cluster_errors():

@@ -22,12 +22,13 @@ PROG = "skyrl-hp"
 
 
 def _walk(command: click.Command, parent: click.Context | None, name: str) -> Iterator[click.Context]:
-    """The context of `command` and of every command below it, depth first, subcommands in name order."""
+    """The context of `command` and of every command below it, depth first, subcommands in the order `--help` lists
+    them (the root group's: the run book's)."""
     # The command's own context_settings (the root's `-h`), as `make_context` applies them when the command runs.
     ctx = click.Context(command, info_name=name, parent=parent, **command.context_settings)
     yield ctx
     if isinstance(command, click.Group):
-        for sub_name in sorted(command.commands):
+        for sub_name in command.list_commands(ctx):
             sub = command.commands[sub_name]
             if not sub.hidden:
                 yield from _walk(sub, ctx, sub_name)
@@ -66,7 +67,8 @@ def _section(ctx: click.Context) -> list[str]:
     if help_text:
         lines += [_markdown(help_text), ""]
     if isinstance(command, click.Group):
-        subcommands = [(name, sub) for name, sub in sorted(command.commands.items()) if not sub.hidden]
+        subcommands = [(name, command.commands[name]) for name in command.list_commands(ctx)]
+        subcommands = [(name, sub) for name, sub in subcommands if not sub.hidden]
         lines += ["| command | what it does |", "|---|---|"]
         for name, sub in subcommands:
             title = f"{path} {name}"

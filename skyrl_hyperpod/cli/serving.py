@@ -20,16 +20,17 @@ from skyrl_hyperpod.ops.portforward import LocalForward
 from skyrl_hyperpod.publish_job import publish_job
 from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
-from skyrl_hyperpod.synthesized_manifests import RAYSERVICE_CHART
+from skyrl_hyperpod.synthesized_manifests import PUBLISH_CHART, RAYSERVICE_CHART, config_fingerprint, source_name
 
 from .cluster import (
     cluster_errors,
     connect,
     dist_option,
     experiment_option,
-    poll_interval,
     port_connector,
+    refuse_other_configuration,
     wait_timeout_option,
+    wait_until,
 )
 from .common import (
     EXIT_BAD_INPUT,
@@ -39,6 +40,7 @@ from .common import (
     flush_header,
     json_option,
     load_project_config,
+    load_project_config_with_source,
     print_json,
     profile_option,
     region_option,
@@ -67,6 +69,7 @@ def adapter() -> None:
 @config_option
 @region_option
 @profile_option
+@dist_option
 @experiment_option(required=True)
 @click.option(
     "--step", type=click.IntRange(min=1), default=None, help="global_step_<N> to publish (default: the run's last)."
@@ -81,6 +84,7 @@ def adapter_publish(
     config_path: Path | None,
     region: str | None,
     profile: str | None,
+    dist: Path,
     experiment: str,
     step: int | None,
     adapter_name: str | None,
@@ -90,8 +94,11 @@ def adapter_publish(
 ) -> None:
     """Create the Job that copies one experiment's adapter at one step to s3://<bucket>/<adapters>/<name>/.
 
-    A step the run never exports is refused; each step and name is its own Job (Jobs are immutable)."""
-    config = load_project_config(config_path, region=region)
+    A step the run never exports is refused; each step and name is its own Job (Jobs are immutable). The Job is
+    built from the configuration; a DIST synthesized from another configuration (what train start applied) is
+    refused."""
+    config, source = load_project_config_with_source(config_path, region=region)
+    refuse_other_configuration(dist, [PUBLISH_CHART], config, source, required=False)
     names = [run.experiment.name for run in config.derived.runs]
     if experiment not in names:
         fail(
@@ -104,6 +111,12 @@ def adapter_publish(
         option = "--name" if str(error).startswith("adapter name") else "--step"
         fail([f"{option}: {error}"], EXIT_BAD_INPUT)
     outputs = deployed_outputs(config)
+    if outputs.config_fingerprint and outputs.config_fingerprint != config_fingerprint(config):
+        echo(
+            f"note: the platform was deployed from configuration fingerprint {outputs.config_fingerprint} (stack "
+            f"outputs), this command reads {source_name(source.path)} (fingerprint {config_fingerprint(config)})",
+            err=True,
+        )
     labels = {"app.kubernetes.io/part-of": config.name_prefix, **MANAGED_BY}
     job = publish_job(config, outputs, pub, labels)
     namespace = config.workloads.namespace
@@ -127,9 +140,7 @@ def adapter_publish(
                 state = _job_state(cluster.get(job) or {})
                 return state in ("Complete", "Failed"), f"Job {pub.job_name}: {state}"
 
-            cluster_workloads.wait_for(
-                done, timeout=timeout, interval=poll_interval(ctx), echo=echo, what=f"Job {pub.job_name}"
-            )
+            wait_until(ctx, done, timeout=timeout, what=f"Job {pub.job_name}")
             pods = cluster.pods(namespace, f"job-name={pub.job_name}")
             if pods:
                 for line in cluster.logs(namespace, pods[-1]["metadata"]["name"], tail=50):
@@ -196,9 +207,10 @@ def serve_up(
     """Apply the RayService, after making room on the GPU nodes: the training RayCluster holds every one, so
     this asks before deleting it (checkpoints and adapters stay on the shared file system). The cluster of a
     self-contained RayJob that has not finished goes through its RayJob, which would otherwise create it again."""
-    config = load_project_config(config_path, region=region)
+    config, source = load_project_config_with_source(config_path, region=region)
     if not config.serving.enabled:
         fail(["serve: serving.enabled is false in this configuration: nothing to serve"], EXIT_BAD_INPUT)
+    refuse_other_configuration(dist, [RAYSERVICE_CHART], config, source)
     namespace = config.workloads.namespace
     with cluster_errors():
         objects = cluster_workloads.load_chart(dist, RAYSERVICE_CHART)
@@ -229,9 +241,7 @@ def serve_up(
                 done, state = _rayservice_ready(live)
                 return done, f"RayService {name}: {state}"
 
-            cluster_workloads.wait_for(
-                ready, timeout=timeout, interval=poll_interval(ctx), echo=echo, what=f"RayService {name}"
-            )
+            wait_until(ctx, ready, timeout=timeout, what=f"RayService {name}")
     echo("query it: skyrl-hp serve query --adapter <name> --image maze.png")
 
 

@@ -10,6 +10,9 @@ AWS::SageMaker::Cluster InstanceType values cfn-lint ships (ml.r5d.4xlarge and 8
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 
 # Every catalog type lists its vCPUs with hyperthreading on: two threads per core. What a node
@@ -76,3 +79,30 @@ INSTANCE_CATALOG: dict[str, InstanceSpec] = {
 def instance_spec(instance_type: str) -> InstanceSpec:
     """The catalog entry; configuration validation guarantees the key exists."""
     return INSTANCE_CATALOG[instance_type]
+
+
+# The families Amazon EC2 Instance Types lists under "Accelerated computing": P and G (GPUs), Trn (Trainium),
+# Inf (Inferentia), DL (Gaudi); the family is the name up to the first '.' ("Amazon EC2 instance type naming
+# conventions"), after SageMaker's "ml." prefix. Only an unknown type's kind is guessed from it; a catalog type's
+# kind is its GPU count.
+_ACCELERATED_FAMILY = re.compile(r"^(ml\.)?(p|g|trn|inf|dl)[0-9]")
+
+
+def _kind(instance_type: str) -> str:
+    spec = INSTANCE_CATALOG.get(instance_type)
+    if spec is not None:
+        return "GPU" if spec.gpus else "CPU"
+    return "GPU" if _ACCELERATED_FAMILY.match(instance_type) else "CPU"
+
+
+def unknown_instance_type(instance_type: str) -> str:
+    """Why `instance_type` is refused: the catalog's types of its kind (GPU or CPU, from its family), the closest
+    of them, and how to add a type."""
+    kind = _kind(instance_type)
+    same_kind = [name for name in INSTANCE_CATALOG if _kind(name) == kind]
+    guess = difflib.get_close_matches(instance_type, same_kind, n=1, cutoff=0.8)
+    hint = f"did you mean {guess[0]}? " if guess else ""
+    return (
+        f"unknown instance type; {hint}the catalog's {kind} types are {', '.join(same_kind)}; to add a type, give "
+        "its facts in skyrl_hyperpod/config/catalog.py and its price in skyrl_hyperpod/prices/<region>.yaml"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
+from ..yaml_loading import MAX_FILE_BYTES, YAMLLimitError, load_bounded
 from .errors import ConfigError
 from .project import ProjectConfig
 
@@ -54,6 +56,11 @@ def resolve_config_source(
     if local.is_file():
         return ConfigSource(local, f"./{DEFAULT_CONFIG_FILE}")
     return ConfigSource(None, "defaults")
+
+
+# Error messages show what to write as one line of YAML; libyaml's emitter when PyYAML has it (fast for a file of
+# thousands of such keys).
+SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 # Patterns the models use, each as the sentence a user reads instead of the regular expression.
@@ -145,12 +152,33 @@ def reference_anchor(section: str) -> str:
     return f"{REFERENCE_DOC}#{re.sub(r'[^a-z0-9_-]', '', section.lower())}"
 
 
-def _unknown_field(loc: tuple[Any, ...]) -> str:
+def flow_yaml(value: Any) -> str:
+    """`value` as one line of YAML (a mapping without its outer braces: `a: {b: 1}`)."""
+    text = yaml.dump(value, Dumper=SAFE_DUMPER, default_flow_style=True, sort_keys=False, width=10**6).strip()
+    text = text.removesuffix("\n...").strip()
+    return text[1:-1] if isinstance(value, dict) and text.startswith("{") else text
+
+
+def _unknown_field(loc: tuple[Any, ...], value: Any = None) -> str:
     where = _location(loc)
     parent = tuple(p for p in loc[:-1] if not (isinstance(p, str) and p.endswith("]")))
     name = str(loc[-1])
     model = _model_at(parent)
     known = list(model.model_fields) if model is not None else []
+    head = name.split(".", 1)[0]
+    if "." in name and head in known:
+        # The docs name a key by its dotted path (hyperpod.worker_group.instance_count); YAML reads such a key as
+        # one name, not a path.
+        nested: Any = value
+        for part in reversed(name.split(".")):
+            nested = {part: nested}
+        for part in reversed(parent):
+            if isinstance(part, str):
+                nested = {part: nested}
+        return (
+            f"config error: {where}: YAML does not split a key at its dots, so this is one unknown key; nest it: "
+            f"{flow_yaml(nested)} (one key per indented line)"
+        )
     guess = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {'.'.join([*map(str, parent), guess[0]])!r}? " if guess else ""
     kind = "section" if not parent else "key"
@@ -167,7 +195,7 @@ def _describe(error: dict[str, Any], model: type = ProjectConfig) -> str:
     loc = _location(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
-        return _unknown_field(tuple(error["loc"]))
+        return _unknown_field(tuple(error["loc"]), error.get("input"))
     if error["type"] == "missing":
         return f"config error: {loc}: required field is missing"
     value = error.get("input")
@@ -176,6 +204,8 @@ def _describe(error: dict[str, Any], model: type = ProjectConfig) -> str:
         return f'config error: {loc} = {value!r}: YAML read a number; quote it: {loc.rsplit(".", 1)[-1]}: "{value}"'
     if error["type"] in TYPE_SENTENCES and not isinstance(value, (dict, BaseModel)):
         return f"config error: {loc} = {value!r}: {TYPE_SENTENCES[error['type']]}"
+    if error["type"] == "list_type" and isinstance(value, dict):
+        return f"config error: {loc}: {_list_not_mapping(tuple(error['loc']), value)}"
     if error["type"] in ("model_type", "dict_type"):
         return f"config error: {loc} = {value!r}: {TYPE_SENTENCES['dict_type']}"
     if error["type"] == "string_pattern_mismatch":
@@ -189,6 +219,29 @@ def _describe(error: dict[str, Any], model: type = ProjectConfig) -> str:
     if isinstance(value, (dict, BaseModel)):
         return f"config error: {loc}: {message}"
     return f"config error: {loc} = {value!r}: {message}"
+
+
+def _list_not_mapping(loc: tuple[Any, ...], value: dict[Any, Any]) -> str:
+    """A mapping given for a list: the list it likely meant, when its items are named sections (experiments)."""
+    parent = tuple(p for p in loc[:-1] if isinstance(p, str) and not p.endswith("]"))
+    model = _model_at(parent)
+    field = model.model_fields.get(str(loc[-1])) if model is not None else None
+    item = _submodel(field.annotation) if field is not None else None
+    if item is not None and "name" in item.model_fields and value:
+        # {maze-grpo: {overrides: ...}}: each key is the name of one item.
+        shown = [
+            flow_yaml([{"name": name, **(fields if isinstance(fields, dict) else {})}])[1:-1]
+            for name, fields in list(value.items())[:3]
+        ]
+        while len(shown) > 1 and len(", ".join(shown)) > 160:
+            shown.pop()
+        more = ", ..." if len(shown) < len(value) else ""
+        example = f"{loc[-1]}: [{', '.join(shown)}{more}]"
+        return (
+            f"must be a list, one '- name: ...' entry per item, not a mapping keyed by name: write {example} "
+            "(or one '- name: ...' line per item)"
+        )
+    return "must be a list: one '- item' line per entry (or [a, b]), not a mapping"
 
 
 def merge_onto_defaults(model: type[BaseModel], data: Any, default: BaseModel | None = None) -> Any:
@@ -225,14 +278,88 @@ def validate_config(data: dict[str, Any]) -> ProjectConfig:
         raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
 
 
+def _yaml_error(file: Path, text: str, exc: yaml.YAMLError) -> str:
+    """One line for a YAML error: where, what, and the likely fix (another format, tabs, indentation)."""
+    if isinstance(exc, YAMLLimitError) and exc.problem_mark is not None:
+        return f"config error: {file} at line {exc.problem_mark.line + 1}: {exc.problem}"
+    mark = getattr(exc, "problem_mark", None)
+    where = ""
+    if mark is not None:
+        # libyaml marks a problem found at the end of the text below its last line.
+        last = len(text.rstrip().splitlines())
+        where = (
+            f" at line {last or 1} (the end of the file)"
+            if mark.line >= last
+            else f" at line {mark.line + 1}, column {mark.column + 1}"
+        )
+    reason = getattr(exc, "problem", None)
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and context_mark is not None and mark is not None and context_mark.line != mark.line:
+        context += f" that started at line {context_mark.line + 1}, column {context_mark.column + 1}"
+    because = f": {reason}" + (f" ({context})" if context else "") if reason else ""
+    lines = text.splitlines()
+    line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
+    other = _other_format(text)
+    if other:
+        hint = f"; {other}"
+    elif reason and ("\t" in line[: len(line) - len(line.lstrip())] or "tab" in reason):
+        hint = "; indent with spaces, never tabs"
+    elif reason:
+        hint = "; check the indentation and the ':' after each key"
+    else:
+        hint = ""
+    return f"config error: {file} is not valid YAML{where}{because}{hint}"
+
+
+# A // or /* comment where JSON has a value, a key or the space between them.
+_JSON_COMMENT = re.compile(r"(^|[\s,\[{])(//|/\*)", re.MULTILINE)
+
+
+def _other_format(text: str) -> str | None:
+    """What to do when `text` is another configuration format, or None."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        pass
+    else:
+        if data:
+            as_yaml = flow_yaml(data)
+            example = f"; in YAML: {as_yaml}" if len(as_yaml) <= 200 else ""
+            return (
+                "it is TOML, and the configuration is YAML ([table] headers become nested sections, key = value "
+                f"becomes key: value){example}"
+            )
+    if text.lstrip("\ufeff \t\r\n")[:1] == "{" and _JSON_COMMENT.search(text):
+        return (
+            "it looks like JSON with comments, and the configuration is YAML: JSON without comments is YAML too, "
+            "so turn each // comment into a # comment (or remove the comments)"
+        )
+    return None
+
+
 def read_yaml(path: str | os.PathLike[str], *, empty_ok: bool = False) -> dict[str, Any]:
     """The mapping in a YAML file, or one line naming the file, the line and the reason. An empty configuration
-    file is refused (it is almost always the wrong file); `empty_ok` reads it as an empty mapping."""
+    file is refused (it is almost always the wrong file); `empty_ok` reads it as an empty mapping.
+
+    Every reader of the configuration (the CDK app, the cdk8s app, every `skyrl-hp` command) and of a price file
+    comes here: the file and what it holds are bounded (yaml_loading: MAX_FILE_BYTES, MAX_SCALAR_CHARS, MAX_DEPTH,
+    MAX_VALUES, documented in docs/configuring.md#limits) and a duplicate key is refused, not dropped."""
     file = Path(path)
     if not file.is_file():
         raise ConfigError([f"config error: file {str(file)!r} does not exist"])
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        with file.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            size = file.stat().st_size
+            raise ConfigError(
+                [
+                    f"config error: {file} has {size:,} bytes; a configuration file may have at most "
+                    f"{MAX_FILE_BYTES:,} ({MAX_FILE_BYTES // 1024} KiB): is it the right file?"
+                ]
+            )
+        text = raw.decode("utf-8")
+        data = load_bounded(text)
     except UnicodeDecodeError as exc:
         raise ConfigError(
             [f"config error: {file} is not UTF-8 text (byte {exc.start} cannot be decoded): save it as UTF-8 YAML"]
@@ -240,19 +367,7 @@ def read_yaml(path: str | os.PathLike[str], *, empty_ok: bool = False) -> dict[s
     except OSError as exc:
         raise ConfigError([f"config error: cannot read {file}: {exc.strerror or exc}"]) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        reason = getattr(exc, "problem", None)
-        context = getattr(exc, "context", None)
-        because = f": {reason}" + (f" ({context})" if context else "") if reason else ""
-        hint = (
-            "; indent with spaces, never tabs"
-            if reason and ("'\\t'" in reason or "tab" in reason)
-            else "; check the indentation and the ':' after each key"
-            if reason
-            else ""
-        )
-        raise ConfigError([f"config error: {file} is not valid YAML{where}{because}{hint}"]) from None
+        raise ConfigError([_yaml_error(file, text, exc)]) from None
     if data is None and empty_ok:
         return {}
     if data is None:
@@ -263,7 +378,11 @@ def read_yaml(path: str | os.PathLike[str], *, empty_ok: bool = False) -> dict[s
             ]
         )
     if not isinstance(data, dict):
-        raise ConfigError([f"config error: {file} must hold a mapping at the top level, not {type(data).__name__}"])
+        other = _other_format(text)
+        hint = f": {other}" if other else ""
+        raise ConfigError(
+            [f"config error: {file} must hold a mapping at the top level, not {type(data).__name__}{hint}"]
+        )
     return data
 
 

@@ -19,13 +19,40 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..upstream import KUBERAY_RELEASE, KUBERAY_TAG
-from .catalog import INSTANCE_CATALOG, InstanceSpec
+from .catalog import INSTANCE_CATALOG, InstanceSpec, unknown_instance_type
 
 _HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _AZ_ID = re.compile(r"^[a-z]{2,5}[0-9]-az[0-9]{1,2}$")
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+# What `aws sts get-caller-identity` prints under an assumed role: the session, not the role.
+_ROLE_SESSION_ARN = re.compile(r"^arn:(aws[a-z-]*):sts::([0-9]{12}):assumed-role/([\w+=,.@-]+)/.+$")
+
+
+def _session_role_hint(arn: str) -> str | None:
+    """For an STS role session ARN, the IAM role ARN to list instead; None for anything else.
+
+    EKS access entries take IAM principals, not STS sessions, and a role ARN may carry a path
+    (https://docs.aws.amazon.com/eks/latest/userguide/creating-access-entries.html). A session ARN drops the path:
+    IAM Identity Center's roles sit under aws-reserved/sso.amazonaws.com/, plus the region unless Identity Center is
+    in us-east-1 (https://docs.aws.amazon.com/singlesignon/latest/userguide/referencingpermissionsets.html)."""
+    session = _ROLE_SESSION_ARN.fullmatch(arn)
+    if session is None:
+        return None
+    partition, account, role = session.groups()
+    lookup = f"`aws iam get-role --role-name {role} --query Role.Arn` prints it exactly"
+    if role.startswith("AWSReservedSSO_"):
+        role_arn = f"arn:{partition}:iam::{account}:role/aws-reserved/sso.amazonaws.com/{role}"
+        where = f"with <region>/ before {role} when IAM Identity Center is not in us-east-1; {lookup}"
+    else:
+        role_arn = f"arn:{partition}:iam::{account}:role/{role}"
+        where = f"with the role's path, if it has one, before {role}; {lookup}"
+    return (
+        f"{arn!r} is an STS session of IAM role {role} (as aws sts get-caller-identity prints it), and EKS access "
+        f"entries take the role: list {role_arn} ({where})"
+    )
+
 
 # Chart locations inside aws/sagemaker-hyperpod-cli (helm_chart/HyperPodHelmChart at release v3.9.0; the
 # operator's sub-chart from release v3.10.0 on).
@@ -286,7 +313,8 @@ class EksConfig(StrictModel):
     def _principals(cls, value: list[str]) -> list[str]:
         for arn in value:
             if not _PRINCIPAL_ARN.fullmatch(arn):
-                raise ValueError(f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::111111111111:role/Name)")
+                generic = f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::111111111111:role/Name)"
+                raise ValueError(_session_role_hint(arn) or generic)
         return value
 
     @property
@@ -326,9 +354,7 @@ class InstanceGroupConfig(StrictModel):
     @classmethod
     def _known_type(cls, value: str) -> str:
         if value not in INSTANCE_CATALOG:
-            guess = difflib.get_close_matches(value, sorted(INSTANCE_CATALOG), n=1, cutoff=0.8)
-            hint = f"did you mean {guess[0]}? " if guess else ""
-            raise ValueError(f"unknown instance type; {hint}the catalog has {', '.join(sorted(INSTANCE_CATALOG))}")
+            raise ValueError(unknown_instance_type(value))
         return value
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ values and checks SkyRL's rules.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any, Literal
 
@@ -38,7 +39,7 @@ DEFAULT_PLACEMENT_GROUP_TIMEOUT_SECONDS = 7200
 # SkyRL's VisGym recipe, examples/train/visgym/run_visgym_from_sft.sh in NovaSky-AI/SkyRL:
 # trainer.train_batch_size=32, policy_mini_batch_size=16, micro_{train,forward}_batch_size_per_gpu=4,
 # epochs=20 (256 rows / 32 = 8 steps an epoch: 160 steps). Unset batch knobs are derived from
-# these for the actual data-parallel size (`training_runs.derive_batches`).
+# these for the actual data-parallel size, under both of SkyRL's batch rules (`training_runs.derive_batches`).
 RECIPE_TRAIN_BATCH_SIZE = 32
 RECIPE_MINI_BATCH_SIZE = 16
 RECIPE_MICRO_BATCH_SIZE = 4
@@ -54,6 +55,19 @@ REFERENCE_STEP_SECONDS = REFERENCE_RUN_HOURS * 3600 / REFERENCE_TARGET_STEPS
 REFERENCE_CKPT_INTERVAL = 20
 REFERENCE_GPUS = 6
 DEFAULT_FAILURE_BUDGET_GPU_HOURS = REFERENCE_CKPT_INTERVAL * REFERENCE_GPUS * REFERENCE_STEP_SECONDS / 3600
+# The stall watchdog in docker/train_job.py ends an attempt whose trainer finishes no step within a bound.
+# Between two step ends a later step can also run an evaluation (every eval_interval steps), a checkpoint and
+# an adapter export, and a multi-turn rollout's length varies: three step times. The first step also waits for
+# SkyRL's placement group (SKYRL_RAY_PG_TIMEOUT_IN_S, which must fail first, with SkyRL's own message), then
+# loads the model into the FSDP workers and the vLLM engines from FSx, loads the checkpoint, runs the evaluation
+# before training and the first rollout: the placement wait plus four step times.
+STALL_STEP_TIMES = 3
+STALL_FIRST_STEP_TIMES = 4
+# Neither derived bound goes below this: a checkpoint of the policy's FSDP state can fall between two step ends,
+# and a Lustre client blocks (rather than fails) through a file server failover and the server's recovery
+# window (https://wiki.lustre.org/Lustre_Recovery_Overview), so a bound of a few minutes would end healthy
+# attempts of a fast-stepping configuration.
+STALL_FLOOR_SECONDS = 900
 
 Scalar = str | int | float | bool
 
@@ -103,10 +117,16 @@ class SkyRLKnobs(StrictModel):
     max_generate_length: int = _key("generator.sampling_params.max_generate_length", 1024, gt=0)
     temperature: float = _key("generator.sampling_params.temperature", 0.7, ge=0)
     train_batch_size: int | None = _key(
-        "trainer.train_batch_size", None, "Default: derived from the recipe's 32.", gt=0
+        "trainer.train_batch_size",
+        None,
+        "Default: the nearest to the recipe's 32 that SkyRL runs on the worker GPUs (30 on the default 6).",
+        gt=0,
     )
     policy_mini_batch_size: int | None = _key(
-        "trainer.policy_mini_batch_size", None, "Default: derived from the recipe's 16.", gt=0
+        "trainer.policy_mini_batch_size",
+        None,
+        "Default: half the train batch, as the recipe's 16 of 32 (15 on the default 6 GPUs).",
+        gt=0,
     )
     micro_train_batch_size_per_gpu: int | None = _key(
         "trainer.micro_train_batch_size_per_gpu",
@@ -149,6 +169,23 @@ OVERRIDABLE_KEYS: tuple[str, ...] = tuple(field.alias or name for name, field in
 KNOWN_KEYS = OVERRIDABLE_KEYS + DERIVED_KEYS
 
 
+def _dotted_items(mapping: dict[Any, Any], prefix: str = "") -> dict[str, Any]:
+    """{trainer: {epochs: 2}} -> {"trainer.epochs": 2}."""
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict) and value:
+            flat.update(_dotted_items(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return str(value)
+
+
 class Experiment(StrictModel):
     """One training run = one RayJob: a name and SkyRL overrides on training.knobs."""
 
@@ -164,6 +201,21 @@ class Experiment(StrictModel):
     )
     overrides: dict[str, Scalar] = Field(default_factory=dict, description="SkyRL dotted key -> value.")
 
+    @field_validator("overrides", mode="before")
+    @classmethod
+    def _dotted_not_nested(cls, value: Any) -> Any:
+        # SkyRL's own YAML files nest its keys (Hydra's form, trainer: {policy: ...}); an override here is one
+        # dotted key, as on SkyRL's command line. Said once, with the dotted form of what was written, instead of
+        # pydantic's four lines per nested value (one per Scalar type).
+        if isinstance(value, dict) and any(isinstance(item, dict) for item in value.values()):
+            flat = _dotted_items(value)
+            shown = ", ".join(f"{key}: {_yaml_scalar(item)}" for key, item in list(flat.items())[:4])
+            more = ", ..." if len(flat) > 4 else ""
+            raise ValueError(
+                f"overrides take SkyRL's dotted keys, not nested sections: write overrides: {{{shown}{more}}}"
+            )
+        return value
+
     @field_validator("overrides")
     @classmethod
     def _known_keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
@@ -172,6 +224,12 @@ class Experiment(StrictModel):
                 raise ValueError(f"{key!r}: SkyRL rejects the '+' prefix; name an existing key")
             if key in DERIVED_KEYS:
                 raise ValueError(f"{key!r} is derived from the experiment (paths, run name, data): not overridable")
+            knob = SkyRLKnobs.model_fields.get(key)
+            if knob is not None and knob.alias:
+                raise ValueError(
+                    f"unknown SkyRL key {key!r}: overrides take SkyRL's dotted keys, and training.knobs.{key} is "
+                    f"SkyRL's {knob.alias!r}"
+                )
             if key not in OVERRIDABLE_KEYS:
                 close = difflib.get_close_matches(key, OVERRIDABLE_KEYS, n=1, cutoff=0.8)
                 hint = f"did you mean {close[0]!r}?" if close else "see docs/configuration.md (training.knobs)"
@@ -266,6 +324,25 @@ class TrainingClusterConfig(StrictModel):
         return value.rstrip("/")
 
 
+# A runtime_env_vars name that looks like a credential: its value would be in plain text in the RayJob (entrypoint
+# or runtimeEnvYAML), in dist/, on the submitter's command line and in Ray's job table. AWS_* too: the pods' AWS
+# credentials come from their EKS Pod Identity roles, never from a variable.
+CREDENTIAL_ENV_NAME = re.compile(r"(.*_TOKEN|.*_KEY|.*SECRET.*|.*PASSWORD.*|AWS_.*)", re.IGNORECASE)
+# Names the charts or KubeRay set on the Ray containers themselves (charts/inputs.py cache_env, config/efa.py,
+# KubeRay's RAY_* such as RAY_AUTH_TOKEN): a Secret may not replace them.
+POD_ENV_NAMES = frozenset({"HF_HOME", "VLLM_CACHE_ROOT", "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_SOCKET_IFNAME"})
+POD_ENV_PREFIXES = ("RAY_", "KUBERAY_")
+# What a Secret's data key may hold (Kubernetes: alphanumerics, '-', '_' or '.'); a letter or digit first here.
+SECRET_KEY_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$"
+
+
+class SecretKeyRef(StrictModel):
+    """One key of a Kubernetes Secret in the workload namespace (`skyrl-hp secrets set SECRET KEY` writes it)."""
+
+    secret: str = Field(max_length=63, pattern=K8S_NAME_PATTERN, description="The Secret's name.")
+    key: str = Field(max_length=253, pattern=SECRET_KEY_PATTERN, description="The key in the Secret's data.")
+
+
 class TrainingJobsConfig(StrictModel):
     """How the RayJobs run: each on its own cluster (retried, resumed) or on the shared RayCluster, deadlines,
     what a failure may cost, environment."""
@@ -326,6 +403,23 @@ class TrainingJobsConfig(StrictModel):
     stall_gpu_utilization_percent: float = Field(
         default=10, gt=0, lt=100, description="GPU utilisation (DCGM_FI_DEV_GPU_UTIL, %) below which a job is idle."
     )
+    stall_timeout_first_step_s: int | None = Field(
+        default=None,
+        ge=0,
+        description="The job's stall watchdog (docker/train_job.py) ends an attempt whose trainer has not finished "
+        "its first step this long after SkyRL starts; KubeRay retries it on a fresh cluster and it resumes from "
+        "the newest checkpoint. Default: placement_group_timeout_seconds (SkyRL's own GPU wait fails first) plus "
+        f"{STALL_FIRST_STEP_TIMES} x estimated_step_seconds (model load from FSx, vLLM start, evaluation before "
+        f"training, the first step), at least {STALL_FLOOR_SECONDS} s beyond the placement wait. 0 = no watchdog.",
+    )
+    stall_timeout_step_s: int | None = Field(
+        default=None,
+        ge=0,
+        description="The watchdog's bound between two finished steps. Default: "
+        f"{STALL_STEP_TIMES} x estimated_step_seconds (a step plus an evaluation, a checkpoint and an adapter "
+        f"export that can fall between two step ends), at least {STALL_FLOOR_SECONDS} s (a checkpoint write during "
+        "an FSx file server failover blocks, it does not fail). 0 = no bound after the first step.",
+    )
     runtime_env_vars: dict[str, str] = Field(
         default_factory=dict,
         description="Extra env vars for the training job, any name. Where each ends up: a name SkyRL "
@@ -335,7 +429,18 @@ class TrainingJobsConfig(StrictModel):
         "few SkyRL sets itself, such as VLLM_ALLOW_RUNTIME_LORA_UPDATING, SkyRL's value wins in its actors); its value "
         "may use letters, digits and _.,:/=+@%^- only (it crosses KubeRay's submitter shell). Every other name goes "
         "into the RayJob's runtimeEnvYAML, which Ray applies to the driver and every worker process of the job. Ray "
-        "refuses a job whose runtimeEnvYAML repeats a name SkyRL passes on, hence the split.",
+        "refuses a job whose runtimeEnvYAML repeats a name SkyRL passes on, hence the split. A name that looks like a "
+        "credential (*_TOKEN, *_KEY, *SECRET*, *PASSWORD*, AWS_*) is refused: use secret_env.",
+    )
+    secret_env: dict[str, SecretKeyRef] = Field(
+        default_factory=dict,
+        description="Credentials for the training job (WANDB_API_KEY, HF_TOKEN, MLFLOW_TRACKING_TOKEN, ...): env var "
+        "name -> {secret: NAME, key: KEY} of a Secret in the workload namespace, written with `skyrl-hp secrets set "
+        "NAME KEY` (value from standard input). The training head and worker containers read it through "
+        "secretKeyRef, so no value is in the configuration, dist/, the RayJob or Ray's job submission; SkyRL's "
+        "driver passes the names it forwards (WANDB_API_KEY, HF_TOKEN, ...) on to its actors itself. The "
+        "RayService gets none: serving reads the model from /shared and the adapters from S3 with its Pod "
+        "Identity role.",
     )
 
     @model_validator(mode="after")
@@ -355,6 +460,39 @@ class TrainingJobsConfig(StrictModel):
         if not self.self_contained_jobs:
             return None
         return DEFAULT_SELF_CONTAINED_BACKOFF_LIMIT if self.job_backoff_limit is None else self.job_backoff_limit
+
+    @property
+    def effective_stall_timeout_step_s(self) -> int:
+        """train_job.py --stall-timeout-step: the bound between two finished steps (0 = none)."""
+        if self.stall_timeout_step_s is not None:
+            return self.stall_timeout_step_s
+        return max(STALL_FLOOR_SECONDS, math.ceil(STALL_STEP_TIMES * self.estimated_step_seconds))
+
+    @property
+    def effective_stall_timeout_first_step_s(self) -> int:
+        """train_job.py --stall-timeout-first-step: SkyRL's start to its first finished step (0 = no watchdog)."""
+        if self.stall_timeout_first_step_s is not None:
+            return self.stall_timeout_first_step_s
+        startup = max(STALL_FLOOR_SECONDS, math.ceil(STALL_FIRST_STEP_TIMES * self.estimated_step_seconds))
+        return self.placement_group_timeout_seconds + startup
+
+    @model_validator(mode="after")
+    def _stall_bounds_fit(self) -> TrainingJobsConfig:
+        if self.placement_group_timeout_seconds > self.job_active_deadline_seconds:
+            return self  # _placement_wait_within_deadline names the cause
+        first = self.effective_stall_timeout_first_step_s
+        if first and first <= self.placement_group_timeout_seconds:
+            raise ValueError(
+                f"stall_timeout_first_step_s = {first}: not longer than placement_group_timeout_seconds "
+                f"({self.placement_group_timeout_seconds}); the watchdog would end an attempt still waiting for its "
+                "GPUs before SkyRL's own timeout says so"
+            )
+        if first >= self.job_active_deadline_seconds:
+            raise ValueError(
+                f"stall_timeout_first_step_s = {first}: not shorter than job_active_deadline_seconds "
+                f"({self.job_active_deadline_seconds}); KubeRay would end the job, without a retry, first"
+            )
+        return self
 
     @model_validator(mode="after")
     def _failed_head_outlives_workers(self) -> TrainingJobsConfig:
@@ -382,7 +520,46 @@ class TrainingJobsConfig(StrictModel):
             if not ENV_VAR_NAME.fullmatch(name):
                 raise ValueError(f"{name!r}: an environment variable name is letters, digits and '_', not starting "
                                  "with a digit")  # fmt: skip
+            if CREDENTIAL_ENV_NAME.fullmatch(name):
+                aws = (
+                    " (AWS credentials come from the pods' EKS Pod Identity roles)"
+                    if name.upper().startswith("AWS_")
+                    else ""
+                )
+                raise ValueError(
+                    f"{name!r} looks like a credential (*_TOKEN, *_KEY, *SECRET*, *PASSWORD*, AWS_*){aws} and its value "
+                    "would be in plain text in the RayJob and dist/: store it with `skyrl-hp secrets set SECRET KEY` "
+                    f"and name it in training.jobs.secret_env: {{{name}: {{secret: SECRET, key: KEY}}}}"
+                )
         return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_env_names(cls, value: dict[str, SecretKeyRef]) -> dict[str, SecretKeyRef]:
+        for name in value:
+            if not ENV_VAR_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: an environment variable name is letters, digits and '_', not starting "
+                                 "with a digit")  # fmt: skip
+            if name in POD_ENV_NAMES or name.startswith(POD_ENV_PREFIXES) or name == SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV:
+                raise ValueError(
+                    f"{name!r}: the charts or KubeRay set it on the Ray containers themselves; allowed are other names "
+                    "(not HF_HOME, VLLM_CACHE_ROOT, the EFA variables, RAY_*, KUBERAY_*, SKYRL_RAY_PG_TIMEOUT_IN_S)"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _secret_env_not_also_plain(self) -> TrainingJobsConfig:
+        if both := sorted(set(self.secret_env) & set(self.runtime_env_vars)):
+            raise ValueError(
+                f"secret_env and runtime_env_vars both set {', '.join(both)}: keep each name in one of them "
+                "(credentials in secret_env)"
+            )
+        return self
+
+    @property
+    def secret_env_refs(self) -> tuple[tuple[str, str, str], ...]:
+        """(env var name, Secret name, key) per secret_env entry, by name: what the Ray containers' secretKeyRefs say."""
+        return tuple((name, ref.secret, ref.key) for name, ref in sorted(self.secret_env.items()))
 
     @property
     def job_env_vars(self) -> dict[str, str]:

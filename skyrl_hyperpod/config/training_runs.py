@@ -132,7 +132,7 @@ def model_path(training: TrainingConfig, workloads: WorkloadsConfig) -> str:
 
 @dataclass(frozen=True)
 class BatchSizes:
-    """SkyRL's batch knobs for one data-parallel layout (SkyRL's `validate_batch_sizes` inputs)."""
+    """SkyRL's batch knobs for one data-parallel layout, and the two rules SkyRL holds them to."""
 
     train: int
     mini: int
@@ -141,13 +141,40 @@ class BatchSizes:
     policy_data_parallel: int
     ref_data_parallel: int | None = None
 
-    def problem(self) -> str | None:
-        """The first rule of SkyRL's `validate_batch_sizes` (skyrl/train/utils/utils.py, FSDP, no
-        sequence parallelism) that these sizes break, as one line; None when SkyRL accepts them.
+    @property
+    def lcm_data_parallel(self) -> int:
+        """The data-parallel size SkyRL shards each batch over: the policy's, and the reference model's when used."""
+        dp = self.policy_data_parallel
+        return math.lcm(dp, self.ref_data_parallel) if self.ref_data_parallel else dp
 
-        SkyRL divides with FLOOR division (per-GPU batch = batch x n_samples // dp) and the trainer
-        pads each batch to a multiple of dp, so 32 / 16 run on 6 GPUs; the micro batch only sets
-        gradient accumulation."""
+    @property
+    def prompt_stride(self) -> int:
+        """SkyRL keeps a multiple of this many prompts per step (`RayPPOTrainer._remove_tail_data`)."""
+        lcm = self.lcm_data_parallel
+        return lcm // math.gcd(lcm, self.n_samples_per_prompt)
+
+    def accepted(self) -> bool:
+        """Whether SkyRL accepts these sizes at the start of the run and at every step (`problem` without the
+        message)."""
+        return self.validate_batch_sizes_problem() is None and self.train % self.prompt_stride == 0
+
+    def problem(self) -> str | None:
+        """The first of SkyRL's batch rules these sizes break, as one line naming the rule; None when both pass.
+
+        SkyRL checks `validate_batch_sizes` (skyrl/train/utils/utils.py) when the run starts, and at every step
+        trims the prompts to a multiple of `prompt_stride` and asserts that `train_batch_size` remain
+        (`compute_prompt_mini_batch_boundaries`, skyrl/train/dataset/preprocess.py): a schedule that passes the
+        first can still crash at step 1, after the cluster, the evaluation and the first rollout."""
+        problem = self.validate_batch_sizes_problem()
+        if problem is not None:
+            return f"{problem} (SkyRL's validate_batch_sizes)"
+        return self.first_step_problem()
+
+    def validate_batch_sizes_problem(self) -> str | None:
+        """The first rule of SkyRL's `validate_batch_sizes` (FSDP, no sequence parallelism) these sizes break.
+
+        SkyRL divides with FLOOR division (per-GPU batch = batch x n_samples // dp) and the trainer pads
+        each batch to a multiple of dp; the micro batch only sets gradient accumulation."""
         n, dp = self.n_samples_per_prompt, self.policy_data_parallel
         if self.train < self.mini:
             return f"trainer.train_batch_size = {self.train}: smaller than trainer.policy_mini_batch_size ({self.mini})"
@@ -175,13 +202,44 @@ class BatchSizes:
                 f"data-parallel GPUs = {train_per_gpu} per GPU is not a multiple of the per-GPU mini batch "
                 f"{mini_per_gpu}"
             )
-        lcm = math.lcm(dp, self.ref_data_parallel) if self.ref_data_parallel else dp
-        if self.train * n < lcm:
+        if self.train * n < self.lcm_data_parallel:
             return (
                 f"trainer.train_batch_size = {self.train}: {self.train} x n_samples_per_prompt {n} samples are fewer "
-                f"than the {lcm} data-parallel GPUs of the policy and reference models"
+                f"than the {self.lcm_data_parallel} data-parallel GPUs of the policy and reference models"
             )
         return None
+
+    def first_step_problem(self) -> str | None:
+        """SkyRL's step rule: the prompts left after `_remove_tail_data` must be exactly `train_batch_size`."""
+        stride = self.prompt_stride
+        if self.train % stride == 0:
+            return None
+        lcm, n = self.lcm_data_parallel, self.n_samples_per_prompt
+        accepted = ", ".join(f"{t}/{m}" for t, m in self.accepted_nearby())
+        return (
+            f"trainer.train_batch_size = {self.train}: SkyRL trims each step to a multiple of {stride} prompts "
+            f"({lcm} data-parallel ranks / gcd({lcm}, n_samples_per_prompt {n})), {self.train} -> "
+            f"{self.train // stride * stride}, and then fails its assertion that {self.train} remain, at step 1 "
+            f"(RayPPOTrainer._remove_tail_data, compute_prompt_mini_batch_boundaries); accepted train/mini with "
+            f"micro batch {self.micro_train} and {self.train // self.mini} mini-batches per step: "
+            f"{accepted or 'none near it'}"
+        )
+
+    def accepted_nearby(self, count: int = 2) -> list[tuple[int, int]]:
+        """The `count` train/mini pairs nearest this one that both rules accept, with the same micro batch and
+        the same number of mini-batches per step."""
+        per_step = max(1, self.train // self.mini)
+        fits = [
+            (per_step * mini, mini)
+            for mini in range(1, self.mini + 4 * self.lcm_data_parallel)
+            if self._with(per_step * mini, mini).accepted()
+        ]
+        return sorted(fits, key=lambda pair: (abs(pair[0] - self.train), pair[0]))[:count]
+
+    def _with(self, train: int, mini: int) -> BatchSizes:
+        return BatchSizes(
+            train, mini, self.micro_train, self.n_samples_per_prompt, self.policy_data_parallel, self.ref_data_parallel
+        )
 
 
 def _divisors(value: int) -> list[int]:
@@ -194,33 +252,44 @@ def largest_micro_batch(mini: int, n_samples_per_prompt: int, data_parallel: int
     return max([d for d in _divisors(mini_per_gpu) if d <= RECIPE_MICRO_BATCH_SIZE] or [1])
 
 
+def _closest_to_recipe(pair: tuple[int, int]) -> tuple[int, int]:
+    # On a tie the smaller batch: 256 rows keep the recipe's 8 steps an epoch at 30, not at 34.
+    return abs(pair[0] - RECIPE_TRAIN_BATCH_SIZE), pair[0]
+
+
 def derive_batches(knobs: SkyRLKnobs, policy_dp: int, ref_dp: int | None) -> BatchSizes:
-    """The recipe's 32 / 16 when SkyRL accepts them on `policy_dp` GPUs, else the smallest train /
-    mini pair at least that with the recipe's 2 mini batches per step; an explicit value is kept.
-    The micro batch, when unset, is the largest SkyRL accepts up to the recipe's 4."""
+    """Fill in the batch sizes the user left unset; a value the user set is never changed.
+
+    Unset train and mini: the pair with the recipe's 2 mini-batches per step closest to the recipe's 32 / 16
+    that both of SkyRL's rules accept on `policy_dp` GPUs (30 / 15 on 6 GPUs with 8 samples). One of them set:
+    the other by the recipe's ratio where SkyRL accepts it, else the nearest that it does. The micro batch, when
+    unset, is the largest SkyRL accepts up to the recipe's 4. A micro batch the user set does not steer the
+    derived sizes; when SkyRL refuses it with them, `problem` says so with the accepted values."""
     n = knobs.n_samples_per_prompt
 
     def sizes(train: int, mini: int) -> BatchSizes:
-        micro = knobs.micro_train_batch_size_per_gpu or largest_micro_batch(mini, n, policy_dp)
-        return BatchSizes(train, mini, micro, n, policy_dp, ref_dp)
+        return BatchSizes(train, mini, largest_micro_batch(mini, n, policy_dp), n, policy_dp, ref_dp)
 
     train, mini = knobs.train_batch_size, knobs.policy_mini_batch_size
-    if train is not None and mini is not None:
-        return sizes(train, mini)
     limit = RECIPE_TRAIN_BATCH_SIZE + 4 * policy_dp * (ref_dp or 1)
-    if mini is not None:
-        candidates = [(mini * k, mini) for k in range(max(1, -(-RECIPE_TRAIN_BATCH_SIZE // mini)), limit)]
+    if train is not None and mini is not None:
+        candidates = [(train, mini)]
+    elif mini is not None:
+        candidates = sorted(((mini * k, mini) for k in range(1, limit)), key=_closest_to_recipe)
     elif train is not None:
         halves = [train // 2] if train % 2 == 0 else []
         candidates = [(train, m) for m in [*halves, *reversed(_divisors(train))]]
     else:
-        candidates = [(2 * m, m) for m in range(RECIPE_MINI_BATCH_SIZE, limit)]
-    for candidate in candidates:
-        if (found := sizes(*candidate)).problem() is None:
-            return found
-    # Nothing fits (an explicit micro batch or n_samples that no size satisfies): keep the recipe's
-    # sizes so the check reports SkyRL's rule against them.
-    return sizes(train or RECIPE_TRAIN_BATCH_SIZE, mini or RECIPE_MINI_BATCH_SIZE)
+        candidates = sorted(((2 * m, m) for m in range(1, limit)), key=_closest_to_recipe)
+    # Nothing fits (an n_samples that no size satisfies): keep the recipe's sizes so the check reports
+    # SkyRL's rule against them.
+    chosen = next(
+        (found for found in (sizes(*pair) for pair in candidates) if found.accepted()),
+        sizes(train or RECIPE_TRAIN_BATCH_SIZE, mini or RECIPE_MINI_BATCH_SIZE),
+    )
+    if knobs.micro_train_batch_size_per_gpu is None:
+        return chosen
+    return BatchSizes(chosen.train, chosen.mini, knobs.micro_train_batch_size_per_gpu, n, policy_dp, ref_dp)
 
 
 def batch_sizes(knobs: SkyRLKnobs) -> BatchSizes:
@@ -359,7 +428,7 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
         )
     problem = batch_sizes(knobs).problem()
     if problem:
-        raise ValueError(f"{problem} (SkyRL's validate_batch_sizes)")
+        raise ValueError(problem)
     if knobs.lora_rank and (problem := lora_target_modules_problem(knobs.lora_target_modules)):
         raise ValueError(f"trainer.policy.model.lora.target_modules = {knobs.lora_target_modules!r}: {problem}")
     # SkyRL's engines load the one adapter being trained (SkyRL's lora.max_loras default, 1).

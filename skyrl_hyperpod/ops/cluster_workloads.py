@@ -105,6 +105,29 @@ def ray_pod_counts(cluster: Cluster, namespace: str, name: str, workers_wanted: 
     return PodCounts(any(_ready(p) for p in heads), sum(1 for p in workers if _ready(p)), workers_wanted, pending)
 
 
+# Every wait prints the elapsed time and the current state at least this often, so a long wait (nodes booting,
+# images pulling) never looks hung.
+HEARTBEAT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Clock:
+    """What a wait reads the time with and sleeps with: the real ones, or a test's fake clock."""
+
+    now: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def duration(seconds: float) -> str:
+    """`45 s`, `2 min 05 s`, `1 h 02 min`: the elapsed time of a wait as a person reads it."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
 def wait_for(
     check: Callable[[], tuple[bool, str]],
     *,
@@ -112,20 +135,30 @@ def wait_for(
     interval: float,
     echo: Callable[[str], None],
     what: str,
+    clock: Clock | None = None,
 ) -> None:
-    """Poll `check` (done, progress line) until done; print the progress line when it changes."""
-    deadline = time.monotonic() + timeout
+    """Poll `check` (done, progress line) until done or `timeout` seconds have passed (WorkloadError naming the
+    last state). The progress line is printed when it changes, and at least every HEARTBEAT_SECONDS with the
+    elapsed time."""
+    clock = clock or Clock()
+    start = clock.now()
+    deadline, last_beat = start + timeout, start
     last = ""
     while True:
         done, line = check()
-        if line != last:
+        now = clock.now()
+        if now - last_beat >= HEARTBEAT_SECONDS and not done:
+            echo(f"still waiting after {duration(now - start)} (timeout {duration(timeout)}): {line}")
+            last, last_beat = line, now
+        elif line != last:
             echo(line)
             last = line
         if done:
             return
-        if time.monotonic() >= deadline:
+        if now >= deadline:
             raise WorkloadError([f"timeout: {what} after {timeout:.0f} s; last state: {line}"])
-        time.sleep(interval)
+        # Never sleep past the next heartbeat or the deadline.
+        clock.sleep(max(0.0, min(interval, last_beat + HEARTBEAT_SECONDS - now, deadline - now)))
 
 
 # --- status ----------------------------------------------------------------------------------------------------
@@ -242,6 +275,76 @@ class LiveRayJob:
     @property
     def state(self) -> str:
         return "not submitted yet" if self.job_status == "-" else self.job_status
+
+
+# KubeRay's RayJob deployment states (ray-operator/apis/ray/v1/rayjob_types.go, JobDeploymentStatus): New (or
+# none yet) and Initializing while its Ray cluster comes up, Running once the submitter runs the Ray job,
+# Retrying between attempts, Complete or Failed at the end.
+@dataclass(frozen=True)
+class RayJobProgress:
+    name: str
+    deployment: str
+    job_status: str  # Ray's job status; "-" before KubeRay submitted the job
+    message: str
+    pods: PodCounts | None  # of the Ray cluster it runs on, once KubeRay named it
+    ray_cluster: str
+
+    @property
+    def running(self) -> bool:
+        """Its cluster is up and the Ray job runs (or already succeeded)."""
+        return (self.deployment, self.job_status) in (("Running", "RUNNING"), ("Complete", "SUCCEEDED"))
+
+    @property
+    def failed(self) -> bool:
+        return self.deployment == "Failed" or (self.deployment == "Complete" and self.job_status != "SUCCEEDED")
+
+    def line(self) -> str:
+        text = f"RayJob {self.name}: deployment {self.deployment}, job {self.job_status}"
+        if self.pods is not None:
+            text += f"; {self.pods.line(self.ray_cluster)}"
+        return text + (f" ({self.message})" if self.message and self.failed else "")
+
+
+def rayjob_progress(cluster: Cluster, namespace: str, rayjob: str, workers_wanted: int) -> RayJobProgress:
+    live = cluster.get(rayjob_path(namespace, rayjob)) or {}
+    status = live.get("status") or {}
+    ray_cluster = str(status.get("rayClusterName") or "")
+    pods = ray_pod_counts(cluster, namespace, ray_cluster, workers_wanted) if ray_cluster else None
+    return RayJobProgress(
+        name=rayjob,
+        deployment=str(status.get("jobDeploymentStatus") or ("New" if live else "not created")),
+        job_status=str(status.get("jobStatus") or "-"),
+        message=str(status.get("message") or ""),
+        pods=pods,
+        ray_cluster=ray_cluster,
+    )
+
+
+def rayjobs_running(
+    cluster: Cluster, namespace: str, names: list[str], workers_wanted: int
+) -> Callable[[], tuple[bool, str]]:
+    """A wait_for check: done once a RayJob's Ray cluster is up and its Ray job runs. Experiments queue for the
+    GPU nodes (each takes every one), so with several RayJobs the first one running is enough and the rest are
+    named as queued. A RayJob that failed ends the wait (WorkloadError)."""
+
+    def check() -> tuple[bool, str]:
+        progress = [rayjob_progress(cluster, namespace, name, workers_wanted) for name in names]
+        failed = [p for p in progress if p.failed]
+        if failed:
+            raise WorkloadError(
+                [
+                    f"train start: {failed[0].line()}: the job ended without running; its driver log: "
+                    "skyrl-hp train logs (skyrl-hp train status shows every RayJob)"
+                ]
+            )
+        running = [p for p in progress if p.running]
+        line = "; ".join(p.line() for p in progress)
+        if running and len(running) < len(progress):
+            queued = ", ".join(p.name for p in progress if not p.running)
+            line = "; ".join(p.line() for p in running) + f"; queued for the GPU nodes: {queued}"
+        return bool(running), line
+
+    return check
 
 
 def being_deleted(cluster: Cluster, namespace: str, rayjob: str) -> bool:

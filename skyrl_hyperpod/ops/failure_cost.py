@@ -30,10 +30,19 @@ class RunFailureCost:
     platform_hourly: float  # everything the configuration deploys (it bills while the steps are redone)
     prices: str
     unconfirmed: bool
+    # The stall watchdog's bounds (training.jobs.stall_timeout_*; 0 = off): how long a hang holds the cluster.
+    stall_first_step_s: int = 0
+    stall_step_s: int = 0
 
-    def dollars(self, steps: float) -> tuple[float, float]:
-        hours = self.run.failure_cost.hours(steps)
+    def dollars(self, steps: float, idle_seconds: float = 0) -> tuple[float, float]:
+        hours = self.run.failure_cost.hours(steps) + idle_seconds / 3600
         return hours * self.gpu_group_hourly, hours * self.platform_hourly
+
+    @property
+    def hang_steps(self) -> int:
+        """Steps a hang after the first step redoes at worst: it strikes in (or in the save after) the step that
+        would have completed a checkpoint, so the retry redoes the whole gap, as a failure does."""
+        return self.run.failure_cost.worst_case_steps
 
 
 def failure_costs(config: ProjectConfig, book: PriceBook, price_file: str) -> list[RunFailureCost]:
@@ -47,6 +56,8 @@ def failure_costs(config: ProjectConfig, book: PriceBook, price_file: str) -> li
             platform_hourly=est.hourly_usd,
             prices=f"{price_file} (as of {est.as_of})",
             unconfirmed=bool(est.unconfirmed),
+            stall_first_step_s=config.training.jobs.effective_stall_timeout_first_step_s,
+            stall_step_s=config.training.jobs.effective_stall_timeout_step_s,
         )
         for run in config.derived.runs
     ]
@@ -74,6 +85,7 @@ def render_table(costs: list[RunFailureCost]) -> str:
             _row("worst case (just before a save completes)", worst, fc, worst_gpu, worst_all),
             _row("on average (failure at a random moment)", mean, fc, mean_gpu, mean_all),
             _row("a full checkpoint interval (no epoch-end saves)", fc.interval, fc, interval_gpu, interval_all),
+            *_hang_rows(cost),
             "",
         ]
     first = costs[0]
@@ -89,11 +101,34 @@ def render_table(costs: list[RunFailureCost]) -> str:
     return "\n".join(lines)
 
 
-def _row(label: str, steps: float, fc: FailureCost, gpu_dollars: float, all_dollars: float) -> str:
+def _row(
+    label: str, steps: float, fc: FailureCost, gpu_dollars: float, all_dollars: float, idle_seconds: float = 0
+) -> str:
+    hours = fc.hours(steps) + idle_seconds / 3600
     return (
-        f"| {label} | {steps:g} | {fc.hours(steps):.2f} | {fc.gpu_hours(steps):.2f} | {_money(gpu_dollars)} | "
-        f"{_money(all_dollars)} |"
+        f"| {label} | {steps:g} | {hours:.2f} | {hours * fc.gpus:.2f} | {_money(gpu_dollars)} | {_money(all_dollars)} |"
     )
+
+
+def _hang_rows(cost: RunFailureCost) -> list[str]:
+    """A hang is ended by the stall watchdog after its bound, with the cluster held and idle, then retried like a
+    failure: the bound's hours plus the steps redone."""
+    fc = cost.run.failure_cost
+    rows = []
+    if cost.stall_step_s:
+        steps, idle = cost.hang_steps, cost.stall_step_s
+        gpu, whole = cost.dollars(steps, idle)
+        label = (
+            f"a hang after the first step (worst case: ended {idle} s after the last finished step, "
+            "`training.jobs.stall_timeout_step_s`, then the redone steps)"
+        )
+        rows.append(_row(label, steps, fc, gpu, whole, idle_seconds=idle))
+    if cost.stall_first_step_s:
+        idle = cost.stall_first_step_s
+        gpu, whole = cost.dollars(0, idle)
+        label = f"a hang before the first step (ended {idle} s after SkyRL starts, `stall_timeout_first_step_s`)"
+        rows.append(_row(label, 0, fc, gpu, whole, idle_seconds=idle))
+    return rows
 
 
 def _steps(steps: tuple[int, ...]) -> str:
@@ -111,7 +146,18 @@ def render_summary(costs: list[RunFailureCost]) -> str:
         f"({fc.hours(fc.worst_case_steps):.1f} h, {fc.gpu_hours(fc.worst_case_steps):.1f} GPU-hours: "
         f"{_money(worst_gpu)} of GPU nodes, {_money(worst_all)} of the whole platform at the shipped us-west-2 "
         f"prices) and {fc.mean_steps:g} on average; a full {fc.interval}-step checkpoint interval would be "
-        f"{_money(cost.dollars(fc.interval)[1])}.\n{README_END}"
+        f"{_money(cost.dollars(fc.interval)[1])}.{_hang_summary(cost)}\n{README_END}"
+    )
+
+
+def _hang_summary(cost: RunFailureCost) -> str:
+    if not cost.stall_step_s:
+        return ""
+    hang_all = cost.dollars(cost.hang_steps, cost.stall_step_s)[1]
+    return (
+        f" A trainer that stops stepping is ended by the job's stall watchdog {cost.stall_step_s / 60:g} minutes after "
+        f"its last step and retried: at most {_money(hang_all)} (before, a hang held the cluster until someone "
+        "acted on the RayJobStalled alert, or until the job's deadline ended it without a retry)."
     )
 
 

@@ -26,7 +26,9 @@ class OutputsError(ProblemsError):
 
 
 def fetch_stack_outputs(cloudformation: Any, config: ProjectConfig) -> tuple[dict[str, dict[str, str]], list[str]]:
-    """({stack name: {output key: value}}, warnings) for every live stack named `<name_prefix>-*`."""
+    """({stack name: {output key: value}}, warnings) for every live stack of this deployment: named exactly
+    `<name_prefix>-<component>` (`deployed_project_stacks`), never `<name_prefix>-*`, which also matches the stacks
+    of a deployment whose name_prefix starts with `<name_prefix>-`."""
     stacks = deployed_project_stacks(cloudformation, config)
     warnings = [
         f"warning: stack {name} is {stack['StackStatus']}: its outputs may be stale or missing"
@@ -45,7 +47,9 @@ def write_outputs_file(content: dict[str, dict[str, str]], file: Path, config: P
     if not content:
         raise OutputsError(
             [
-                f"outputs error: no CloudFormation stacks named {config.name_prefix}-* found (deploy first: cdk deploy --all)"
+                f"outputs error: none of this deployment's CloudFormation stacks ({config.name_prefix}-<component>: "
+                f"{config.names.stack('network')}, {config.names.stack('eks')}, ...) found "
+                "(deploy first: cdk deploy --all)"
             ]
         )
     file.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PASS_AT_1 = "eval/all/pass_at_1"
 REWARD = "reward/avg_raw_reward"
@@ -163,27 +164,47 @@ def summary(steps: list[StepMetrics]) -> str:
     )
 
 
-def plot(steps: list[StepMetrics], path: Path, title: str) -> None:
-    """A PNG of eval pass@1 over the steps, with the reference run's start and end marked."""
+def figure(steps: list[StepMetrics], title: str) -> Any:
+    """Two panels side by side: eval pass@1 over the steps with the reference run's start and end marked, and the
+    training reward of each step (SkyRL's reward/avg_raw_reward, the share of rollouts that reached the goal)
+    with the reference run's last step marked; pass@1 alone hides a run whose reward climbs while eval stalls."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
-    points = [(s.step, s.pass_at_1) for s in steps if s.pass_at_1 is not None]
-    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=100)
-    try:
-        axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label="eval pass@1 (this run)")
-        axes.axhline(REFERENCE_START, color="grey", linestyle="--", label=f"reference start {REFERENCE_START:.2%}")
-        axes.axhline(REFERENCE_END, color="green", linestyle="--", label=f"reference step 160 {REFERENCE_END:.3%}")
+    evals = [(s.step, s.pass_at_1) for s in steps if s.pass_at_1 is not None]
+    rewards = [(s.step, s.reward) for s in steps if s.reward is not None]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), dpi=100)
+    left.plot([x for x, _ in evals], [y for _, y in evals], marker="o", label="eval pass@1 (this run)")
+    left.axhline(REFERENCE_START, color="grey", linestyle="--", label=f"reference start {REFERENCE_START:.2%}")
+    left.axhline(REFERENCE_END, color="green", linestyle="--", label=f"reference step 160 {REFERENCE_END:.3%}")
+    left.set_ylabel(PASS_AT_1)
+    left.set_ylim(0, 1.02)
+    left.yaxis.set_major_formatter(PercentFormatter(1.0))
+    left.set_title(f"{title}: eval pass@1")
+    right.plot([x for x, _ in rewards], [y for _, y in rewards], color="tab:orange", linewidth=1,
+               label="reward (this run)")  # fmt: skip
+    right.set_ylabel(REWARD)
+    right.set_title(f"{title}: training reward")
+    for axes in (left, right):
+        axes.axvline(
+            REFERENCE_END_STEP, color="green", linestyle=":", label=f"reference run's step {REFERENCE_END_STEP}"
+        )
         axes.set_xlabel("training step")
-        axes.set_ylabel("eval/all/pass_at_1")
-        axes.set_ylim(0, 1.02)
-        axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
-        axes.set_title(title)
         axes.grid(True, alpha=0.3)
         axes.legend(loc="lower right")
+    return fig
+
+
+def plot(steps: list[StepMetrics], path: Path, title: str) -> None:
+    """A PNG of `figure`: eval pass@1 beside the training reward."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(steps, title)
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, format="png", bbox_inches="tight")
+        fig.savefig(path, format="png", bbox_inches="tight")
     finally:
-        plt.close(figure)
+        plt.close(fig)

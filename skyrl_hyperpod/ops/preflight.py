@@ -1,6 +1,8 @@
-"""`preflight`: read-only checks through boto3 before `cdk deploy`, one PASS/WARN/FAIL line each.
+"""`preflight`: read-only checks before `cdk deploy`, one PASS/WARN/FAIL line each.
 
-Nothing here creates, changes or deletes anything: only Describe/Get/List/Head calls.
+First the checks that read only the configuration (and the data bundled with the project), then those that ask
+AWS through boto3: a user without credentials still sees every problem of the configuration in one run. Nothing
+here creates, changes or deletes anything: only Describe/Get/List/Head calls.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.placeholders import placeholder_findings
+from skyrl_hyperpod.config.platform import aws_regions, az_id_prefix, region_problem
 from skyrl_hyperpod.errors import one_line
 
 
@@ -30,6 +34,22 @@ DEFAULT_BOOTSTRAP_QUALIFIER = "hnb659fds"
 # aws-cdk-lib 2.x templates carry a rule that rejects bootstrap stacks older than version 6.
 MIN_BOOTSTRAP_VERSION = 6
 QUOTA_NAME = "{instance_type} for cluster usage"
+# The stacks stacks/compose.py `build_platform` synthesizes, by component (config.names.stack(component)), each with
+# the components it depends on: what the cloud assembly's manifest (cdk.out/manifest.json) lists as the
+# `dependencies` of its stack artifact, the graph `cdk deploy` and `cdk destroy` order stacks by. Written out here so
+# the CLI knows them without synthesizing the app; tests/cdk/test_stack_graph.py checks both against synthesized
+# platforms that between them turn every optional stack on.
+STACK_DEPENDENCIES: dict[str, frozenset[str]] = {
+    "network": frozenset(),
+    "storage": frozenset({"network"}),
+    "registry": frozenset(),
+    "image-build": frozenset({"registry"}),
+    "eks": frozenset({"network", "storage"}),
+    "hyperpod": frozenset({"eks", "network", "storage"}),
+    "observability": frozenset({"eks", "hyperpod"}),
+    "studio": frozenset({"eks", "network"}),
+    "ray-endpoint": frozenset({"eks", "hyperpod"}),
+}
 # Stacks that own each physically named resource (config.names.stack(component)).
 OWNER_COMPONENT = {
     "lifecycle bucket": "storage",
@@ -152,25 +172,54 @@ def _same_principal(configured: str, caller: str) -> bool:
     return bool(conf_name) and conf_head == call_head and conf_name.rsplit("/", 1)[-1] == call_name
 
 
-def check_cluster_access(config: ProjectConfig, caller_arn: str) -> list[CheckResult]:
-    """Whoever deploys must be able to use the cluster afterwards: an EKS access entry for the caller
-    (`eks.admin_principal_arns`; the stacks grant nobody cluster-admin implicitly) and a network path to the
-    API endpoint (public CIDRs, a Studio domain inside the VPC, or a stated VPN/Direct Connect)."""
-    caller = principal_arn(caller_arn)
+def check_admin_principals(config: ProjectConfig, caller_arn: str | None) -> list[CheckResult]:
+    """An EKS access entry for whoever deploys (`eks.admin_principal_arns`; the stacks grant nobody cluster-admin
+    implicitly). Without a caller (no credentials) only an empty list is known to fail: nothing is returned
+    otherwise, and the check waits for credentials."""
     admins = config.eks.admin_principal_arns
-    results = []
-    if any(_same_principal(arn, caller) for arn in admins):
-        results.append(CheckResult("PASS", "cluster access", f"{caller} is in eks.admin_principal_arns"))
-    else:
-        results.append(
+    if caller_arn is None:
+        if admins:
+            return []
+        return [
             CheckResult(
                 "FAIL",
                 "cluster access",
-                f"{caller} is not in eks.admin_principal_arns ({len(admins)} listed): after the deploy every "
-                "kubectl and skyrl-hp cluster command would be refused",
-                f'add it: eks: {{admin_principal_arns: ["{caller}"]}}',
+                "eks.admin_principal_arns is empty: after the deploy every kubectl and skyrl-hp cluster command "
+                "would be refused (the stacks grant nobody cluster access implicitly)",
+                "add your own IAM role or user ARN (aws sts get-caller-identity): "
+                'eks: {admin_principal_arns: ["arn:aws:iam::<account>:role/<name>"]}',
             )
+        ]
+    caller = principal_arn(caller_arn)
+    if any(_same_principal(arn, caller) for arn in admins):
+        return [CheckResult("PASS", "cluster access", f"{caller} is in eks.admin_principal_arns")]
+    return [
+        CheckResult(
+            "FAIL",
+            "cluster access",
+            f"{caller} is not in eks.admin_principal_arns ({len(admins)} listed): after the deploy every "
+            "kubectl and skyrl-hp cluster command would be refused",
+            f'add it: eks: {{admin_principal_arns: ["{caller}"]}}{_role_path_note(caller)}',
         )
+    ]
+
+
+def _role_path_note(role_arn: str) -> str:
+    """A session ARN drops the role's path; IAM Identity Center's roles always have one
+    (aws-reserved/sso.amazonaws.com/, plus the region outside us-east-1:
+    https://docs.aws.amazon.com/singlesignon/latest/userguide/referencingpermissionsets.html)."""
+    name = role_arn.rpartition(":role/")[2]
+    if not name.startswith("AWSReservedSSO_"):
+        return ""
+    return (
+        f", with the IAM Identity Center role's path before {name} (aws-reserved/sso.amazonaws.com/, then the region "
+        f"unless Identity Center is in us-east-1): `aws iam get-role --role-name {name} --query Role.Arn` prints it"
+    )
+
+
+def check_endpoint_route(config: ProjectConfig) -> CheckResult:
+    """A network path to the EKS API endpoint: public CIDRs, a Studio domain inside the VPC, or a stated VPN or
+    Direct Connect (`eks.private_network_access`). The configuration alone decides it."""
     eks = config.eks
     if eks.public_access_cidrs:
         route = f"public endpoint for {', '.join(eks.public_access_cidrs)}"
@@ -179,21 +228,84 @@ def check_cluster_access(config: ProjectConfig, caller_arn: str) -> list[CheckRe
     elif eks.private_network_access:
         route = "private endpoint, reached over the network stated in eks.private_network_access"
     else:
-        route = ""
-    if route:
-        results.append(CheckResult("PASS", "API endpoint reachable", route))
-    else:
-        results.append(
-            CheckResult(
-                "FAIL",
-                "API endpoint reachable",
-                "the EKS API endpoint is private (eks.public_access_cidrs is empty) and nothing reaches the VPC: no "
-                "Studio domain (studio.enabled) and no VPN or Direct Connect stated (eks.private_network_access)",
-                "list your egress CIDR in eks.public_access_cidrs (curl https://checkip.amazonaws.com), or set "
-                "studio.enabled: true, or eks.private_network_access: true if a VPN reaches the VPC",
-            )
+        return CheckResult(
+            "FAIL",
+            "API endpoint reachable",
+            "the EKS API endpoint is private (eks.public_access_cidrs is empty) and nothing reaches the VPC: no "
+            "Studio domain (studio.enabled) and no VPN or Direct Connect stated (eks.private_network_access)",
+            "list your egress CIDR in eks.public_access_cidrs (curl https://checkip.amazonaws.com), or set "
+            "studio.enabled: true, or eks.private_network_access: true if a VPN reaches the VPC",
         )
-    return results
+    return CheckResult("PASS", "API endpoint reachable", route)
+
+
+def check_cluster_access(config: ProjectConfig, caller_arn: str) -> list[CheckResult]:
+    """Whoever deploys must be able to use the cluster afterwards: an EKS access entry for the caller and a network
+    path to the API endpoint (`check_admin_principals`, `check_endpoint_route`)."""
+    return [*check_admin_principals(config, caller_arn), check_endpoint_route(config)]
+
+
+def check_region_offering(config: ProjectConfig, region: str) -> CheckResult:
+    """HyperPod in `region` with every group's instance type, from the AWS::SageMaker::Cluster data cfn-lint ships
+    (the table the configuration is validated against when env.region is set; --region or the profile's region
+    is checked here)."""
+    groups = {f"hyperpod.{key}.instance_type": g.instance_type for key, g in config.hyperpod.instance_groups.items()}
+    try:
+        listed = region in aws_regions()
+        problem = region_problem(region, groups) if listed else None
+    except ValueError as error:  # cfn-lint's data missing: the setup is incomplete
+        return CheckResult("WARN", "HyperPod in region", f"not checked: {error}")
+    if not listed:
+        return CheckResult(
+            "WARN",
+            "HyperPod in region",
+            f"{region} is missing from the bundled HyperPod offering data (cfn-lint's), so it is not checked",
+            "confirm HyperPod and the instance types in the region on the SageMaker pricing page, or update "
+            "cfn-lint (requirements.txt)",
+        )
+    if problem:
+        return CheckResult(
+            "FAIL",
+            "HyperPod in region",
+            problem,
+            "choose a region that offers every group's type (env.region or --region), or another instance type",
+        )
+    types = ", ".join(sorted(set(groups.values())))
+    return CheckResult(
+        "PASS", "HyperPod in region", f"{region} offers {types} (cfn-lint's AWS::SageMaker::Cluster data)"
+    )
+
+
+def check_az_id_region(config: ProjectConfig, region: str) -> CheckResult | None:
+    """Whether network.hyperpod_az_id names a zone of `region`, from the id's region code (usw2 for us-west-2);
+    None when the region's code is not derivable, and the EC2 zone lookup decides."""
+    az_id = config.network.hyperpod_az_id
+    prefix = az_id_prefix(region)
+    if prefix is None:
+        return None
+    if az_id.split("-az")[0] != prefix:
+        return CheckResult(
+            "FAIL",
+            "AZ id of region",
+            f"network.hyperpod_az_id {az_id} is an availability zone id of another region: {region} has ids "
+            f"{prefix}-az1, {prefix}-az2, ...",
+            f"set network.hyperpod_az_id to an AZ id of {region} that offers the GPU type "
+            f"(aws ec2 describe-availability-zones --region {region}), or target the AZ id's region",
+        )
+    return CheckResult("PASS", "AZ id of region", f"{az_id} is an availability zone id of {region}")
+
+
+def check_placeholders(config: ProjectConfig) -> list[CheckResult]:
+    """One FAIL per value of config/example.yaml still standing in for the user's own (`placeholder_findings`)."""
+    results = []
+    for finding in placeholder_findings(config):
+        # Each finding reads "<key>: <value> ... placeholder: <what to put>"; the action becomes the fix hint.
+        detail, marker, action = finding.rpartition("placeholder: ")
+        if marker:
+            results.append(CheckResult("FAIL", "placeholder", f"{detail}placeholder", action))
+        else:
+            results.append(CheckResult("FAIL", "placeholder", finding))
+    return results or [CheckResult("PASS", "placeholder", "no value is one of config/example.yaml's placeholders")]
 
 
 def _instance_counts(config: ProjectConfig) -> Counter[str]:
@@ -330,14 +442,75 @@ def check_bootstrap(clients: AwsClients, region: str, account: str, qualifier: s
     return [CheckResult("PASS", "cdk bootstrap", f"version {version} ({parameter})")]
 
 
-def deployed_project_stacks(cloudformation: Any, config: ProjectConfig) -> dict[str, dict[str, Any]]:
-    """This project's live stacks (name prefix `<name_prefix>-`) -> their describe_stacks entry."""
+def synthesized_stack_names(config: ProjectConfig) -> list[str]:
+    """The stack names `build_platform` synthesizes for this configuration (its optional stacks as configured)."""
+    optional = {
+        "observability": config.observability.enabled,
+        "studio": config.studio.enabled,
+        "ray-endpoint": config.ray_endpoint_operator.enabled,
+    }
+    return [config.names.stack(component) for component in STACK_DEPENDENCIES if optional.get(component, True)]
+
+
+def project_stack_components(config: ProjectConfig) -> dict[str, str]:
+    """Stack name -> component for every stack the app can synthesize under this name_prefix, optional ones too: a
+    stack left from an option turned off since is still this deployment's (`cdk deploy` never deletes a stack the app
+    stopped synthesizing). Exact names, never a name pattern: `<name_prefix>-*` also matches every stack of a
+    deployment whose name_prefix starts with `<name_prefix>-` (skyrl-hp-dev-hyperpod for skyrl-hp), and no two
+    prefixes give the same name here (no component name ends with another one after a hyphen)."""
+    return {config.names.stack(component): component for component in STACK_DEPENDENCIES}
+
+
+def live_stacks(cloudformation: Any) -> dict[str, dict[str, Any]]:
+    """Every stack of the account in the client's region that is not deleted -> its describe_stacks entry."""
     stacks: dict[str, dict[str, Any]] = {}
     for page in cloudformation.get_paginator("describe_stacks").paginate():
         for stack in page.get("Stacks", []):
-            if stack["StackName"].startswith(f"{config.name_prefix}-") and stack["StackStatus"] != "DELETE_COMPLETE":
+            if stack["StackStatus"] != "DELETE_COMPLETE":
                 stacks[stack["StackName"]] = stack
     return stacks
+
+
+def deployed_project_stacks(
+    cloudformation: Any, config: ProjectConfig, live: dict[str, dict[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """This deployment's live stacks (`project_stack_components`) -> their describe_stacks entry; `live`: the
+    account's stacks when already listed."""
+    ours = project_stack_components(config)
+    listed = live_stacks(cloudformation) if live is None else live
+    return {name: stack for name, stack in listed.items() if name in ours}
+
+
+def nested_deployments(live: dict[str, dict[str, Any]], config: ProjectConfig) -> dict[str, list[str]]:
+    """Other deployments whose name_prefix nests with this one (one is the other plus `-...`) -> their live stacks.
+
+    A deployment is recognised by its stack names, `<its prefix>-<component>`. Such a pair shares every name
+    pattern: `cdk destroy '<prefix>-*'`, the `<prefix>-` log group prefixes the teardown plan lists, and any older
+    skyrl-hp that selected `<prefix>-*` act on both."""
+    prefix, ours = config.name_prefix, project_stack_components(config)
+    found: dict[str, list[str]] = {}
+    for name in sorted(set(live) - set(ours)):
+        for component in STACK_DEPENDENCIES:
+            other = name.removesuffix(f"-{component}")
+            if other != name and (other.startswith(f"{prefix}-") or prefix.startswith(f"{other}-")):
+                found.setdefault(other, []).append(name)
+    return found
+
+
+def check_prefix_nesting(live: dict[str, dict[str, Any]], config: ProjectConfig) -> CheckResult:
+    prefix = config.name_prefix
+    nested = nested_deployments(live, config)
+    if not nested:
+        return CheckResult("PASS", "name_prefix", f"no other deployment's name_prefix nests with {prefix!r}")
+    deployments = "; ".join(f"{other!r} ({', '.join(names)})" for other, names in sorted(nested.items()))
+    return CheckResult(
+        "FAIL",
+        "name_prefix",
+        f"name_prefix {prefix!r} nests with the name_prefix of another live deployment: {deployments}; every "
+        f"'<name_prefix>-*' pattern (cdk destroy '{prefix}-*', log group prefixes) would match both",
+        "choose a name_prefix that is neither another deployment's name_prefix plus '-...' nor the start of one "
+        "(skyrl-hp and skyrl-hp-dev nest; skyrl-hp and skyrl-dev do not)",
+    )
 
 
 def _collision(
@@ -367,8 +540,10 @@ def _collision(
 def check_names(config: ProjectConfig, clients: AwsClients, region: str, account: str) -> list[CheckResult]:
     from botocore.exceptions import ClientError
 
-    deployed = deployed_project_stacks(clients("cloudformation", region), config)
-    results = []
+    cloudformation = clients("cloudformation", region)
+    live = live_stacks(cloudformation)
+    deployed = deployed_project_stacks(cloudformation, config, live)
+    results = [check_prefix_nesting(live, config)]
 
     bucket = lifecycle_bucket_name(config, account, region)
     try:
@@ -411,18 +586,58 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
     return results
 
 
+def configuration_checks(config: ProjectConfig, region: str | None) -> list[CheckResult]:
+    """The checks that need no AWS call, for a valid `region` (None: the region-bound ones are left out)."""
+    results = []
+    if region is not None and config.env.region and region != config.env.region:
+        # The stacks take env.region (stacks/compose.py), so checks for another region say nothing about the deploy.
+        results.append(
+            CheckResult(
+                "FAIL",
+                "env.region",
+                f"cdk deploy puts the stacks in env.region {config.env.region}, these checks ran for {region} "
+                "(--region)",
+                f"drop --region, or set env.region: {region}",
+            )
+        )
+    if region is not None:
+        results.append(check_region_offering(config, region))
+        az = check_az_id_region(config, region)
+        results += [az] if az else []
+    results.append(check_endpoint_route(config))
+    results += check_placeholders(config)
+    return results
+
+
 def run_preflight(
     config: ProjectConfig, clients: AwsClients, region: str | None, qualifier: str = DEFAULT_BOOTSTRAP_QUALIFIER
 ) -> list[CheckResult]:
     region_result = check_region(region)
     if region_result.status == "FAIL" or region is None:
-        return [region_result, CheckResult("SKIP", "remaining checks", "they need a valid region")]
+        return [
+            region_result,
+            *configuration_checks(config, None),
+            *check_admin_principals(config, None),
+            CheckResult("SKIP", "remaining checks", "they need a valid region"),
+        ]
+    results = [region_result, *configuration_checks(config, region)]
     credentials, account, caller = check_credentials(config, clients, region)
-    results = [region_result, credentials]
     if account is None or caller is None:
-        return [*results, CheckResult("SKIP", "remaining checks", "they need working credentials")]
-    results += check_cluster_access(config, caller)
-    results += _guard("hyperpod AZ offerings", lambda: check_instance_offerings(config, clients, region))
+        return [
+            *results,
+            *check_admin_principals(config, None),
+            credentials,
+            CheckResult(
+                "SKIP",
+                "remaining checks",
+                "cluster access of the caller, AZ offerings, quotas, cdk bootstrap, names: they need working "
+                "credentials",
+            ),
+        ]
+    results += [credentials, *check_admin_principals(config, caller)]
+    # An AZ id of another region is already a FAIL line; EC2 would only report it again.
+    if not any(result.name == "AZ id of region" and result.status == "FAIL" for result in results):
+        results += _guard("hyperpod AZ offerings", lambda: check_instance_offerings(config, clients, region))
     results += _guard("quotas", lambda: check_quotas(config, clients, region))
     results += _guard("cdk bootstrap", lambda: check_bootstrap(clients, region, account, qualifier))
     results += _guard("names", lambda: check_names(config, clients, region, account))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.loader import ConfigSource
+from skyrl_hyperpod.config.placeholders import placeholder_findings
 from skyrl_hyperpod.config.training_runs import ResolvedRun
 
 from . import cost as cost_module
@@ -52,11 +53,18 @@ def schedule_line(run: ResolvedRun) -> str:
     )
 
 
+def placeholder_lines(config: ProjectConfig) -> list[str]:
+    """The example's placeholders still in the configuration: synth goes on (it stays offline and needs no
+    account), `skyrl-hp preflight` refuses to pass them."""
+    return [f"warning: {finding}" for finding in placeholder_findings(config)]
+
+
 def platform_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:
     """The CDK app's lines."""
-    return [config_line(source), region_line(config), gpu_line(config), price_line(config)]
+    return [config_line(source), region_line(config), gpu_line(config), price_line(config), *placeholder_lines(config)]
 
 
 def workloads_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:
     """The cdk8s app's lines: the schedules it writes into the RayJobs."""
-    return [config_line(source), region_line(config), *(schedule_line(run) for run in config.derived.runs)]
+    schedules = [schedule_line(run) for run in config.derived.runs]
+    return [config_line(source), region_line(config), *schedules, *placeholder_lines(config)]

@@ -14,6 +14,8 @@ from skyrl_hyperpod.config import CONFIG_ENV_VAR, ProjectConfig
 from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
 from skyrl_hyperpod.stack_outputs import OperatorOutputKey, OutputKey
 
+from .preflight import STACK_DEPENDENCIES
+
 
 @dataclass(frozen=True)
 class Step:
@@ -43,10 +45,17 @@ def replaced_file_systems_query(prefix: str, current: str = "$FSX_ID") -> str:
     )
 
 
+def stack_names_pattern(config: ProjectConfig) -> str:
+    """This configuration's stack names in shell brace form, `<name_prefix>-{network,storage,...}`: never
+    `<name_prefix>-*`, which also matches a deployment whose name_prefix starts with `<name_prefix>-`."""
+    return f"{config.name_prefix}-{{{','.join(STACK_DEPENDENCIES)}}}"
+
+
 def plan(config: ProjectConfig, config_file: str | None = None, region: str | None = None) -> list[Step]:
     """The ordered steps for this configuration (`config_file`, None for the defaults) in `region`."""
     names = config.names
     storage = names.stack("storage")
+    stacks = stack_names_pattern(config)
     target = [f"export {CONFIG_ENV_VAR}={shlex.quote(config_file)}"] if config_file else [f"unset {CONFIG_ENV_VAR}"]
     target.append(
         f"export AWS_REGION={region}"
@@ -55,7 +64,7 @@ def plan(config: ProjectConfig, config_file: str | None = None, region: str | No
     )
     steps = [
         Step(
-            f"Point this shell at the configuration (stacks {names.stack('*')})",
+            f"Point this shell at the configuration (stacks {stacks})",
             "cdk destroy, the aws commands and skyrl-hp below act on the stacks of this configuration in this region",
             (*target, "skyrl-hp kubeconfig  # kubectl's context for the cluster"),
         ),
@@ -179,8 +188,9 @@ def leftovers(config: ProjectConfig) -> list[Leftover]:
         Leftover(
             "Log groups of the stacks: VPC flow logs, image build, Lambda handlers (kubectl, Helm installer, "
             "lifecycle-script upload, default-security-group cleanup)",
-            f"aws logs describe-log-groups --log-group-name-prefix {prefix}- and "
-            f"--log-group-name-prefix /aws/lambda/{prefix}-; aws logs delete-log-group --log-group-name <name>",
+            "aws logs describe-log-groups --log-group-name-prefix <stack>- and --log-group-name-prefix "
+            f"/aws/lambda/<stack>- for each <stack> of {stack_names_pattern(config)}; "
+            "aws logs delete-log-group --log-group-name <name>",
         ),
         Leftover(
             "Log groups the services create: EKS control plane, HyperPod nodes, container insights",

@@ -11,12 +11,20 @@ its region, after the user typed the name prefix.
    would keep network interfaces in the VPC).
 4. Take a full FSx backup and wait until it is AVAILABLE: the storage stack's final backup then only copies
    what changed since, and fits in the hour CloudFormation gives it.
-5. Delete the stacks through CloudFormation, each only once no other remaining stack imports its exports
-   (the order `cdk destroy --all` derives from the app), waiting for each round; the storage stack's
-   termination protection is turned off right before its deletion, and it takes the FSx final backup on its
-   way out.
+5. Delete the stacks through CloudFormation in rounds, dependants first: a stack is deleted once no remaining
+   stack depends on it, by the dependencies the CDK app declares (`preflight.STACK_DEPENDENCIES`, the graph in
+   the cloud assembly's manifest that `cdk destroy --all` orders by) or by importing one of its exports; each
+   round's stacks are deleted side by side and waited for. For the default configuration: image-build and
+   observability, then hyperpod and registry, then eks, then storage, then network. The storage stack's
+   termination protection is turned off right before its deletion, and it takes the FSx final backup on its way
+   out, after everything that mounts the file system is gone.
 
-Studio's users, spaces and home EFS are not removed here: with `studio.enabled` the plan's manual steps come first.
+"This configuration's stacks" are the live stacks named `<name_prefix>-<component>` for every component the app
+can synthesize, optional ones included (`preflight.project_stack_components`), never a `<name_prefix>-*` pattern:
+another deployment's name_prefix may start with this one.
+
+Studio's users, spaces and home EFS are not removed here: with `studio.enabled`, or while its stack is still
+deployed, the plan's manual steps come first.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from skyrl_hyperpod.stack_outputs import OutputKey
 
 from .cluster_workloads import raycluster_path, rayjob_path, rayservice_path
 from .kube import Cluster
-from .preflight import deployed_project_stacks
+from .preflight import STACK_DEPENDENCIES, deployed_project_stacks, project_stack_components
 
 Echo = Callable[[str], None]
 
@@ -41,8 +49,8 @@ class TeardownError(ProblemsError):
     """A step that failed: nothing after it ran."""
 
 
-def fsx_file_system_id(cloudformation: Any, config: ProjectConfig) -> str | None:
-    stacks = deployed_project_stacks(cloudformation, config)
+def fsx_file_system_id(stacks: dict[str, dict[str, Any]], config: ProjectConfig) -> str | None:
+    """The storage stack's FSx file system id, from this configuration's live stacks (`deployed_project_stacks`)."""
     storage = stacks.get(config.names.stack("storage")) or {}
     for output in storage.get("Outputs") or []:
         if output.get("OutputKey") == OutputKey.FSX_FILE_SYSTEM_ID.value:
@@ -140,15 +148,41 @@ def _importers(cloudformation: Any, stack: dict[str, Any]) -> set[str]:
     return found
 
 
+def dependants(names: set[str], config: ProjectConfig) -> dict[str, set[str]]:
+    """Each of this configuration's stacks in `names` -> those in `names` that depend on it
+    (`preflight.STACK_DEPENDENCIES`): they are deleted before it."""
+    component = project_stack_components(config)
+    return {
+        name: {other for other in names if component[name] in STACK_DEPENDENCIES[component[other]]} for name in names
+    }
+
+
+def deletion_rounds(
+    names: set[str], config: ProjectConfig, importers: dict[str, set[str]] | None = None
+) -> list[list[str]]:
+    """`names` in the rounds `delete_stacks` deletes them: a stack once neither a stack that depends on it nor one
+    that imports its exports (`importers`) remains."""
+    blockers = dependants(names, config)
+    for name, found in (importers or {}).items():
+        blockers[name] |= found
+    remaining, rounds = set(names), []
+    while remaining:
+        ready = sorted(name for name in remaining if not (blockers[name] & remaining) - {name})
+        if not ready:
+            raise TeardownError(
+                [f"teardown: the stacks {', '.join(sorted(remaining))} depend on each other; no stack was deleted"]
+            )
+        rounds.append(ready)
+        remaining -= set(ready)
+    return rounds
+
+
 def delete_stacks(cloudformation: Any, config: ProjectConfig, echo: Echo, *, poll: float, timeout: float) -> list[str]:
-    """Delete every stack of this configuration, importers before exporters; the names in deletion order."""
+    """Delete this configuration's live stacks, dependants first (`deletion_rounds`); the names in deletion order."""
     remaining = deployed_project_stacks(cloudformation, config)
     importers = {name: _importers(cloudformation, stack) for name, stack in remaining.items()}
     deleted: list[str] = []
-    while remaining:
-        ready = sorted(name for name in remaining if not (importers[name] & set(remaining) - {name}))
-        if not ready:
-            raise TeardownError([f"teardown: the stacks {', '.join(sorted(remaining))} import each other's exports"])
+    for ready in deletion_rounds(set(remaining), config, importers):
         for name in ready:
             if name == config.names.stack("storage"):
                 # Termination protection keeps a stray delete of this stack alone from removing FSx under pods.

@@ -210,7 +210,11 @@ def not_evaluated_reason(rules: CompiledRules) -> str | None:
     parts = []
     if rules.update_only:
         names = "; ".join(f"{rule.where} {rule.message or rule.rule!r}" for rule in rules.update_only)
-        parts.append(f"{len(rules.update_only)} apply only to updates (they compare with {OLD_SELF}): {names}")
+        parts.append(
+            f"{len(rules.update_only)} apply only to updates of a live object (they compare it with {OLD_SELF}, "
+            f"which a synth has not; the API server checks them when an apply changes these immutable fields, "
+            f"nothing to do otherwise): {names}"
+        )
     if rules.unsupported:
         names = "; ".join(f"{rule.where} {rule.rule!r}: {reason}" for rule, reason in rules.unsupported)
         parts.append(f"{len(rules.unsupported)} need what this CEL environment lacks: {names}")

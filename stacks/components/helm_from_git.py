@@ -5,7 +5,8 @@ in any Helm repository. `HelmChartFromGit` is a custom resource whose handler do
 tarball of one commit at deploy time, verifies every file of the chart against this project's sha256
 list for that commit (skyrl_hyperpod/validation/hyperpod_chart_sums/, sent as `ChartFileDigests`),
 assembles the chart as Helm loads it (remote sub-charts downloaded and checked against their pins), and
-runs `helm upgrade --install` (no --wait); on delete, `helm uninstall` of a release it owns. Deadlines,
+runs `helm upgrade --install` (no --wait); on delete, `helm uninstall` of a release it alone owns, or a
+`helm rollback` that hands it back to the resource that owned it before (a rolled-back takeover). Deadlines,
 SIGTERM before SIGKILL, recovery of releases left pending and bounded retries keep a failure from
 wedging the stack (git_helm_installer_handler/index.py). The handler Lambda (`GitHelmInstaller`) is created once
 per cluster and shared by every chart; it reuses the cluster's kubectl and AWS CLI layers, so no

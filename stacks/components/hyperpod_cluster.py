@@ -177,6 +177,12 @@ class HyperPodExecutionRole(Construct):
             ]
         )
         # Inline, so the permissions exist as soon as the role does: HyperPod starts nodes right away.
+        # No aws:SourceAccount / aws:SourceArn condition on the trust: SageMaker documents the confused-deputy keys
+        # it sets per feature (Edge Manager, images, inference, batch transform, Marketplace, Neo, Pipelines,
+        # processing, Studio, training jobs:
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html), and HyperPod
+        # clusters are not among them. A condition on a key the service does not set denies every AssumeRole, and
+        # then no node starts.
         self.role = iam.Role(
             self,
             "Role",

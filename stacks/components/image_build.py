@@ -121,13 +121,32 @@ class TrainingImageBuild(Construct):
             ignore_mode=cdk.IgnoreMode.DOCKER,
         )
 
+        # CodeBuild passes the project's account and ARN (aws:SourceAccount, aws:SourceArn) when it assumes the
+        # service role, so the trust names this project alone ("Cross-service confused deputy prevention",
+        # https://docs.aws.amazon.com/codebuild/latest/userguide/cross-service-confused-deputy-prevention.html).
+        # The project names this role, so the role cannot reference the project's ARN attribute (a circular
+        # dependency): the project gets a fixed name and the ARN is built from it.
+        stack = cdk.Stack.of(self)
+        project_name = f"{stack.stack_name}-training-image"
+        project_arn = stack.format_arn(
+            service="codebuild",
+            resource="project",
+            resource_name=project_name,
+            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+        )
         # The role is written out statement by statement and handed to the Project read-only, so
         # CDK's broader automatic grants (wildcard S3/KMS actions, the unused default log group)
         # never reach it. ECR_ACTIONS_PULL_PUSH act on the one training image repository only.
         self.role = iam.Role(
             self,
             "Role",
-            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal(
+                "codebuild.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnEquals": {"aws:SourceArn": project_arn},
+                },
+            ),
             description="Training image build: read its source, push to its repository, write its logs",
         )
         self.role.add_to_policy(
@@ -177,6 +196,7 @@ class TrainingImageBuild(Construct):
         self.project = codebuild.Project(
             self,
             "Project",
+            project_name=project_name,
             description=f"Builds docker/ and pushes the training image tag {self.image_tag}",
             role=self.role.without_policy_updates(),
             source=codebuild.Source.s3(bucket=source.bucket, path=source.s3_object_key),

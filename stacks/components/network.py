@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -84,8 +85,11 @@ class HyperPodSecurityGroup(Construct):
     """Shared by HyperPod nodes, FSx for Lustre (and the EKS control plane, which the EKS stack adds).
 
     EFA only works when every member may send all traffic to every other member, so the group
-    references itself for all traffic. The Lustre rules are explicit as well, so FSx keeps working
-    if the EFA rule is ever narrowed.
+    references itself for all traffic, inbound *and* outbound: EFA's OS-bypass traffic is matched against
+    a rule naming the group, not against 0.0.0.0/0 ("Prepare an EFA-enabled security group",
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security; the same two
+    rules in https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_efa_create-sg.html).
+    The Lustre rules are explicit as well, so FSx keeps working if the EFA rule is ever narrowed.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc) -> None:
@@ -101,6 +105,16 @@ class HyperPodSecurityGroup(Construct):
         cdk.CrossStackReferences.of(self.security_group).produce(cdk.ReferenceStrength.STRONG)
         group = self.security_group
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic between members of this group")
+        # An L1 rule: while allow_all_outbound is true CDK drops every add_egress_rule, and with it false CDK refuses
+        # the 0.0.0.0/0 all-traffic rule the nodes need for NAT (aws-ec2 SecurityGroup.addEgressRule).
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "EfaEgressToSelf",
+            group_id=group.security_group_id,
+            ip_protocol="-1",
+            destination_security_group_id=group.security_group_id,
+            description="EFA: all traffic to members of this group",
+        )
         group.add_ingress_rule(group, ec2.Port.tcp(LUSTRE_PORT), "FSx for Lustre LNET")
         group.add_ingress_rule(group, ec2.Port.tcp_range(*LUSTRE_PORT_RANGE), "FSx for Lustre client connections")
 
@@ -144,9 +158,29 @@ class PlatformNetwork(Construct):
         self.flow_log_group = logs.LogGroup(
             self, "FlowLogGroup", retention=FLOW_LOG_RETENTION, encryption_key=flow_logs_key
         )
+        # The role the flow logs service assumes to write that group, for flow logs of this account and Region only:
+        # the aws:SourceAccount and aws:SourceArn (flow log ARN) conditions VPC recommends against the confused
+        # deputy ("IAM role for publishing flow logs to CloudWatch Logs",
+        # https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html). The flow log's id exists only
+        # once it is created, naming this role, so its part of the ARN is the wildcard that page allows.
+        stack = cdk.Stack.of(self)
+        flow_log_role = iam.Role(
+            self,
+            "FlowLogRole",
+            description="VPC flow logs: write the flow log records to their log group",
+            assumed_by=iam.ServicePrincipal(
+                "vpc-flow-logs.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(service="ec2", resource="vpc-flow-log", resource_name="*")
+                    },
+                },
+            ),
+        )
         self.vpc.add_flow_log(
             "FlowLog",
-            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group, flow_log_role),
             traffic_type=ec2.FlowLogTrafficType.ALL,
         )
 

@@ -169,6 +169,18 @@ def test_security_group_admits_nothing_from_outside_and_allows_all_egress(networ
         assert "CidrIp" not in rule["Properties"]
 
 
+def test_security_group_lets_members_send_efa_traffic_to_each_other(network):
+    # EFA's OS-bypass traffic needs an outbound rule naming the group itself; 0.0.0.0/0 does not cover it.
+    group = the_security_group(network)
+    self_ref = {"Fn::GetAtt": [group, "GroupId"]}
+    rules = [
+        r["Properties"]
+        for r in network.find_resources("AWS::EC2::SecurityGroupEgress").values()
+        if r["Properties"]["GroupId"] == self_ref
+    ]
+    assert [(r["IpProtocol"], r.get("DestinationSecurityGroupId")) for r in rules] == [("-1", self_ref)]
+
+
 # --- Contract with the other stacks ----------------------------------------------------------
 
 

@@ -284,8 +284,10 @@ def test_grafana_uses_identity_center_and_is_wired_into_the_addon():
     assert grafana_id in amg["arn"] and ":grafana:" in amg["arn"]
     # The workspace's Endpoint is a host name; the output is the URL to open.
     assert resolved_output(template, OperatorOutputKey.GRAFANA_WORKSPACE_URL) == f"https://<{grafana_id}.Endpoint>"
-    # Every optional output `skyrl-hp outputs` reads is emitted here, under the key it reads.
-    assert set(OPTIONAL_FIELD_BY_OUTPUT_KEY) <= set(template.to_json()["Outputs"])
+    # Every optional output `skyrl-hp outputs` reads is emitted here, under the key it reads (the configuration's
+    # fingerprint is the app's, on the network stack).
+    emitted_elsewhere = {OperatorOutputKey.CONFIG_FINGERPRINT.value}
+    assert set(OPTIONAL_FIELD_BY_OUTPUT_KEY) - emitted_elsewhere <= set(template.to_json()["Outputs"])
 
 
 def test_observability_and_studio_stacks_in_the_platform(templates, default_config):

@@ -5,8 +5,9 @@ from the user's mirror), extract the chart directory and verify every file of it
 sha256 list shipped with the resource (`ChartFileDigests`; without one, the tarball's own pin), assemble
 the chart the way Helm loads it (`assemble_chart`), roll back a release left in `pending-*` by a run that
 is certainly over, then `helm upgrade --install` (never --wait: the releases are installed before any
-HyperPod node exists), the release labelled with this resource's owner id. Delete: `helm uninstall`, only
-of a release this resource owns.
+HyperPod node exists), the release labelled with this resource's owner id. Delete: `helm uninstall` of a
+release this resource alone owns; a release another resource owned before it is handed back to that resource
+(`helm rollback` to its last revision), one owned by another resource is left alone.
 
 Nothing here may wedge a stack:
 - every subprocess gets a deadline inside the function's remaining time; on expiry it receives
@@ -24,8 +25,11 @@ Nothing here may wedge a stack:
 
 Identity: the physical id is unique per resource (stack id, logical id and the request that created it),
 so a replacement (a new logical id, a new ServiceToken) never shares it with the resource it replaces. The
-owner label (a hash of the physical id) is recorded on every revision with Helm's `--labels`; Delete
-uninstalls only when the release's newest deployed revision carries this resource's label. A release
+owner label (a hash of the physical id) is recorded on every revision with Helm's `--labels`; the newest
+deployed revision's label names the owner. Delete acts only when that is this resource: it hands the release
+back to the newest earlier owner that still exists (CloudFormation's rollback of a takeover deletes the new
+resource while the old one stays in the stack), else uninstalls it. Every Delete records its label in the
+ConfigMap OWNERS_CONFIGMAP of kube-system, so that nothing is handed back to a deleted resource. A release
 taken over by a replacement, or installed by hand, is left alone.
 
 Integrity: every remote sub-chart archive is compared with its pin in `ArchiveDigests` (required unless
@@ -109,6 +113,11 @@ DIGESTS_NAMESPACE = "kube-system"
 # Release label naming the resource that owns the release (Helm reserves name, owner, status, version,
 # createdAt, modifiedAt: helm/helm pkg/storage/driver/util.go).
 OWNER_LABEL = "skyrl-hp-owner"
+# Owner labels of resources CloudFormation has deleted (one key each, in kube-system): a release handed over by
+# one of them has no earlier owner left to hand it back to.
+OWNERS_CONFIGMAP = "skyrl-hp-helm-retired-owners"
+# Statuses, as `helm history` shows them, of revisions that were applied to the cluster (a rollback target).
+APPLIED_STATUSES = ("deployed", "superseded")
 # file:// sub-charts of file:// sub-charts: deeper than this is a loop.
 MAX_CHART_NESTING = 4
 # A chart archive as Helm writes it (chartutil.Save: <name>-<version>.tgz).
@@ -327,6 +336,27 @@ def owner_revision(history: list[dict]) -> int | None:
     deployed = [h for h in revisions if h.get("status") == "deployed"]
     chosen = (deployed or revisions)[-1:]
     return int(chosen[0]["revision"]) if chosen else None
+
+
+def handback_revision(
+    history: list[dict], owner: str, label_of: Callable[[int], str | None], retired: set[str]
+) -> tuple[int, str] | None:
+    """(revision, owner label) to hand the release back to when the resource labelled `owner` is deleted: the
+    newest applied revision, before the one that decides ownership (owner_revision), of another resource that
+    CloudFormation has not deleted (its label is not in `retired`). None: `owner` is the sole owner (unlabelled
+    revisions, installed by hand or before owner labels existed, hand back to nobody)."""
+    deciding = owner_revision(history)
+    if deciding is None:
+        return None
+    earlier = sorted(
+        (int(h["revision"]) for h in history if h.get("status") in APPLIED_STATUSES and int(h["revision"]) < deciding),
+        reverse=True,
+    )
+    for revision in earlier:
+        label = label_of(revision)
+        if label and label != owner and label not in retired:
+            return revision, label
+    return None
 
 
 IDENTITY_PROPERTIES = ("ClusterName", "Namespace", "Release")
@@ -931,27 +961,84 @@ class Installer:
             self.remaining,
         )
 
-    def release_owner(self) -> tuple[bool, str | None]:
-        """(whether the release exists, the owner label of its owning revision)."""
+    def history(self) -> list[dict] | None:
+        """`helm history` of the release, None when it does not exist."""
         try:
-            history = json.loads(self.run_retried("helm history", lambda: history_args(self.release, self.namespace)))
+            return json.loads(self.run_retried("helm history", lambda: history_args(self.release, self.namespace)))
         except InstallError as error:
             if "not found" in str(error):
-                return False, None
+                return None
             raise
-        revision = owner_revision(history)
-        if revision is None:
-            return False, None
+
+    def label_of(self, revision: int) -> str | None:
+        """The owner label of one revision (`helm get metadata` shows a revision's labels)."""
         metadata = json.loads(
             self.run_retried("helm get metadata", lambda: metadata_args(self.release, self.namespace, revision))
         )
-        return True, (metadata.get("labels") or {}).get(OWNER_LABEL)
+        return (metadata.get("labels") or {}).get(OWNER_LABEL)
+
+    def release_owner(self) -> tuple[bool, str | None]:
+        """(whether the release exists, the owner label of its owning revision)."""
+        history = self.history()
+        revision = owner_revision(history or [])
+        if revision is None:
+            return False, None
+        return True, self.label_of(revision)
+
+    def retired_owners(self) -> set[str]:
+        args = [KUBECTL, "get", "configmap", OWNERS_CONFIGMAP, "--namespace", DIGESTS_NAMESPACE, "--output", "json",
+                "--ignore-not-found"]  # fmt: skip
+        text = self.run_retried("kubectl get configmap", lambda: args)
+        return set(json.loads(text).get("data") or {}) if text.strip() else set()
+
+    def retire(self) -> None:
+        """Record that CloudFormation deleted this resource, so that no later Delete hands a release back to it. One
+        key per owner, added with a merge patch (concurrent Deletes of other resources add theirs, none is lost)."""
+        note = f"{self.namespace}/{self.release}: resource deleted at {_now().isoformat()}"
+        patch = json.dumps({"data": {self.owner: note}})
+        base = ["configmap", OWNERS_CONFIGMAP, "--namespace", DIGESTS_NAMESPACE]
+        patch_args = [KUBECTL, "patch", *base, "--type", "merge", "--patch", patch]
+        create_args = [KUBECTL, "create", *base, f"--from-literal={self.owner}={note}"]
+        for _ in range(2):
+            try:
+                self.run_retried("kubectl patch configmap", lambda: patch_args)
+                return
+            except InstallError as error:
+                if "not found" not in str(error).lower():
+                    raise
+            try:
+                self.run_retried("kubectl create configmap", lambda: create_args)
+                return
+            except InstallError as error:
+                if "already exists" not in str(error).lower():
+                    raise  # else created by a concurrent Delete meanwhile: patch it
+        raise InstallError(f"could not record {self.owner} in ConfigMap {DIGESTS_NAMESPACE}/{OWNERS_CONFIGMAP}")
+
+    def hand_back(self, revision: int, previous: str) -> None:
+        """`helm rollback` to the previous owner's last revision. The new revision takes that revision's labels
+        (helm/helm pkg/action/rollback.go, prepareRollback: `Labels: previousRelease.Labels`), so the previous
+        owner's label is restored; checked, since the previous owner's Delete relies on it."""
+        _retry(
+            "helm rollback",
+            lambda: self.run_helm_operation(lambda s: rollback_args(self.release, revision, self.namespace, s)),
+            self.remaining,
+        )
+        exists, owner = self.release_owner()
+        if not exists or owner != previous:
+            raise InstallError(
+                f"release {self.namespace}/{self.release} was rolled back to revision {revision}, but its owner label "
+                f"reads {OWNER_LABEL}={owner or '(none)'}, not {previous}: check `helm history {self.release} -n "
+                f"{self.namespace}`"
+            )
 
     def delete(self) -> None:
-        """Uninstall the release only when this resource owns it."""
-        exists, owner = self.release_owner()
+        """Uninstall the release only when this resource is its sole owner; hand it back to an earlier owner that
+        still exists (a takeover CloudFormation rolls back); leave it to another owner."""
         name = f"{self.namespace}/{self.release}"
-        if not exists:
+        history = self.history()
+        deciding = owner_revision(history or [])
+        owner = self.label_of(deciding) if deciding is not None else None
+        if deciding is None:
             self.outcome = f"release {name} not found: nothing to uninstall"
         elif owner != self.owner:
             # A replacement took it over, or someone else installed it: uninstalling would remove a live release.
@@ -960,8 +1047,24 @@ class Installer:
                 f"({self.owner}): left installed"
             )
         else:
-            self.uninstall()
-            self.outcome = f"release {name} uninstalled"
+            retired = self.retired_owners()
+            previous = handback_revision(history or [], self.owner, self.label_of, retired)
+            if previous is None:
+                self.uninstall()
+                self.outcome = f"release {name} uninstalled"
+            else:
+                revision, previous_owner = previous
+                self.hand_back(revision, previous_owner)
+                self.outcome = (
+                    f"release {name} handed back to {OWNER_LABEL}={previous_owner}, which owned it before this "
+                    f"resource: rolled back to its revision {revision}, not uninstalled"
+                )
+        # Whatever happened, this resource is gone: no later Delete may hand a release back to it. Not recorded, a
+        # later Delete would hand a release back to it instead of uninstalling: the release stays, nothing is lost.
+        try:
+            self.retire()
+        except InstallError as error:
+            self.outcome += f" (not recorded in {DIGESTS_NAMESPACE}/{OWNERS_CONFIGMAP}: {error})"
         print(self.outcome, flush=True)
 
     def recover_pending(self) -> None:
