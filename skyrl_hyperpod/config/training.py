@@ -343,6 +343,13 @@ class SecretKeyRef(StrictModel):
     key: str = Field(max_length=253, pattern=SECRET_KEY_PATTERN, description="The key in the Secret's data.")
 
 
+def _check_env_var_name(name: str) -> None:
+    if not ENV_VAR_NAME.fullmatch(name):
+        raise ValueError(
+            f"{name!r}: an environment variable name is letters, digits and '_', not starting with a digit"
+        )
+
+
 class TrainingJobsConfig(StrictModel):
     """How the RayJobs run: each on its own cluster (retried, resumed) or on the shared RayCluster, deadlines,
     what a failure may cost, environment."""
@@ -517,9 +524,7 @@ class TrainingJobsConfig(StrictModel):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not ENV_VAR_NAME.fullmatch(name):
-                raise ValueError(f"{name!r}: an environment variable name is letters, digits and '_', not starting "
-                                 "with a digit")  # fmt: skip
+            _check_env_var_name(name)
             if CREDENTIAL_ENV_NAME.fullmatch(name):
                 aws = (
                     " (AWS credentials come from the pods' EKS Pod Identity roles)"
@@ -537,9 +542,7 @@ class TrainingJobsConfig(StrictModel):
     @classmethod
     def _secret_env_names(cls, value: dict[str, SecretKeyRef]) -> dict[str, SecretKeyRef]:
         for name in value:
-            if not ENV_VAR_NAME.fullmatch(name):
-                raise ValueError(f"{name!r}: an environment variable name is letters, digits and '_', not starting "
-                                 "with a digit")  # fmt: skip
+            _check_env_var_name(name)
             if name in POD_ENV_NAMES or name.startswith(POD_ENV_PREFIXES) or name == SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV:
                 raise ValueError(
                     f"{name!r}: the charts or KubeRay set it on the Ray containers themselves; allowed are other names "
