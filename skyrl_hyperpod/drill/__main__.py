@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, ProjectConfig, load_config
+from .cpu_training import CPU_NODE_ENV
 from .manifests import Manifests
 from .run import DrillEnv, Outcome, TrainingCluster, version_problems
 from .scenarios import SCENARIOS, Scenario
@@ -56,13 +57,15 @@ class Drill:
             raise RuntimeError("no training cluster is running")
         return self._training
 
-    def start_training(self) -> str:
+    def start_training(self, *, cpu_training: bool = False) -> str:
         # Jobs on the shared RayCluster, or each with its own (identical) rayClusterSpec: one cluster runs them all.
         specs = {json.dumps(self.manifests.cluster_of(job), sort_keys=True) for job in self.rayjobs}
         if len(specs) != 1:
             raise ValueError(f"the RayJobs run on {len(specs)} different cluster specs; the drill starts one cluster")
         spec = json.loads(specs.pop())
         cluster = TrainingCluster(self.run_dir, self.manifests, self.config, self.env, spec)
+        if cpu_training:
+            cluster.inference_node, cluster.extra_env = True, dict(CPU_NODE_ENV)
         cluster.start(CLUSTER_TIMEOUT_SECONDS)
         self._training = cluster
         return cluster.describe()
@@ -71,6 +74,10 @@ class Drill:
         if self._training is not None:
             self._training.stop()
             self._training = None
+
+    def start_cpu_training(self) -> str:
+        """The training cluster for real steps on CPU: the manifest's nodes plus the inference engine's node."""
+        return self.start_training(cpu_training=True)
 
     @property
     def serving(self) -> ServingCluster:
@@ -113,11 +120,14 @@ def run(args: argparse.Namespace) -> int:
     drill = Drill(config=config, manifests=manifests, env=env, run_dir=run_dir)
     named = set(args.scenario or ())
     selected = [s for s in SCENARIOS.values() if s.name in named] if named else default_scenarios()
+    if args.cpu_training:
+        selected += [s for s in SCENARIOS.values() if s.cluster == "cpu-training" and s not in selected]
     outcomes: list[Outcome] = []
     try:
         # Each cluster is started only for the scenarios that need it, and stopped whatever they do.
         for cluster, start, stop in (
             ("training", drill.start_training, drill.stop_training),
+            ("cpu-training", drill.start_cpu_training, drill.stop_training),
             ("serving", drill.start_serving, drill.stop_serving),
         ):
             scenarios = [scenario for scenario in selected if scenario.cluster == cluster]
@@ -178,6 +188,11 @@ def parser() -> argparse.ArgumentParser:
         help=f"run only these, in registry order (repeatable; default: all but {named_only or 'none'})",
     )
     parser.add_argument("--keep", action="store_true", help="keep the run directory after a passing drill")
+    parser.add_argument(
+        "--cpu-training",
+        action="store_true",
+        help="also train every RayJob for real steps on CPU, and the schedule SkyRL trims (docs/drill.md)",
+    )
     return parser
 
 

@@ -34,6 +34,9 @@ from .manifests import Manifests
 
 STANDIN_ENTRYPOINT = Path(__file__).with_name("visgym_entrypoint.py")
 VISGYM_ENTRYPOINT = "examples/train/visgym/entrypoint.py"
+# The maze environment stand-in, where the stand-in entrypoint registers it from (visgym_entrypoint.STANDIN_ENV).
+STANDIN_ENV = Path(__file__).with_name("maze_env.py")
+STANDIN_ENV_MODULE = "examples/train/visgym/drill_maze_env.py"
 
 
 @dataclass(frozen=True)
@@ -154,12 +157,15 @@ def write_standin_checkout(skyrl_dir: Path) -> None:
     target = skyrl_dir / VISGYM_ENTRYPOINT
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(STANDIN_ENTRYPOINT, target)
+    shutil.copyfile(STANDIN_ENV, skyrl_dir / STANDIN_ENV_MODULE)
 
 
 # The tokenizer stand-in: a word-level tokenizer in the Hugging Face `tokenizers` JSON format with a ChatML
 # template (Qwen's turn markers), which AutoTokenizer loads from a directory.
 _SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-_WORDS = ("[UNK]", "system", "user", "assistant", "placeholder")
+# The maze stand-in's words (maze_env.py): its observations and the four moves a sampled answer is read for.
+_MAZE_WORDS = ("start", "step", "goal", "reached", "maze", "you", "free", "move", "up", "down", "left", "right")
+_WORDS = ("[UNK]", "system", "user", "assistant", "placeholder", *_MAZE_WORDS)
 _CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"

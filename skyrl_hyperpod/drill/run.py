@@ -6,7 +6,7 @@ import json
 import re
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,7 +15,7 @@ import yaml
 
 from ..config import ProjectConfig
 from . import kuberay
-from .cluster import RunningCluster, plan_cluster, start_cluster
+from .cluster import RayNode, RunningCluster, plan_cluster, start_cluster
 from .layout import Entrypoint, PathMap, image_env, load_train_job, pod_mounts, prepare_job_state
 from .manifests import Manifests
 
@@ -24,6 +24,7 @@ STOP_MARKER = "SKYRL_HP_DRILL_STOP"
 GPU_BOUNDARY = "gpu-boundary"
 TRAINER_START = "trainer-start"
 RESUME = "resume"
+TRAIN_ON_CPU = "train-on-cpu"
 # SkyRL's override parser, validation and initialize_ray take well under this on two cores.
 JOB_TIMEOUT_SECONDS = 900
 DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
@@ -172,6 +173,10 @@ class TrainingCluster:
     config: ProjectConfig
     env: DrillEnv
     cluster_spec: dict[str, Any]
+    # Real training on CPU (cpu_training.py): one more worker node, a copy of a GPU worker, for the inference engine
+    # (not colocated, it needs a GPU bundle of its own), and the nodes' extra environment.
+    inference_node: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
     paths: PathMap = field(init=False)
     cluster: RunningCluster = field(init=False)
     train_job: ModuleType = field(init=False)
@@ -199,6 +204,7 @@ class TrainingCluster:
             **{name: self.paths.text(value) for name, value in image_env(DOCKERFILE, image.build_args).items()},
             "HP_DRILL_BOUNDARY": "1",
             "HP_DRILL_DIR": str(self.run_dir),
+            **self.extra_env,
         }
         base_env["PYTHONPATH"] = f"{SITE_DIR}:{base_env.get('PYTHONPATH', '')}".rstrip(":")
         (self.run_dir / "home").mkdir(exist_ok=True)
@@ -206,6 +212,8 @@ class TrainingCluster:
         nodes = plan_cluster(
             self.cluster_spec, paths=self.paths, base_env=base_env, temp_root=self.run_dir / "r", token=self.token
         )
+        if self.inference_node:
+            nodes.append(inference_node(nodes, self.run_dir / "r"))
         self.cluster = start_cluster(
             nodes,
             ray=self.env.train_bin / "ray",
@@ -224,12 +232,21 @@ class TrainingCluster:
 
     def describe(self) -> str:
         nodes = self.cluster.nodes
-        gpus = sum(int(node.params.get("num-gpus", 0)) for node in nodes)
         scaled = {param: change for node in nodes for param, change in node.scaled.items()}
         changes = ", ".join(
             f"{param} {int(a) / 2**30:g} GiB -> {int(b) / 2**20:g} MiB" for param, (a, b) in scaled.items()
         )
-        return f"{len(nodes)} nodes (head + {len(nodes) - 1} workers), {gpus} logical GPUs; scaled: {changes}"
+        extra = [node for node in nodes if node.name == INFERENCE_NODE]
+        manifest = [node for node in nodes if node.name != INFERENCE_NODE]
+        described = (
+            f"{len(manifest)} nodes (head + {len(manifest) - 1} workers), "
+            f"{sum(int(node.params.get('num-gpus', 0)) for node in manifest)} logical GPUs"
+        )
+        if extra:
+            described += (
+                f" + {INFERENCE_NODE} ({extra[0].params.get('num-gpus')} logical GPUs, room for the engine's bundle)"
+            )
+        return f"{described}; scaled: {changes}"
 
     def submit(self, rayjob: dict[str, Any], *, timeout: float, stop_at: str = GPU_BOUNDARY) -> JobRun:
         """Run one RayJob as KubeRay's K8sJobMode submitter does, to its end (or `timeout`); the trainer stops at
@@ -269,6 +286,25 @@ class TrainingCluster:
 
     def stop(self) -> None:
         self.cluster.stop()
+
+
+INFERENCE_NODE = "drill-vllm-cpu"
+
+
+def inference_node(nodes: list[RayNode], temp_root: Path) -> RayNode:
+    """A copy of the last worker, with its logical GPUs, its own ports and temp dir: room for the non-colocated
+    vLLM engine's {GPU: 1} bundle. A whole worker, not one GPU: SkyRL places the engine first, on any node with a
+    free GPU, and then asks for policy_num_nodes whole-node bundles of policy_num_gpus_per_node GPUs
+    (workers/worker.py, PPORayActorGroup); with one worker more, that many untouched workers always remain."""
+    worker = nodes[-1]
+    if worker.head:
+        raise ValueError("the cluster has no worker to copy for the inference node")
+    index = len(nodes)
+    params = dict(worker.params)
+    for port in ("metrics-export-port", "dashboard-agent-listen-port"):
+        params[port] = str(max(int(node.params[port]) for node in nodes) + 1)
+    params["temp-dir"] = str(temp_root / f"n{index}")
+    return replace(worker, name=INFERENCE_NODE, params=params)
 
 
 def boundary_summary(run: JobRun) -> Outcome:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from . import kuberay, resume, serve, synth
+from . import cpu_training, kuberay, resume, serve, synth
 from .layout import Entrypoint
 from .run import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
@@ -32,7 +32,7 @@ JOB_ENV_OVERLAY = {"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INF
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    cluster: Literal["training", "serving"]
+    cluster: Literal["training", "cpu-training", "serving"]
     run: Callable[[Drill], list[Outcome]]
     description: str
     # Run by `make drill`; the others only when named (`--scenario`): each costs one more SkyRL start, and the
@@ -162,6 +162,22 @@ SCENARIOS: dict[str, Scenario] = {
             "training",
             resume.mutation_resume_none,
             resume.mutation_resume_none.__doc__ or "",
+            default=False,
+        ),
+        # On a cluster of their own: the manifest's nodes plus one for the vLLM engine (not colocated on CPU). Not yet
+        # in `make drill` (`--cpu-training` adds them; docs/drill.md says what they have shown so far).
+        Scenario(
+            "train-on-cpu",
+            "cpu-training",
+            cpu_training.train_on_cpu,
+            cpu_training.train_on_cpu.__doc__ or "",
+            default=False,
+        ),
+        Scenario(
+            "mutation-trimmed-schedule",
+            "cpu-training",
+            cpu_training.mutation_trimmed_schedule,
+            cpu_training.mutation_trimmed_schedule.__doc__ or "",
             default=False,
         ),
         Scenario("rayservice", "serving", rayservice, rayservice.__doc__ or ""),

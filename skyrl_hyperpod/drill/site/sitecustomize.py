@@ -40,6 +40,7 @@ TARGET = "skyrl.train.entrypoints.main_base"
 GPU_BOUNDARY = "gpu-boundary"
 TRAINER_START = "trainer-start"
 RESUME = "resume"
+TRAIN_ON_CPU = "train-on-cpu"
 RESUME_PLAN = "resume-plan.json"
 STANDIN_STATE = "standin-model-state.txt"
 # How long the stand-in policy save hangs waiting for the drill to kill the driver before it gives up.
@@ -243,34 +244,250 @@ def _patch(module: Any) -> None:
             raise DrillStop("the scenario stops at the trainer's start")
         original_init(self, cfg)
 
+    original_setup = experiment._setup_trainer
+
     def _setup_trainer(self: Any) -> Any:
         if _stop_at() == RESUME:
             return _resume_trainer(self)
+        if _stop_at() == TRAIN_ON_CPU:
+            trainer = original_setup(self)
+            trainer.add_callback(_train_report_callback())
+            return trainer
         return _boundary(self)
 
     experiment.__init__ = __init__
     experiment._setup_trainer = _setup_trainer
 
 
+def _train_report_callback() -> Any:
+    """Observes SkyRL's real training (it changes nothing): each step's reward and loss from the metrics SkyRL logs,
+    then one report line when `train()` ends."""
+    from skyrl.train.utils.callbacks import TrainingCallback
+
+    class TrainReport(TrainingCallback):  # type: ignore[misc]  # SkyRL's classes are untyped (Any)
+        def __init__(self) -> None:
+            self.steps: list[dict[str, Any]] = []
+
+        def on_log(self, trainer: Any, callback_input: Any, control: Any) -> None:
+            logs = callback_input.logs or {}
+            wanted = {
+                key: float(value)
+                for key, value in logs.items()
+                if isinstance(value, (int, float))
+                and (key.startswith("reward/") or key.startswith("policy/") or key.startswith("loss/"))
+            }
+            if "trainer/global_step" in logs:
+                self.steps.append({"step": int(logs["trainer/global_step"]), **wanted})
+
+        def on_train_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
+            report = _common(trainer.cfg, TRAIN_ON_CPU)
+            report.update(
+                {
+                    "steps": self.steps,
+                    "global_step": trainer.global_step,
+                    "export_path": trainer.cfg.trainer.export_path,
+                    "ckpt_path": trainer.cfg.trainer.ckpt_path,
+                    "lora_sync_path": trainer.cfg.trainer.policy.model.lora.lora_sync_path,
+                    "train_batch_size": trainer.cfg.trainer.train_batch_size,
+                    "policy_mini_batch_size": trainer.cfg.trainer.policy_mini_batch_size,
+                    "n_samples_per_prompt": trainer.cfg.generator.n_samples_per_prompt,
+                    "vision_language_generator": trainer.cfg.generator.vision_language_generator,
+                    "generator": type(trainer.generator).__name__,
+                }
+            )
+            print(f"{MARKER} {json.dumps(report, sort_keys=True)}", flush=True)
+
+    return TrainReport()
+
+
+# --- train-on-cpu: stand-ins for the CUDA calls of SkyRL's FSDP workers ------------------------------------------------
+#
+# Applied only in processes that import SkyRL's trainer-side worker modules (the FSDP workers, the trainer), only when
+# the scenario is `train-on-cpu`. Each is listed, with what it leaves unproven, in CPU_FORCED
+# (skyrl_hyperpod/drill/cpu_training.py), which the drill prints.
+CUDA_MODULES = (
+    "skyrl.backends.skyrl_train.workers.worker",
+    "skyrl.backends.skyrl_train.workers.fsdp.fsdp_worker",
+    "skyrl.backends.skyrl_train.distributed.strategy",
+    "skyrl.backends.skyrl_train.distributed.fsdp_strategy",
+    "skyrl.backends.skyrl_train.distributed.fsdp_utils",
+)
+# SkyRL imports flash-attn's padding helpers at the top of its model wrapper (workers/model_wrapper.py); they run
+# only with trainer.remove_microbatch_padding=true, which the manifests set to false.
+MODEL_WRAPPER = "skyrl.backends.skyrl_train.workers.model_wrapper"
+WEIGHT_SENDERS = "skyrl.backends.skyrl_train.weight_sync.weight_senders"
+_TORCH_PATCHED = False
+
+
+class StandInUsed(RuntimeError):
+    """A stand-in that must never run was called."""
+
+
+def _cpu_device() -> Any:
+    import torch
+
+    return torch.device("cpu")
+
+
+def _patch_torch_for_cpu() -> None:
+    """torch's CUDA entry points SkyRL's FSDP workers call, as CPU equivalents (stand-ins for the GPU)."""
+    global _TORCH_PATCHED
+    if _TORCH_PATCHED:
+        return
+    _TORCH_PATCHED = True
+    import psutil
+    import torch
+    import torch.distributed
+    import torch.distributed.device_mesh
+
+    # One function object per torch name: torch._dynamo's trace rules refuse one object behind two torch names.
+    def set_device(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    def synchronize(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    def empty_cache(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    def mem_get_info(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        memory = psutil.virtual_memory()
+        return memory.available, memory.total
+
+    torch.cuda.current_device = _cpu_device
+    torch.cuda.set_device = set_device
+    torch.cuda.synchronize = synchronize
+    torch.cuda.empty_cache = empty_cache
+    torch.cuda.mem_get_info = mem_get_info
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self.to("cpu")
+
+    original_mesh = torch.distributed.device_mesh.init_device_mesh
+
+    def init_device_mesh(device_type: str, *args: Any, **kwargs: Any) -> Any:
+        return original_mesh("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    torch.distributed.device_mesh.init_device_mesh = init_device_mesh
+
+    original_init = torch.distributed.init_process_group
+
+    def init_process_group(*args: Any, backend: Any = None, **kwargs: Any) -> Any:
+        # "cpu:gloo,cuda:nccl" -> gloo: no NCCL without GPUs.
+        if backend is not None and "nccl" in str(backend):
+            backend = "gloo"
+        return original_init(*args, backend=backend, **kwargs)
+
+    torch.distributed.init_process_group = init_process_group
+
+    original_autocast = torch.autocast
+
+    class autocast(original_autocast):  # type: ignore[misc,valid-type]
+        def __init__(self, device_type: str, *args: Any, **kwargs: Any) -> None:
+            super().__init__("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    torch.autocast = autocast
+
+
+def _standin_flash_attn() -> dict[str, Any]:
+    """flash_attn and flash_attn.bert_padding as stand-in modules whose functions refuse to run."""
+    import types
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise StandInUsed("flash-attn stand-in called: the drill runs with trainer.remove_microbatch_padding=false")
+
+    package = types.ModuleType("flash_attn")
+    package.__path__ = []
+    padding = types.ModuleType("flash_attn.bert_padding")
+    padding.pad_input = refuse  # type: ignore[attr-defined]
+    padding.unpad_input = refuse  # type: ignore[attr-defined]
+    package.bert_padding = padding  # type: ignore[attr-defined]
+    return {"flash_attn": package, "flash_attn.bert_padding": padding}
+
+
+def _patch_weight_senders(module: Any) -> None:
+    """BEHAVIOUR CHANGE, not a hardware stand-in: the weight-sync engine's NCCL rendezvous with the vLLM workers is
+    skipped. With LoRA SkyRL sends the adapter through files in lora_sync_path and loads it into vLLM by name; the
+    NCCL engine built here carries full weights only, which the LoRA path does not send."""
+    original = module.build_trainer_engine
+
+    def build_trainer_engine(*args: Any, **kwargs: Any) -> Any:
+        return None
+
+    build_trainer_engine.__wrapped__ = original  # type: ignore[attr-defined]
+    module.build_trainer_engine = build_trainer_engine
+
+
+def _train_on_cpu() -> bool:
+    return os.environ.get("HP_DRILL_BOUNDARY") == "1" and _stop_at() == TRAIN_ON_CPU
+
+
 class _PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds TARGET through the other finders, then patches it right after it executes."""
+    """Finds the patched modules through the other finders, then patches them around their execution."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != TARGET:
+        if fullname != TARGET and not (fullname in (*CUDA_MODULES, MODEL_WRAPPER, WEIGHT_SENDERS) and _train_on_cpu()):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return None
-        self._loader = spec.loader
+        self._loaders = getattr(self, "_loaders", {})
+        self._loaders[fullname] = spec.loader
         spec.loader = self
         return spec
 
     def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
+        return self._loaders[spec.name].create_module(spec)
 
     def exec_module(self, module: Any) -> None:
-        self._loader.exec_module(module)
-        _patch(module)
+        name = module.__spec__.name
+        loader = self._loaders[name]
+        if name == TARGET:
+            loader.exec_module(module)
+            _patch(module)
+            return
+        _patch_torch_for_cpu()
+        if name == MODEL_WRAPPER:
+            # The stand-ins exist only while SkyRL's module binds them: transformers must not see a flash_attn.
+            standins = _standin_flash_attn()
+            saved = {key: sys.modules.get(key) for key in standins}
+            sys.modules.update(standins)
+            try:
+                loader.exec_module(module)
+            finally:
+                for key, value in saved.items():
+                    if value is None:
+                        sys.modules.pop(key, None)
+                    else:
+                        sys.modules[key] = value
+            return
+        loader.exec_module(module)
+        if name == WEIGHT_SENDERS:
+            _patch_weight_senders(module)
+        elif getattr(module, "torch", None) is not None:
+            module.torch = _CpuFactories(module.torch)
+
+
+class _CpuFactories:
+    """The module's `torch`, with tensors it creates on device "cuda" created on the CPU instead (a stand-in for
+    the GPU: fsdp_utils.py's `_sync_non_persistent_buffers` allocates its broadcast buffer with device="cuda").
+    Everything else is torch's own."""
+
+    FACTORIES = ("empty", "zeros", "ones", "full", "tensor", "arange", "empty_like", "zeros_like", "ones_like")
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._torch, name)
+        if name not in self.FACTORIES:
+            return value
+
+        def on_cpu(*args: Any, **kwargs: Any) -> Any:
+            device = kwargs.get("device")
+            if device is not None and str(device).startswith("cuda"):
+                kwargs["device"] = "cpu"
+            return value(*args, **kwargs)
+
+        return on_cpu
 
 
 if os.environ.get("HP_DRILL_BOUNDARY") == "1":

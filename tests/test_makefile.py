@@ -1,0 +1,60 @@
+"""The Makefile's setup, as a newcomer meets it: `make synth` builds only what synthesis uses, and each setup
+stage says what it installs and how long it took. Checked with `make -n` (what would run) in a copy of the
+checkout's Makefile and its pin files, with nothing installed: nothing runs and nothing is downloaded."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PIN_FILES = [
+    "Makefile",
+    *(p.name for p in REPO_ROOT.glob("requirements*.txt")),
+    *(p.name for p in REPO_ROOT.glob("constraints*.txt")),
+    "package.json",
+    "package-lock.json",
+]
+
+
+@pytest.fixture(scope="module")
+def bare_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("checkout")
+    for name in PIN_FILES:
+        shutil.copy(REPO_ROOT / name, root / name)
+    (root / "skyrl_hyperpod" / "config").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "skyrl_hyperpod" / "upstream.py", root / "skyrl_hyperpod" / "upstream.py")
+    shutil.copy(REPO_ROOT / "skyrl_hyperpod" / "config" / "versions.py", root / "skyrl_hyperpod" / "config")
+    return root
+
+
+def dry_run(checkout: Path, *targets: str) -> str:
+    done = subprocess.run(
+        ["make", "-n", *targets], cwd=checkout, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_synth_does_not_build_the_scanners_environment(bare_checkout):
+    commands = dry_run(bare_checkout, "synth-cdk", "synth-k8s")
+    assert "python3 -m venv .venv\n" in commands and "npm ci" in commands
+    assert ".venv-scan" not in commands
+
+
+def test_setup_builds_the_scanners_environment_for_the_tests(bare_checkout):
+    assert "python3 -m venv .venv-scan" in dry_run(bare_checkout, "setup")
+
+
+def test_every_setup_stage_announces_itself_and_its_duration(bare_checkout):
+    lines = dry_run(bare_checkout, "setup").splitlines()
+    started = [line for line in lines if line.startswith('echo "setup: [') and line.split('"')[1].endswith(" ...")]
+    finished = [line for line in lines if " done in " in line]
+    assert [line.split("]")[0] for line in started] == ['echo "setup: [1/3', 'echo "setup: [2/3', 'echo "setup: [3/3']
+    assert len(finished) == 3
+    # Each stage's start comes before its first install command.
+    assert lines.index(started[0]) < next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert lines.index(started[1]) < next(i for i, line in enumerate(lines) if line.startswith("npm ci"))
