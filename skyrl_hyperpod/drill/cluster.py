@@ -189,6 +189,12 @@ class RunningCluster:
         """The environment of a process that talks to the cluster as KubeRay's submitter does."""
         return dict(self.nodes[0].env)
 
+    def add(self, node: RayNode, timeout: float) -> None:
+        """Start one more node and wait until it is alive."""
+        start_node(self, node)
+        self.nodes.append(node)
+        wait_for_nodes(self, len(self.nodes), timeout)
+
     def stop(self) -> None:
         """`ray stop --force`: the drill runs in its own PID namespace, so this reaches its own Ray processes only."""
         with self.log.open("a", encoding="utf-8") as out:
@@ -202,19 +208,24 @@ def start_cluster(
     start side by side miss Ray's registration deadline."""
     cluster = RunningCluster(nodes=nodes, ray=ray, python=python, token=token, log=log)
     for node in nodes:
-        node_log = log.with_name(f"{log.stem}-{node.name}.log")
-        with node_log.open("w", encoding="utf-8") as out:
-            out.write(f"$ {' '.join(node.start_command(ray))}\n")
-            out.flush()
-            result = subprocess.run(node.start_command(ray), env=node.env, stdout=out, stderr=out, check=False)
-        if result.returncode != 0:
-            cluster.stop()
-            raise RuntimeError(f"`ray start` of node {node.name} failed (exit {result.returncode}; see {node_log})")
+        start_node(cluster, node)
     resources = wait_for_nodes(cluster, len(nodes), timeout)
     cluster_log = {"nodes": len(nodes), "resources": resources}
     with log.open("a", encoding="utf-8") as out:
         out.write(json.dumps(cluster_log) + "\n")
     return cluster
+
+
+def start_node(cluster: RunningCluster, node: RayNode) -> None:
+    """`ray start` of one node, its output in cluster-<node>.log; the whole cluster stops if it fails."""
+    node_log = cluster.log.with_name(f"{cluster.log.stem}-{node.name}.log")
+    with node_log.open("w", encoding="utf-8") as out:
+        out.write(f"$ {' '.join(node.start_command(cluster.ray))}\n")
+        out.flush()
+        result = subprocess.run(node.start_command(cluster.ray), env=node.env, stdout=out, stderr=out, check=False)
+    if result.returncode != 0:
+        cluster.stop()
+        raise RuntimeError(f"`ray start` of node {node.name} failed (exit {result.returncode}; see {node_log})")
 
 
 _NODES_PROBE = """

@@ -16,9 +16,11 @@ The RayJob is the manifest's, with three kinds of change to its SkyRL overrides,
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +28,19 @@ from typing import TYPE_CHECKING, Any
 
 from .layout import Entrypoint
 from .resume import overrides_of, with_overrides
-from .run import TRAIN_ON_CPU, JobRun, Outcome
+from .run import TRAIN_ON_CPU, JobRun, Outcome, Submission
 
 if TYPE_CHECKING:
     from .__main__ import Drill
 
 TINY_MODEL = Path(__file__).with_name("tiny_model.py")
+# The drill's side of site/sitecustomize.py's train-on-cpu: the plan it reads, the lines and event files it writes.
+TRAIN_PLAN = "train-plan.json"
+STEP_MARKER = "SKYRL_HP_DRILL_STEP"
+HUNG, FROZEN = "hung.json", "frozen.json"
+EVENTS = (HUNG, FROZEN)
+# The steps each RayJob trains, saves and exports before the adapters of the first and the last are compared.
+TRAINED_STEPS = 2
 # A real run: cluster-side start of six FSDP ranks and one vLLM engine, two steps, checkpoints and export.
 TRAIN_TIMEOUT_SECONDS = 2400
 # The SkyRL overrides that decide how a batch is split; they must reach SkyRL as the manifest has them.
@@ -172,7 +181,12 @@ SHRUNK = {
     "trainer.max_training_steps": "2",
     "trainer.ckpt_interval": "1",
     "trainer.hf_save_interval": "1",
+    # The prompt loader in the trainer's process: SkyRL's default spawns 8 loader processes per dataloader (train and
+    # eval), each importing torch, minutes on two cores; the batches they deliver are the same.
+    "data.dataloader.num_workers": "0",
 }
+# The same kind of cut in the drill's site/sitecustomize.py (no override reaches it).
+SHRUNK_SITE = ("SkyRL's prompt-length filter of the train set in-process instead of 8 spawned processes",)
 # train_job.py's own arguments: the eval after the last step runs on 1 row instead of 64 (SkyRL filters a dataset with
 # 8 processes, one per row up to 8: a single row is filtered in-process).
 SHRUNK_JOB_ARGS = {"--eval-rows": "1"}
@@ -180,12 +194,17 @@ SHRUNK_JOB_ARGS = {"--eval-rows": "1"}
 
 def cpu_rayjob(rayjob: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, Any]:
     """The RayJob with the CPU-forced and shrunk overrides (and `extra`, for a mutation)."""
-    edited = with_overrides(rayjob, {**CPU_OVERRIDES, **SHRUNK, **(extra or {})})
+    return with_job_args(with_overrides(rayjob, {**CPU_OVERRIDES, **SHRUNK, **(extra or {})}), SHRUNK_JOB_ARGS)
+
+
+def with_job_args(rayjob: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
+    """A copy of the RayJob with these train_job.py options set to new values (they must be on its entrypoint)."""
+    edited = copy.deepcopy(rayjob)
     entrypoint = Entrypoint.parse(edited["spec"]["entrypoint"])
     args = list(entrypoint.args)
-    for flag, value in SHRUNK_JOB_ARGS.items():
+    for flag, value in values.items():
         if flag not in args:
-            raise ValueError(f"the RayJob's entrypoint has no {flag}; the drill shrinks it")
+            raise ValueError(f"the RayJob's entrypoint has no {flag}; the drill sets it")
         args[args.index(flag) + 1] = value
     env = [f"{key}={value}" for key, value in entrypoint.env.items()]
     edited["spec"]["entrypoint"] = shlex.join([*(["env", *env] if env else []), "python", entrypoint.script, *args])
@@ -241,15 +260,29 @@ def write_tiny_model(drill: Drill, rayjob: dict[str, Any]) -> dict[str, Any]:
     return made
 
 
+def logged_steps(logs: str) -> list[dict[str, Any]]:
+    """The steps the trainer finished, as its STEP_MARKER lines report them (site/sitecustomize.py)."""
+    steps = []
+    for line in logs.splitlines():
+        if STEP_MARKER in line:
+            try:
+                steps.append(json.loads(line.split(STEP_MARKER, 1)[1].strip()))
+            except ValueError:
+                continue
+    return steps
+
+
 def train_summary(drill: Drill, manifest: dict[str, Any], edited: dict[str, Any], run: JobRun) -> Outcome:
+    """The training line of one RayJob: its first TRAINED_STEPS steps logged, checkpointed and exported, the adapter
+    changed between the first and the last export, the batch SkyRL ran is the manifest's."""
     name = manifest["metadata"]["name"]
     report = run.stop if run.stop and run.stop.get("at") == TRAIN_ON_CPU else None
     if report is None:
         return Outcome(False, f"drill: {name}: did not train on CPU: {run.first_error}")
     problems = run.env_problems()
-    steps = [step for step in report.get("steps", []) if "reward/avg_raw_reward" in step]
-    if len(steps) < 2:
-        problems.append(f"{len(steps)} training steps logged, expected 2")
+    steps = [step for step in logged_steps(run.logs) if "reward/avg_raw_reward" in step][:TRAINED_STEPS]
+    if len(steps) < TRAINED_STEPS:
+        problems.append(f"{len(steps)} training steps logged, expected {TRAINED_STEPS}")
     overrides = overrides_of(edited)
     for key, reported in (
         ("trainer.train_batch_size", report.get("train_batch_size")),
@@ -273,11 +306,13 @@ def train_summary(drill: Drill, manifest: dict[str, Any], edited: dict[str, Any]
     saved = sorted(
         int(p.name.rsplit("_", 1)[1]) for p in ckpt.glob("global_step_*") if (p / "trainer_state.pt").is_file()
     )
-    if len(saved) < 2:
-        problems.append(f"save_checkpoints wrote {saved or 'nothing'} under {ckpt}, expected steps 1 and 2")
+    wanted = list(range(1, TRAINED_STEPS + 1))
+    saved, exported = [s for s in saved if s in wanted], [s for s in exported if s in wanted]
+    if saved != wanted:
+        problems.append(f"save_checkpoints wrote {saved or 'nothing'} under {ckpt}, expected steps {wanted}")
     difference = None
-    if len(exported) < 2:
-        problems.append(f"adapter exported for steps {exported or 'none'} under {export}, expected 1 and 2")
+    if exported != wanted:
+        problems.append(f"adapter exported for steps {exported or 'none'} under {export}, expected {wanted}")
     else:
         first = export / EXPORT_ADAPTER.format(step=exported[0]) / ADAPTER_WEIGHTS
         last = export / EXPORT_ADAPTER.format(step=exported[-1]) / ADAPTER_WEIGHTS
@@ -298,23 +333,66 @@ def train_summary(drill: Drill, manifest: dict[str, Any], edited: dict[str, Any]
     return Outcome(True, f"{head}: {detail}")
 
 
-def train_on_cpu(drill: Drill) -> list[Outcome]:
-    """Every RayJob of the manifests trains 2 real GRPO steps on CPU (changes: CPU_FORCED, SHRUNK)."""
+def own_run_directory(rayjob: dict[str, Any], suffix: str) -> dict[str, str]:
+    """The overrides that move the run to a sibling run directory and run name (the trained run stays intact)."""
+    overrides = overrides_of(rayjob)
+    export = overrides["trainer.export_path"].rstrip("/")
+    moved = {
+        key: overrides[key].replace(export, f"{export}-{suffix}", 1)
+        for key in ("trainer.export_path", "trainer.ckpt_path", "trainer.policy.model.lora.lora_sync_path")
+    }
+    return {**moved, "trainer.run_name": f"{overrides['trainer.run_name']}-{suffix}"}
+
+
+def fresh_run(drill: Drill, rayjob: dict[str, Any]) -> None:
+    """An empty run directory (trainer.export_path, which holds ckpt/ and lora_sync/): the GPU-boundary scenarios
+    leave stand-in checkpoints there, which real training must not resume from."""
+    export = drill.training.paths.path(overrides_of(rayjob)["trainer.export_path"])
+    if export.is_dir():
+        shutil.rmtree(export)
+
+
+def launch_training(drill: Drill, rayjob: dict[str, Any], plan: dict[str, Any] | None = None) -> Submission:
+    """One attempt of real training, with what `plan` asks of it (TRAIN_PLAN: hang_at_step, freeze_at_step)."""
+    for name in (*EVENTS, TRAIN_PLAN):
+        (drill.run_dir / name).unlink(missing_ok=True)
+    if plan:
+        (drill.run_dir / TRAIN_PLAN).write_text(json.dumps(plan), encoding="utf-8")
+    return drill.training.launch(rayjob, stop_at=TRAIN_ON_CPU)
+
+
+def print_changes() -> None:
     shrunk = ", ".join(f"{key}={value}" for key, value in {**SHRUNK, **SHRUNK_JOB_ARGS}.items())
     lines = ["drill: train on CPU: what CPU forces, each with what it leaves unproven:"]
     lines += [f"drill:   - {line}" for line in forced_list()]
-    lines.append(f"drill:   sizes cut to two cores (the batch stays the manifest's): {shrunk}")
+    lines.append(
+        f"drill:   sizes cut to two cores (the batch stays the manifest's): {shrunk}; {'; '.join(SHRUNK_SITE)}"
+    )
     print("\n".join(lines), flush=True)
+
+
+def train_on_cpu(drill: Drill) -> list[Outcome]:
+    """Every RayJob of the manifests trains real GRPO steps on CPU (changes: CPU_FORCED, SHRUNK). The first one's
+    run goes on through the hang and the overlapping attempts (attempts.py)."""
+    from . import attempts
+
+    print_changes()
     outcomes = []
-    for rayjob in drill.rayjobs:
+    for index, rayjob in enumerate(drill.rayjobs):
         edited = cpu_rayjob(rayjob)
         if problems := batch_problems(rayjob, edited):
             name = rayjob["metadata"]["name"]
             outcomes.append(Outcome(False, f"drill: {name}: the drill changed its batch: {'; '.join(problems)}"))
             continue
+        fresh_run(drill, edited)
         write_tiny_model(drill, edited)
-        run = drill.training.submit(edited, timeout=TRAIN_TIMEOUT_SECONDS, stop_at=TRAIN_ON_CPU)
-        outcomes.append(train_summary(drill, rayjob, edited, run))
+        if index == 0:
+            outcomes += attempts.train_hang_and_overlap(drill, rayjob, edited)
+            continue
+        run = launch_training(drill, edited).wait(TRAIN_TIMEOUT_SECONDS)
+        summary = train_summary(drill, rayjob, edited, run)
+        ok = summary.ok and run.status == "SUCCEEDED"
+        outcomes.append(Outcome(ok, summary.line + ("" if run.status == "SUCCEEDED" else f"; job {run.status}")))
     return outcomes
 
 
@@ -323,13 +401,14 @@ def mutation_trimmed_schedule(drill: Drill) -> list[Outcome]:
     `_remove_tail_data`, and `compute_prompt_mini_batch_boundaries` then fails the step."""
     rayjob = drill.rayjobs[0]
     name = rayjob["metadata"]["name"]
-    edited = cpu_rayjob(rayjob, TRIMMED_SCHEDULE)
+    edited = cpu_rayjob(rayjob, {**TRIMMED_SCHEDULE, **own_run_directory(rayjob, "trimmed")})
     overrides = overrides_of(edited)
     ranks = int(overrides["trainer.placement.policy_num_nodes"]) * int(
         overrides["trainer.placement.policy_num_gpus_per_node"]
     )
+    fresh_run(drill, edited)
     write_tiny_model(drill, edited)
-    run = drill.training.submit(edited, timeout=TRAIN_TIMEOUT_SECONDS, stop_at=TRAIN_ON_CPU)
+    run = launch_training(drill, edited).wait(TRAIN_TIMEOUT_SECONDS)
     trained = run.stop is not None and run.stop.get("at") == TRAIN_ON_CPU
     ok = not trained and run.status == "FAILED" and MINI_BATCH_ASSERT in run.logs
     schedule = (

@@ -39,10 +39,12 @@ class Outcome:
 
 @dataclass(frozen=True)
 class DrillEnv:
-    """The interpreters: the training image's stand-in (the drill venv) and the serving image's Ray (this venv)."""
+    """The interpreters: the training image's stand-in (the drill venv), the serving image's Ray (this venv), and
+    the serving environment with vLLM's CPU build (`make drill-serve-env`) that publishes and serves the adapter."""
 
     train_python: Path
     serve_python: Path
+    serve_llm_env: Path | None = None
 
     @property
     def train_bin(self) -> Path:
@@ -271,6 +273,19 @@ class TrainingCluster:
             process = subprocess.Popen(kuberay.submitter_argv(command), env=env, stdout=out, stderr=subprocess.STDOUT)
         return Submission(self, name, job_id, expected, log_path, process)
 
+    def add_overlap_node(self, gpus: int, timeout: float) -> str:
+        """One more node with `gpus` logical GPUs, for an attempt that must run while a stale one holds its GPUs
+        (KubeRay's retry gets a RayCluster of its own). SkyRL packs its bundles onto it (PACK placement groups)."""
+        node = worker_copy(self.cluster.nodes, self.run_dir / "r", OVERLAP_NODE, gpus)
+        self.cluster.add(node, timeout)
+        return f"{OVERLAP_NODE} ({gpus} logical GPUs)"
+
+    def job_info(self, job_id: str) -> dict[str, Any]:
+        """Ray's job record (status, message, start_time and end_time in ms, driver_info), {} if unreadable."""
+        code, body = kuberay.request("GET", f"{self.cluster.dashboard_url}/api/jobs/{job_id}", token=self.token)
+        info: dict[str, Any] = json.loads(body) if code == 200 else {}
+        return info
+
     def job_status(self, job_id: str) -> tuple[str, str]:
         code, body = kuberay.request("GET", f"{self.cluster.dashboard_url}/api/jobs/{job_id}", token=self.token)
         if code != 200:
@@ -289,6 +304,7 @@ class TrainingCluster:
 
 
 INFERENCE_NODE = "drill-vllm-cpu"
+OVERLAP_NODE = "drill-overlap"
 
 
 def inference_node(nodes: list[RayNode], temp_root: Path) -> RayNode:
@@ -296,15 +312,21 @@ def inference_node(nodes: list[RayNode], temp_root: Path) -> RayNode:
     vLLM engine's {GPU: 1} bundle. A whole worker, not one GPU: SkyRL places the engine first, on any node with a
     free GPU, and then asks for policy_num_nodes whole-node bundles of policy_num_gpus_per_node GPUs
     (workers/worker.py, PPORayActorGroup); with one worker more, that many untouched workers always remain."""
+    return worker_copy(nodes, temp_root, INFERENCE_NODE)
+
+
+def worker_copy(nodes: list[RayNode], temp_root: Path, name: str, gpus: int | None = None) -> RayNode:
+    """A copy of the last worker with its own name, ports and temp dir (and `gpus` logical GPUs if given)."""
     worker = nodes[-1]
     if worker.head:
-        raise ValueError("the cluster has no worker to copy for the inference node")
-    index = len(nodes)
+        raise ValueError(f"the cluster has no worker to copy for node {name}")
     params = dict(worker.params)
     for port in ("metrics-export-port", "dashboard-agent-listen-port"):
         params[port] = str(max(int(node.params[port]) for node in nodes) + 1)
-    params["temp-dir"] = str(temp_root / f"n{index}")
-    return replace(worker, name=INFERENCE_NODE, params=params)
+    params["temp-dir"] = str(temp_root / f"n{len(nodes)}")
+    if gpus is not None:
+        params["num-gpus"] = str(gpus)
+    return replace(worker, name=name, params=params)
 
 
 def boundary_summary(run: JobRun) -> Outcome:

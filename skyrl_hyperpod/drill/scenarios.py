@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from . import cpu_training, kuberay, resume, serve, synth
+from . import cpu_training, kuberay, resume, serve, serve_llm, synth
 from .layout import Entrypoint
 from .run import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
@@ -32,7 +32,7 @@ JOB_ENV_OVERLAY = {"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INF
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    cluster: Literal["training", "cpu-training", "serving"]
+    cluster: Literal["training", "cpu-training", "serving", "publish-and-serve"]
     run: Callable[[Drill], list[Outcome]]
     description: str
     # Run by `make drill`; the others only when named (`--scenario`): each costs one more SkyRL start, and the
@@ -135,6 +135,21 @@ def rayservice(drill: Drill) -> list[Outcome]:
     ]
 
 
+def publish_and_serve(drill: Drill) -> list[Outcome]:
+    """The adapter the first RayJob's run exported last (train-on-cpu) goes through the publish Job's own command to
+    S3 (moto's server) and is served by the RayService's own serveConfigV2 on Ray Serve LLM with vLLM's CPU build;
+    `skyrl-hp serve query`'s client asks it and the base model the same question (serve_llm.py)."""
+    export_dir, model_dir, _ = serve_llm.run_paths(drill.manifests, drill.run_dir)
+    if drill.env.serve_llm_env is None or not any(export_dir.glob("global_step_*/policy/adapter_config.json")):
+        why = (
+            "no serving environment (--serve-env)"
+            if drill.env.serve_llm_env is None
+            else f"no adapter under {export_dir}"
+        )
+        return [Outcome(False, f"drill: publish and serve: {why}; train-on-cpu exports the adapter")]
+    return serve_llm.publish_and_serve(export_dir, model_dir, drill.manifests, drill.run_dir, drill.env.serve_llm_env)
+
+
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
@@ -164,15 +179,9 @@ SCENARIOS: dict[str, Scenario] = {
             resume.mutation_resume_none.__doc__ or "",
             default=False,
         ),
-        # On a cluster of their own: the manifest's nodes plus one for the vLLM engine (not colocated on CPU). Not yet
-        # in `make drill` (`--cpu-training` adds them; docs/drill.md says what they have shown so far).
-        Scenario(
-            "train-on-cpu",
-            "cpu-training",
-            cpu_training.train_on_cpu,
-            cpu_training.train_on_cpu.__doc__ or "",
-            default=False,
-        ),
+        # On a cluster of its own: the manifest's nodes plus one for the vLLM engine (not colocated on CPU).
+        Scenario("train-on-cpu", "cpu-training", cpu_training.train_on_cpu, cpu_training.train_on_cpu.__doc__ or ""),
+        # Named only: one more SkyRL start with vLLM and FSDP (minutes); make test checks its verdict.
         Scenario(
             "mutation-trimmed-schedule",
             "cpu-training",
@@ -180,6 +189,8 @@ SCENARIOS: dict[str, Scenario] = {
             cpu_training.mutation_trimmed_schedule.__doc__ or "",
             default=False,
         ),
-        Scenario("rayservice", "serving", rayservice, rayservice.__doc__ or ""),
+        # Named only: publish-and-serve runs the same serveConfigV2 further, to answers.
+        Scenario("rayservice", "serving", rayservice, rayservice.__doc__ or "", default=False),
+        Scenario("publish-and-serve", "publish-and-serve", publish_and_serve, publish_and_serve.__doc__ or ""),
     )
 }

@@ -42,6 +42,11 @@ TRAINER_START = "trainer-start"
 RESUME = "resume"
 TRAIN_ON_CPU = "train-on-cpu"
 RESUME_PLAN = "resume-plan.json"
+TRAIN_PLAN = "train-plan.json"
+STEP_MARKER = "SKYRL_HP_DRILL_STEP"
+EVENT_MARKER = "SKYRL_HP_DRILL_EVENT"
+HUNG = "hung"
+FROZEN = "frozen"
 STANDIN_STATE = "standin-model-state.txt"
 # How long the stand-in policy save hangs waiting for the drill to kill the driver before it gives up.
 HANG_SECONDS = 600
@@ -161,13 +166,18 @@ class _StandInDispatch:
         )
 
 
-def _resume_plan() -> dict[str, Any]:
+def _plan(name: str) -> dict[str, Any]:
+    """A plan file the drill wrote in the run directory, {} when there is none."""
     try:
-        with open(_drill_file(RESUME_PLAN), encoding="utf-8") as handle:
+        with open(_drill_file(name), encoding="utf-8") as handle:
             plan: dict[str, Any] = json.load(handle)
             return plan
     except OSError:
         return {}
+
+
+def _resume_plan() -> dict[str, Any]:
+    return _plan(RESUME_PLAN)
 
 
 def _resume_trainer(self: Any) -> Any:
@@ -250,24 +260,41 @@ def _patch(module: Any) -> None:
         if _stop_at() == RESUME:
             return _resume_trainer(self)
         if _stop_at() == TRAIN_ON_CPU:
+            plan = _train_plan()
             trainer = original_setup(self)
             trainer.add_callback(_train_report_callback())
+            if plan.get("hang_at_step"):
+                _hang_in_generation(trainer, int(plan["hang_at_step"]))
+            if plan.get("freeze_at_step"):
+                trainer.add_callback(_freeze_callback(int(plan["freeze_at_step"])))
             return trainer
         return _boundary(self)
 
     experiment.__init__ = __init__
     experiment._setup_trainer = _setup_trainer
+    if _stop_at() == TRAIN_ON_CPU:
+        module.PromptDataset = _in_process_filter(module.PromptDataset)
+
+
+def _in_process_filter(prompt_dataset: Any) -> Any:
+    """SkyRL's PromptDataset with its prompt-length filter in this process (`get_train_dataset` asks for 8 spawned
+    processes, each importing datasets and transformers: a minute of two cores per attempt). The rows it keeps are
+    the same; the drill lists this with the sizes it cuts (cpu_training.py SHRUNK_SITE)."""
+
+    class PromptDataset(prompt_dataset):  # type: ignore[misc]  # SkyRL's classes are untyped (Any)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["num_workers"] = 1
+            super().__init__(*args, **kwargs)
+
+    return PromptDataset
 
 
 def _train_report_callback() -> Any:
-    """Observes SkyRL's real training (it changes nothing): each step's reward and loss from the metrics SkyRL logs,
-    then one report line when `train()` ends."""
+    """Observes SkyRL's real training (it changes nothing): one report line as `train()` starts (what SkyRL runs
+    with), then a STEP_MARKER line per step with its reward and loss from the metrics SkyRL logs."""
     from skyrl.train.utils.callbacks import TrainingCallback
 
     class TrainReport(TrainingCallback):  # type: ignore[misc]  # SkyRL's classes are untyped (Any)
-        def __init__(self) -> None:
-            self.steps: list[dict[str, Any]] = []
-
         def on_log(self, trainer: Any, callback_input: Any, control: Any) -> None:
             logs = callback_input.logs or {}
             wanted = {
@@ -277,13 +304,15 @@ def _train_report_callback() -> Any:
                 and (key.startswith("reward/") or key.startswith("policy/") or key.startswith("loss/"))
             }
             if "trainer/global_step" in logs:
-                self.steps.append({"step": int(logs["trainer/global_step"]), **wanted})
+                step = {"step": int(logs["trainer/global_step"]), **wanted}
+                # One line per step as it ends: an attempt that hangs or is fenced later has printed its steps.
+                print(f"{STEP_MARKER} {json.dumps(step, sort_keys=True)}", flush=True)
 
-        def on_train_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
+        def on_train_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
+            # At the start, not the end: an attempt that hangs or is fenced never reaches on_train_end.
             report = _common(trainer.cfg, TRAIN_ON_CPU)
             report.update(
                 {
-                    "steps": self.steps,
                     "global_step": trainer.global_step,
                     "export_path": trainer.cfg.trainer.export_path,
                     "ckpt_path": trainer.cfg.trainer.ckpt_path,
@@ -298,6 +327,63 @@ def _train_report_callback() -> Any:
             print(f"{MARKER} {json.dumps(report, sort_keys=True)}", flush=True)
 
     return TrainReport()
+
+
+def _train_plan() -> dict[str, Any]:
+    """What the drill asks of this attempt's real training (`train-plan.json`, read once as the trainer is built):
+    `hang_at_step`, `freeze_at_step`."""
+    return _plan(TRAIN_PLAN)
+
+
+def _event(name: str, step: int, **extra: Any) -> None:
+    """An event of this attempt for the drill: `<name>.json` in the run directory (pid, step, wall time)."""
+    import time
+
+    record = {"pid": os.getpid(), "step": step, "at": time.time(), **extra}
+    staging = _drill_file(f".{name}.json.{os.getpid()}")
+    with open(staging, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    os.replace(staging, _drill_file(f"{name}.json"))
+    print(f"{EVENT_MARKER} {name} {json.dumps(record, sort_keys=True)}", flush=True)
+
+
+def _hang_in_generation(trainer: Any, step: int) -> None:
+    """The hang stand-in: step `step`'s rollout never returns, as when a vLLM engine stops answering while its process
+    lives (the trainer awaits the generator's output forever). Only the drill's watchdog check ends it."""
+    import asyncio
+
+    original = trainer.generate
+
+    async def generate(*args: Any, **kwargs: Any) -> Any:
+        if trainer.global_step == step:
+            _event(HUNG, step)
+            await asyncio.Event().wait()
+        return await original(*args, **kwargs)
+
+    trainer.generate = generate
+
+
+def _freeze_callback(step: int) -> Any:
+    """At step `step`'s on_step_end, before SkyRL saves that step's checkpoint (trainer.py `train`), the process
+    running the training loop stops itself with SIGSTOP, as a node that lost its kubelet keeps a stale attempt's
+    processes; the drill freezes the job's driver too and later resumes both with SIGCONT."""
+    import signal
+
+    from skyrl.train.utils.callbacks import TrainingCallback
+
+    class Freeze(TrainingCallback):  # type: ignore[misc]  # SkyRL's classes are untyped (Any)
+        first_step: int | None = None
+
+        def on_step_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
+            if self.first_step is None:
+                self.first_step = int(trainer.global_step)
+
+        def on_step_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
+            if trainer.global_step == step:
+                _event(FROZEN, step, first_step=self.first_step)
+                os.kill(os.getpid(), signal.SIGSTOP)
+
+    return Freeze()
 
 
 # --- train-on-cpu: stand-ins for the CUDA calls of SkyRL's FSDP workers ------------------------------------------------
