@@ -337,18 +337,6 @@ def test_scenarios_are_registered_with_their_cluster():
     assert "-m skyrl_hyperpod.drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)" in makefile
 
 
-def test_ci_runs_the_drill_after_the_tests():
-    lines = [line for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
-    # The drill's environments build beside the tests (after the shared setup), and CI fails if they did not build.
-    assert lines == [
-        "make setup",
-        "make drill-env drill-serve-env > .build/ci-drill-envs.log 2>&1 &",
-        "make test",
-        "make drill",
-    ]
-    assert 'if ! wait "$envs"; then' in (REPO_ROOT / ".ci" / "run").read_text()
-
-
 def test_the_drill_needs_its_environment(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "skyrl_hyperpod.drill", "--env", str(tmp_path / "missing")],

@@ -187,7 +187,8 @@ def test_training_environment_and_labels(dockerfile, default_config):
     assert "HF_HUB_ENABLE_HF_TRANSFER=1" in env_text
     assert "DEFAULT_MODEL_ID=${DEFAULT_MODEL_ID}" in env_text
     run_text = " ".join(rest for keyword, rest in dockerfile if keyword == "RUN")
-    assert "uv sync --active --extra fsdp" in run_text
+    # SkyRL's dependencies exactly as the release's uv.lock pins them (versions and hashes), never re-resolved.
+    assert "uv sync --active --frozen --extra fsdp" in run_text
     assert '"pygame==${PYGAME_VERSION}"' in run_text
     labels = " ".join(rest for keyword, rest in dockerfile if keyword == "LABEL")
     for label in (

@@ -916,7 +916,14 @@ def test_ci_runs_what_ci_run_runs():
     [run] = [s for s in job["steps"] if ".ci/run" in s.get("run", "")]
     assert run["run"] == "bash .ci/run"
     commands = [line for line in (REPO_ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
-    assert commands == ["make test", "make drill"]
+    # The drill's environments build beside the tests (after the shared setup); CI fails if they did not build.
+    assert commands == [
+        "make setup",
+        "make drill-env drill-serve-env > .build/ci-drill-envs.log 2>&1 &",
+        "make test",
+        "make drill",
+    ]
+    assert 'if ! wait "$envs"; then' in (REPO_ROOT / ".ci" / "run").read_text()
     assert 0 < job["timeout-minutes"] <= 90  # .ci/run's budget
     [checkout] = steps_using(job, "actions/checkout")
     assert checkout["with"] == {"persist-credentials": False}

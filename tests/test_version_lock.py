@@ -49,9 +49,9 @@ def test_drill_environment_pins_the_training_images_ray_and_the_torch_skyrl_pins
 
 def test_skyrl_is_installed_at_the_configured_release(default_config, capsys):
     # The Makefile cannot import the configuration: it asks skyrl_hyperpod.pins, for the validation venv and the
-    # drill's two environments.
+    # drill's environment.
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert makefile.count("-m skyrl_hyperpod.pins skyrl") == 3
+    assert makefile.count("-m skyrl_hyperpod.pins skyrl") == 2
     assert not re.search(r"skyrl(-gym)?==[0-9]", makefile)
     assert pins.main(["skyrl"]) == 0
     release = default_config.training_image.skyrl_release

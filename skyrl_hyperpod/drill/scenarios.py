@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from . import cpu_training, kuberay, resume, serve, serve_llm, synth
+from . import attempts, cpu_training, kuberay, resume, serve, serve_llm, synth
 from .layout import Entrypoint
 from .run import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
@@ -135,6 +135,12 @@ def rayservice(drill: Drill) -> list[Outcome]:
     ]
 
 
+def train_on_cpu(drill: Drill) -> list[Outcome]:
+    """Every RayJob of the manifests trains real GRPO steps on CPU (cpu_training.py); the first one's run goes on
+    through a hang ended by the watchdog and resumed, and a stale attempt fenced (attempts.py)."""
+    return cpu_training.train_on_cpu(drill, attempts.train_hang_and_overlap)
+
+
 def publish_and_serve(drill: Drill) -> list[Outcome]:
     """The adapter the first RayJob's run exported last (train-on-cpu) goes through the publish Job's own command to
     S3 (moto's server) and is served by the RayService's own serveConfigV2 on Ray Serve LLM with vLLM's CPU build;
@@ -180,7 +186,7 @@ SCENARIOS: dict[str, Scenario] = {
             default=False,
         ),
         # On a cluster of its own: the manifest's nodes plus one for the vLLM engine (not colocated on CPU).
-        Scenario("train-on-cpu", "cpu-training", cpu_training.train_on_cpu, cpu_training.train_on_cpu.__doc__ or ""),
+        Scenario("train-on-cpu", "cpu-training", train_on_cpu, train_on_cpu.__doc__ or ""),
         # Named only: one more SkyRL start with vLLM and FSDP (minutes); make test checks its verdict.
         Scenario(
             "mutation-trimmed-schedule",
