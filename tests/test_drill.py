@@ -686,13 +686,3 @@ def test_the_newer_overlapping_attempt_gets_room_for_its_ranks_and_engines(manif
         overrides["trainer.placement.policy_num_gpus_per_node"]
     )
     assert attempts.overlap_gpus(edited) == ranks + int(overrides["generator.inference_engine.num_engines"]) == 7
-
-
-def test_make_drill_runs_every_default_scenario_in_exactly_one_group():
-    from skyrl_hyperpod.drill.__main__ import GROUPS, default_scenarios
-
-    clusters = [cluster for group in GROUPS for cluster in group]
-    assert len(clusters) == len(set(clusters))  # a cluster's ports exist once per group's namespaces
-    assert {scenario.cluster for scenario in SCENARIOS.values()} <= set(clusters)
-    grouped = [s.name for group in GROUPS for s in default_scenarios() if s.cluster in group]
-    assert sorted(grouped) == sorted(s.name for s in default_scenarios())

@@ -26,9 +26,9 @@ from skyrl_hyperpod.drill.run import JobRun
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SITE = REPO_ROOT / "skyrl_hyperpod/drill/site/sitecustomize.py"
-BOUND = 300.0
+BOUND = 240.0
 WATCHDOG = (
-    "train_job: error: stalled: no training step finished within 300 s after step 2 "
+    "train_job: error: stalled: no training step finished within 240 s after step 1 "
     "(training.jobs.stall_timeout_step_s); ending attempt generation 1: a self-contained RayJob retries it"
 )
 
@@ -112,16 +112,16 @@ def test_the_drill_stops_a_hung_attempt_the_watchdog_leaves(tmp_path, monkeypatc
 
 FENCE = (
     "train_job: error: attempt generation 2 (submission maze-2) of /ckpt is superseded by generation 3 "
-    "(submission maze-3): stopped before writing checkpoint global_step_3; the newest attempt owns the run's checkpoints"
+    "(submission maze-3): stopped before writing checkpoint global_step_2; the newest attempt owns the run's checkpoints"
 )
 
 
 def a_run_dir(tmp_path: Path) -> tuple[Path, Path]:
     run_dir = tmp_path / "run"
     ckpt = run_dir / "ckpt"
-    (ckpt / "global_step_3").mkdir(parents=True)
-    (ckpt / "global_step_3" / "trainer_state.pt").write_bytes(b"attempt 3")
-    (ckpt / "latest_ckpt_global_step.txt").write_text("3")
+    (ckpt / f"global_step_{HANG_STEP}").mkdir(parents=True)
+    (ckpt / f"global_step_{HANG_STEP}" / "trainer_state.pt").write_bytes(b"attempt 3")
+    (ckpt / "latest_ckpt_global_step.txt").write_text(str(HANG_STEP))
     (ckpt / attempts.ATTEMPTS_DIR).mkdir()
     (ckpt / attempts.ATTEMPTS_DIR / "progress-2.json").write_text("{}")
     return run_dir, ckpt
@@ -142,22 +142,27 @@ def test_a_stale_attempt_fenced_with_the_run_intact_passes(tmp_path):
 def test_mutation_fencing_off_the_stale_attempt_writes_and_the_check_fails(tmp_path):
     run_dir, ckpt = a_run_dir(tmp_path)
     before = fingerprint(run_dir)
-    # Unfenced, the resumed attempt saves its own global_step_3 over the newer attempt's.
-    (ckpt / "global_step_3" / "trainer_state.pt").write_bytes(b"attempt 2")
+    # Unfenced, the resumed attempt saves its own checkpoint of the step over the newer attempt's.
+    (ckpt / f"global_step_{HANG_STEP}" / "trainer_state.pt").write_bytes(b"attempt 2")
     stale = run("SUCCEEDED", "train_job: attempt generation 2 (submission maze-2) holds /ckpt\n")
     newer = run("SUCCEEDED", "train_job: attempt generation 3 (submission maze-3) holds /ckpt\n")
     outcome = overlap_verdict("maze", stale, newer, before, fingerprint(run_dir), ckpt)
     assert not outcome.ok
-    assert "without the fencing line" in outcome.line and "ckpt/global_step_3/trainer_state.pt" in outcome.line
+    assert "without the fencing line" in outcome.line
+    assert f"ckpt/global_step_{HANG_STEP}/trainer_state.pt" in outcome.line
 
 
 def test_the_overlap_check_fails_when_the_newer_attempt_did_not_save(tmp_path):
     run_dir, ckpt = a_run_dir(tmp_path)
-    (ckpt / "latest_ckpt_global_step.txt").write_text("2")
+    (ckpt / "latest_ckpt_global_step.txt").write_text(str(HANG_STEP - 1))
     stale = run("FAILED", f"train_job: attempt generation 2 (submission maze-2) holds /ckpt\n{FENCE}\n")
     newer = run("FAILED", "train_job: attempt generation 3 (submission maze-3) holds /ckpt\nValueError: boom\n")
     outcome = overlap_verdict("maze", stale, newer, {}, {}, ckpt)
-    assert not outcome.ok and "attempt 3 ended FAILED" in outcome.line and "says 2, not 3" in outcome.line
+    assert (
+        not outcome.ok
+        and "attempt 3 ended FAILED" in outcome.line
+        and f"says {HANG_STEP - 1}, not {HANG_STEP}" in outcome.line
+    )
 
 
 def test_the_kernel_reports_a_stopped_process(tmp_path):

@@ -158,11 +158,6 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-# The default scenarios' groups, by the cluster they run on: the stand-ins on the manifest's RayCluster and the
-# RayService's, and real training on CPU followed by publishing and serving its adapter.
-GROUPS = (("training", "serving"), ("cpu-training", "publish-and-serve"))
-
-
 def default_scenarios() -> list[Scenario]:
     """What `make drill` runs: every registered scenario but those marked to run only when named."""
     return [scenario for scenario in SCENARIOS.values() if scenario.default]
@@ -203,9 +198,6 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--keep", action="store_true", help="keep the run directory after a passing drill")
     parser.add_argument(
-        "--serial", action="store_true", help="run the default scenarios' groups one after the other, not side by side"
-    )
-    parser.add_argument(
         "--serve-env",
         help="the serving environment, for publishing and serving the trained adapter (make drill-serve-env prints it)",
     )
@@ -240,46 +232,22 @@ def main() -> int:
     created = not SKYRL_LOG_DIR.exists()
     SKYRL_LOG_DIR.mkdir(exist_ok=True)
     try:
-        if args.scenario or args.serial:
-            return in_namespaces(unshare, sys.argv[1:], keep=args.keep)
-        return side_by_side(unshare, sys.argv[1:], keep=args.keep)
+        return in_namespaces(unshare, sys.argv[1:], keep=args.keep)
     finally:
         if created:
             SKYRL_LOG_DIR.rmdir()
 
 
-def start_in_namespaces(unshare: str, argv: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
-    """The drill with `argv` in network, PID and mount namespaces of its own, and a new run directory."""
+def in_namespaces(unshare: str, argv: list[str], *, keep: bool) -> int:
+    """The drill with `argv` in network, PID and mount namespaces of its own, in a new run directory, removed when
+    the drill passes (unless `keep`)."""
     run_dir = new_run_dir()
     command = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-m",
                "skyrl_hyperpod.drill", *argv]  # fmt: skip
-    return subprocess.Popen(command, env={**os.environ, RUN_DIR_ENV: str(run_dir)}), run_dir
-
-
-def in_namespaces(unshare: str, argv: list[str], *, keep: bool) -> int:
-    process, run_dir = start_in_namespaces(unshare, argv)
-    code = process.wait()
+    code = subprocess.run(command, env={**os.environ, RUN_DIR_ENV: str(run_dir)}, check=False).returncode
     if code == 0 and not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     return code
-
-
-def side_by_side(unshare: str, argv: list[str], *, keep: bool) -> int:
-    """`make drill`: the default scenarios as GROUPS, each group in namespaces of its own (its own loopback: both
-    clusters keep Ray's ports), the groups side by side. Much of a group's time is waiting (the hang's bound, Ray's
-    start-up deadlines, a frozen attempt), which the other group fills; `--serial` runs them one after the other."""
-    started = []
-    for clusters in GROUPS:
-        names = [scenario.name for scenario in default_scenarios() if scenario.cluster in clusters]
-        if names:
-            started.append(start_in_namespaces(unshare, [*argv, *(f"--scenario={name}" for name in names)]))
-    codes = [process.wait() for process, _ in started]
-    for code, (_, run_dir) in zip(codes, started, strict=True):
-        if code == 0 and not keep:
-            shutil.rmtree(run_dir, ignore_errors=True)
-    failed = [code for code in codes if code != 0]
-    print(f"drill: {len(codes) - len(failed)} of {len(codes)} groups passed", flush=True)
-    return max(failed, default=0)
 
 
 if __name__ == "__main__":

@@ -2,17 +2,19 @@
 its stall watchdog and its attempt generations (docker/train_job.py), on SkyRL's own checkpoints.
 
 The first RayJob's run goes through three attempts, each a new submission of the same entrypoint, as KubeRay's
-retry submits it (resume.py says how KubeRay v1.7.0 retries):
+retry submits it (resume.py says how KubeRay v1.7.0 retries); together they train its TRAINED_STEPS steps:
 
-1. It trains TRAINED_STEPS steps (the training line), then the rollout of the next step never returns (the hang
-   stand-in, site/sitecustomize.py `hang_at_step`: the trainer awaits a vLLM engine that stopped answering). This
-   attempt runs with `--stall-timeout-step STEP_BOUND_SECONDS` instead of the manifest's bound (a CPU step is not a
-   GPU step); the watchdog must end it with its one line and exit code 124 within the bound.
-2. The retry must resume after the newest complete checkpoint. It trains that step and, at the step's end, before
-   SkyRL saves its checkpoint, the process running SkyRL's training loop stops itself (SIGSTOP, `freeze_at_step`)
-   and the drill stops the job's driver too: a stale attempt, as a node that lost its kubelet keeps it.
+1. It trains step 1, then the rollout of step 2 never returns (the hang stand-in, site/sitecustomize.py
+   `hang_at_step`: the trainer awaits a vLLM engine that stopped answering). This attempt runs with
+   `--stall-timeout-step STEP_BOUND_SECONDS` instead of the manifest's bound (a CPU step is not a GPU step); the
+   watchdog must end it with its one line and exit code 124 within the bound. The hang comes right after the
+   attempt's first step, so no step of normal length has to fit within the bound on a loaded machine.
+2. The retry must resume after the newest complete checkpoint (step 1's). It trains step 2 and, at the step's end,
+   before SkyRL saves its checkpoint, the process running SkyRL's training loop stops itself (SIGSTOP,
+   `freeze_at_step`) and the drill stops the job's driver too: a stale attempt, as a node that lost its kubelet
+   keeps it.
 3. A newer attempt starts beside it on a node of its own (OVERLAP_NODE: the frozen one still holds its GPUs, and
-   KubeRay's retry would run on a new RayCluster), takes the next generation, trains the same step from the same
+   KubeRay's retry would run on a new RayCluster), takes the next generation, trains step 2 from the same
    checkpoint, saves it and exports it. Then the stale attempt is resumed (SIGCONT): it must end with the fencing
    line and leave every file of the run as attempt 3 wrote it.
 """
@@ -39,17 +41,17 @@ from .cpu_training import (
     train_summary,
     with_job_args,
 )
-from .resume import LATEST_STEP_FILE, driver_pid, latest_step, overrides_of, with_overrides
+from .resume import LATEST_STEP_FILE, driver_pid, latest_step, overrides_of
 from .run import JobRun, Outcome, Submission
 
 if TYPE_CHECKING:
     from .__main__ import Drill
 
-HANG_STEP = TRAINED_STEPS + 1
-# The hanging attempt's --stall-timeout-step: well above the time between two step ends of the drill's tiny run on
-# two cores (a step, the previous step's checkpoint, export and weight sync; more while the other drill group runs),
-# far below the manifest's bound for a GPU step.
-STEP_BOUND_SECONDS = 360
+HANG_STEP = TRAINED_STEPS
+# The hanging attempt's --stall-timeout-step: above what follows step 1's end before the hang (SkyRL's checkpoint,
+# export and weight sync of step 1: under a minute on two cores, a few on a loaded machine), which the watchdog must
+# not cut short; far below the manifest's bound for a GPU step.
+STEP_BOUND_SECONDS = 240
 # How long after the bound the drill waits before it says the watchdog missed the hang (the watchdog polls a tenth
 # of its bound, at most once a minute: train_job.py MAX_POLL_SECONDS).
 HANG_GRACE_SECONDS = 120
@@ -194,20 +196,20 @@ def wait_for_event(drill: Drill, name: str, submission: Submission, timeout: flo
 
 def train_hang_and_overlap(drill: Drill, manifest: dict[str, Any], edited: dict[str, Any]) -> list[Outcome]:
     name = manifest["metadata"]["name"]
-    job = with_overrides(edited, {"trainer.max_training_steps": str(HANG_STEP)})
+    job = edited  # trainer.max_training_steps is TRAINED_STEPS: the run ends with the newer attempt's step
     hanging = with_job_args(job, {"--stall-timeout-step": str(STEP_BOUND_SECONDS)})
     hang = wait_out_hang(drill, launch_training(drill, hanging, {"hang_at_step": HANG_STEP}), STEP_BOUND_SECONDS)
-    outcomes = [train_summary(drill, manifest, hanging, hang.run)]
 
     retry = launch_training(drill, job, {"freeze_at_step": HANG_STEP})
     frozen = wait_for_event(drill, FROZEN, retry, TRAIN_TIMEOUT_SECONDS)
-    outcomes.append(hang_verdict(name, hang, STEP_BOUND_SECONDS, frozen))
+    hang_line = hang_verdict(name, hang, STEP_BOUND_SECONDS, frozen)
     driver = driver_pid(drill, retry.job_id) if frozen else None
     if frozen is None or driver is None:
         stale = retry.wait(60)
         why = "its driver pid was not reported" if frozen else f"it never reached step {HANG_STEP}'s end"
         return [
-            *outcomes,
+            train_summary(drill, manifest, hanging, hang.run, (stale,)),
+            hang_line,
             Outcome(False, f"drill: {name}: overlap: the retry was not frozen: {why}: {stale.first_error}"),
         ]
     trainer = int(frozen["pid"])
@@ -232,7 +234,7 @@ def train_hang_and_overlap(drill: Drill, manifest: dict[str, Any], edited: dict[
     steps = [step["step"] for step in logged_steps(newer.logs)]
     if steps != [HANG_STEP]:
         verdict = Outcome(False, f"{verdict.line}; but the newer attempt trained steps {steps}, not [{HANG_STEP}]")
-    return [*outcomes, verdict]
+    return [train_summary(drill, manifest, hanging, hang.run, (newer,)), hang_line, verdict]
 
 
 def overlap_gpus(rayjob: dict[str, Any]) -> int:

@@ -178,7 +178,8 @@ SHRUNK = {
     "generator.max_input_length": "256",
     "generator.sampling_params.max_generate_length": "4",
     "trainer.max_prompt_length": "128",
-    # Two steps, each saved and exported: the first and the last adapter can be compared.
+    # Two steps, each saved and exported: the first and the last adapter can be compared (the first RayJob's run
+    # trains them over three attempts: attempts.py).
     "trainer.max_training_steps": "2",
     "trainer.ckpt_interval": "1",
     "trainer.hf_save_interval": "1",
@@ -273,15 +274,24 @@ def logged_steps(logs: str) -> list[dict[str, Any]]:
     return steps
 
 
-def train_summary(drill: Drill, manifest: dict[str, Any], edited: dict[str, Any], run: JobRun) -> Outcome:
-    """The training line of one RayJob: its first TRAINED_STEPS steps logged, checkpointed and exported, the adapter
-    changed between the first and the last export, the batch SkyRL ran is the manifest's."""
+def train_summary(
+    drill: Drill, manifest: dict[str, Any], edited: dict[str, Any], run: JobRun, later: tuple[JobRun, ...] = ()
+) -> Outcome:
+    """The training line of one RayJob's run: its first TRAINED_STEPS steps logged (by `run` and the `later` attempts
+    of the same run), checkpointed and exported, the adapter changed between the first and the last export, the
+    batch SkyRL ran is the manifest's."""
     name = manifest["metadata"]["name"]
     report = run.stop if run.stop and run.stop.get("at") == TRAIN_ON_CPU else None
     if report is None:
         return Outcome(False, f"drill: {name}: did not train on CPU: {run.first_error}")
     problems = run.env_problems()
-    steps = [step for step in logged_steps(run.logs) if "reward/avg_raw_reward" in step][:TRAINED_STEPS]
+    by_step = {
+        step["step"]: step
+        for attempt in (run, *later)
+        for step in logged_steps(attempt.logs)
+        if "reward/avg_raw_reward" in step
+    }
+    steps = [by_step[number] for number in sorted(by_step)][:TRAINED_STEPS]
     if len(steps) < TRAINED_STEPS:
         problems.append(f"{len(steps)} training steps logged, expected {TRAINED_STEPS}")
     overrides = overrides_of(edited)
