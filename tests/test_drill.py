@@ -600,9 +600,12 @@ def _train_report(**changes):
 @pytest.mark.parametrize(
     ("report", "status", "logs", "ok"),
     [
-        (None, "FAILED", f"AssertionError\n  in {cpu_training.MINI_BATCH_ASSERT}\n", True),
-        (None, "FAILED", "ValueError: something else\n", False),
-        ("trained", "SUCCEEDED", "", False),
+        # The trainer's report comes as train() starts; a finished step prints a step line.
+        ("started", "FAILED", f"AssertionError\n  in {cpu_training.MINI_BATCH_ASSERT}\n", True),
+        ("started", "FAILED", "ValueError: something else\n", False),
+        (None, "FAILED", f"AssertionError\n  in {cpu_training.MINI_BATCH_ASSERT}\n", False),  # not SkyRL's step
+        ("started", "SUCCEEDED", f'{cpu_training.STEP_MARKER} {{"step": 1}}\n', False),
+        ("started", "FAILED", f'{cpu_training.STEP_MARKER} {{"step": 1}}\n{cpu_training.MINI_BATCH_ASSERT}\n', False),
     ],
 )
 def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(

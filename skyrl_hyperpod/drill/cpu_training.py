@@ -421,14 +421,17 @@ def mutation_trimmed_schedule(drill: Drill) -> list[Outcome]:
     fresh_run(drill, edited)
     write_tiny_model(drill, edited)
     run = launch_training(drill, edited).wait(TRAIN_TIMEOUT_SECONDS)
-    trained = run.stop is not None and run.stop.get("at") == TRAIN_ON_CPU
-    ok = not trained and run.status == "FAILED" and MINI_BATCH_ASSERT in run.logs
+    # SkyRL's trainer started (its report comes at train start) and finished no step: the first step failed.
+    started = run.stop is not None and run.stop.get("at") == TRAIN_ON_CPU
+    trained = bool(logged_steps(run.logs))
+    ok = started and not trained and run.status == "FAILED" and MINI_BATCH_ASSERT in run.logs
     schedule = (
         f"train_batch_size 32, mini batch 16, {overrides['generator.n_samples_per_prompt']} samples on {ranks} ranks"
     )
     verdict = (
         f"fails at its first step in SkyRL's {MINI_BATCH_ASSERT}, as it must"
         if ok
-        else f"was not stopped by SkyRL's {MINI_BATCH_ASSERT} (status {run.status}, {'trained' if trained else run.first_error})"
+        else f"was not stopped by SkyRL's {MINI_BATCH_ASSERT} at its first step (status {run.status}, "
+        f"{'trained a step' if trained else 'trainer started' if started else 'trainer never started'}: {run.first_error})"
     )
     return [Outcome(ok, f"drill: mutation (schedule SkyRL trims, {schedule}): {name} {verdict}")]
