@@ -68,19 +68,27 @@ class ServingCluster:
         return anonymous, status, body
 
     def wait_for_applications(self, timeout: float) -> dict[str, Any]:
-        """GET /api/serve/applications/ until every application has settled (or `timeout`)."""
-        url = self.cluster.dashboard_url + kuberay.SERVE_DEPLOY_PATH
-        deadline = time.monotonic() + timeout
-        details: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            code, body = kuberay.request("GET", url, token=self.token, header="x-ray-authorization")
-            if code == 200:
-                details = json.loads(body)
-                applications = details.get("applications") or {}
-                if applications and all(app.get("status") in SETTLED for app in applications.values()):
-                    return details
-            time.sleep(3)
-        return details
+        return wait_for_settled(self.cluster, self.token, timeout, poll_s=3)
 
     def stop(self) -> None:
         self.cluster.stop()
+
+
+def wait_for_settled(cluster: RunningCluster, token: str, timeout: float, *, poll_s: float) -> dict[str, Any]:
+    """GET /api/serve/applications/ until every application has settled (or `timeout`): the last details read."""
+    url = cluster.dashboard_url + kuberay.SERVE_DEPLOY_PATH
+    deadline = time.monotonic() + timeout
+    details: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        try:
+            code, body = kuberay.request("GET", url, token=token, header="x-ray-authorization")
+        except OSError as error:
+            # A `ray stop` run on the machine outside the drill's namespaces also ends the drill's Ray.
+            raise RuntimeError(f"the serving cluster's dashboard stopped answering ({error})") from None
+        if code == 200:
+            details = json.loads(body)
+            applications = details.get("applications") or {}
+            if applications and all(app.get("status") in SETTLED for app in applications.values()):
+                return details
+        time.sleep(poll_s)
+    return details

@@ -41,12 +41,12 @@ from .layout import PathMap, pod_mounts, write_standin_tokenizer
 from .manifests import Manifests
 from .publish import LOOPBACK, S3Server, plan_publish, run_publish, start_s3
 from .run import Outcome
+from .serve import wait_for_settled
 
 SERVE_PORT = 8000  # charts/constructs/ray_pods.py SERVE_PORT: Serve's HTTP proxy on the head
 CLUSTER_TIMEOUT_SECONDS = 300
 DEPLOY_TIMEOUT_SECONDS = 1200
 MAX_TOKENS = 16
-SETTLED = ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
 
 
 @dataclass(frozen=True)
@@ -208,24 +208,10 @@ class LlmServingCluster:
         return kuberay.request("PUT", url, body=config, token=self.token, header="x-ray-authorization")
 
     def wait(self, timeout: float) -> dict[str, Any]:
-        url = self.cluster.dashboard_url + kuberay.SERVE_DEPLOY_PATH
-        deadline = time.monotonic() + timeout
-        details: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            try:
-                code, body = kuberay.request("GET", url, token=self.token, header="x-ray-authorization")
-            except OSError as error:
-                # A `ray stop` run on the machine outside the drill's namespaces also ends the drill's Ray.
-                raise RuntimeError(
-                    f"the serving cluster's dashboard stopped answering ({error}); see {self.run_dir}"
-                ) from None
-            if code == 200:
-                details = json.loads(body)
-                apps = details.get("applications") or {}
-                if apps and all(app.get("status") in SETTLED for app in apps.values()):
-                    return details
-            time.sleep(5)
-        return details
+        try:
+            return wait_for_settled(self.cluster, self.token, timeout, poll_s=5)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}; see {self.run_dir}") from None
 
     def stop(self) -> None:
         self.cluster.stop()
