@@ -33,6 +33,15 @@ KUBERAY_NAME_PATTERN = DNS1035_LABEL_PATTERN
 # app.kubernetes.io/instance = the release), which is how the NetworkPolicies tell the operator from any other
 # pod in its namespace.
 KUBERAY_OPERATOR_CHART = "kuberay-operator"
+# The chart's source: the release tag's commit of https://github.com/ray-project/kuberay (tag v1.7.0), where
+# helm-chart/kuberay-operator/Chart.yaml reads `version: 1.7.0` and crds/ holds the CRDs validation pins (byte-identical
+# to ray-operator/config/crd/bases/). The git Helm installer installs it from there, every file checked against
+# skyrl_hyperpod/validation/chart_sums/<commit>.sha256.
+KUBERAY_COMMIT = "59d663aeec13760646da3db9c1cf8cfe883e30b7"
+KUBERAY_OPERATOR_CHART_PATH = "helm-chart/kuberay-operator"
+# Where CDK's HelmChart fetched the chart before the git installer took it over (a deployment moving over keeps that
+# resource for one deploy: docs/helm-installer.md, "Moving the KubeRay release").
+KUBERAY_HELM_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
 # The namespace the SageMaker HyperPod observability EKS add-on (amazon-sagemaker-hyperpod-observability) installs
 # its collector in, which scrapes Ray's metrics port: the add-on fixes it, the Ray pods' NetworkPolicies admit it.
 HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"

@@ -25,17 +25,20 @@ from skyrl_hyperpod.helm_values import (
     hyperpod_dependencies_values,
 )
 from skyrl_hyperpod.stack_outputs import OutputKey
-from skyrl_hyperpod.upstream import KUBERAY_OPERATOR_CHART
+from skyrl_hyperpod.upstream import (
+    KUBERAY_COMMIT,
+    KUBERAY_HELM_REPOSITORY,
+    KUBERAY_OPERATOR_CHART,
+    KUBERAY_OPERATOR_CHART_PATH,
+)
 
 from .components.eks_addons import EksAddons
 from .components.eks_cluster import EksCluster
 from .components.helm_from_git import HelmChartFromGit
 from .components.workload_identity import WorkloadIdentities
 
-# Helm's --timeout for the KubeRay release, inside the kubectl handler's 15-minute Lambda limit (CDK's
-# HelmChart accepts at most 15 minutes): Helm stops by itself and records the release as failed, instead of
-# being killed with it left pending-install/pending-upgrade.
-KUBERAY_HELM_TIMEOUT = cdk.Duration.minutes(10)
+# The Helm --timeout the legacy KubeRay resource was declared with (unchanged, so that keeping it sends no update).
+LEGACY_KUBERAY_HELM_TIMEOUT = cdk.Duration.minutes(10)
 
 
 class EksStack(cdk.Stack):
@@ -72,42 +75,20 @@ class EksStack(cdk.Stack):
             artifacts_bucket=artifacts_bucket,
         )
 
-        self.kuberay_operator = eks.HelmChart(
-            self,
-            "KubeRayOperator",
-            cluster=self.cluster,
-            repository=versions.kuberay_helm_repository,
-            chart=KUBERAY_OPERATOR_CHART,
-            version=versions.kuberay_operator_chart,
-            release=KUBERAY_OPERATOR_RELEASE,
-            namespace=KUBERAY_NAMESPACE,
-            create_namespace=True,
-            # The operator pod cannot schedule before HyperPod nodes join. So no atomic install either: Helm 4's
-            # --atomic (= --rollback-on-failure) waits for the operator to be ready (helm/helm v4.1.4
-            # pkg/action/install.go), which it cannot be until then; it would roll back every first deploy.
-            wait=False,
-            timeout=KUBERAY_HELM_TIMEOUT,
-            # The operator watches (and caches Secrets, Pods, Services of) the workload namespace only, not every
-            # namespace: kuberay-operator chart v1.7.0 values.yaml `watchNamespace` -> --watch-namespace
-            # (ray-operator/main.go restricts the manager's cache to it). `singleNamespaceInstall` would also turn
-            # its ClusterRole into a Role, but that Role lives in the workload namespace, which the cdk8s charts
-            # create after this stack.
-            values={"watchNamespace": [config.workloads.namespace]},
-        )
-
         git_chart_options = dict(
             cluster=self.cluster,
             kubectl_layer=self.eks.kubectl_layer,
             awscli_layer=self.eks.awscli_layer,
-            repository=versions.hyperpod_cli_repository,
             archive_sha256=archive_pins(config),
             require_pinned_digests=config.helm_installer.require_pinned_digests,
             archive_mirror=config.helm_installer.archive_mirror,
         )
+        self.kuberay_operator = self._kuberay_operator(config, git_chart_options)
         self.hyperpod_dependencies = HelmChartFromGit(
             self,
             "HyperPodDependencies",
             **git_chart_options,
+            repository=versions.hyperpod_cli_repository,
             commit=versions.hyperpod_cli_commit,
             chart_path=HYPERPOD_CHART_PATH,
             release=HYPERPOD_DEPENDENCIES_RELEASE,
@@ -124,3 +105,49 @@ class EksStack(cdk.Stack):
             (OutputKey.TRAINING_ROLE_ARN, identities.training_role.role_arn, "Pod Identity role of the training pods"),
         ):
             cdk.CfnOutput(self, key.value, value=value, description=description)
+
+    def _kuberay_operator(self, config: ProjectConfig, git_chart_options: dict[str, Any]) -> Construct:
+        """The KubeRay operator's release, from the chart at the release tag's commit, every file checked.
+
+        The operator watches (and caches Secrets, Pods, Services of) the workload namespace only, not every
+        namespace: kuberay-operator chart v1.7.0 values.yaml `watchNamespace` -> --watch-namespace
+        (ray-operator/main.go restricts the manager's cache to it). `singleNamespaceInstall` would also turn its
+        ClusterRole into a Role, but that Role lives in the workload namespace, which the cdk8s charts create after
+        this stack.
+        """
+        values = {"watchNamespace": [config.workloads.namespace]}
+        if config.helm_installer.retain_legacy_kuberay_release:
+            return self._legacy_kuberay_operator(config, values)
+        return HelmChartFromGit(
+            self,
+            "KubeRayOperatorFromGit",
+            **git_chart_options,
+            repository=config.versions.kuberay_repository,
+            commit=KUBERAY_COMMIT,
+            chart_path=KUBERAY_OPERATOR_CHART_PATH,
+            release=KUBERAY_OPERATOR_RELEASE,
+            namespace=KUBERAY_NAMESPACE,
+            values=values,
+        )
+
+    def _legacy_kuberay_operator(self, config: ProjectConfig, values: dict[str, Any]) -> eks.HelmChart:
+        """CDK's HelmChart exactly as this project declared it before the git installer (same id, same
+        properties: CloudFormation sees no change to send its handler), retained: when the next deploy removes
+        it, CloudFormation drops it without its Delete, which would `helm uninstall` the release the git
+        installer has just taken over (docs/helm-installer.md, "Moving the KubeRay release")."""
+        chart = eks.HelmChart(
+            self,
+            "KubeRayOperator",
+            cluster=self.cluster,
+            repository=KUBERAY_HELM_REPOSITORY,
+            chart=KUBERAY_OPERATOR_CHART,
+            version=config.versions.kuberay_operator_chart,
+            release=KUBERAY_OPERATOR_RELEASE,
+            namespace=KUBERAY_NAMESPACE,
+            create_namespace=True,
+            wait=False,
+            timeout=LEGACY_KUBERAY_HELM_TIMEOUT,
+            values=values,
+        )
+        chart.node.find_child("Resource").apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        return chart

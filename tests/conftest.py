@@ -190,9 +190,12 @@ def add_modeled_error(client, stubber, method: str, code: str, http_status_code:
     stubber.add_client_error(method, code, http_status_code=http_status_code, expected_params=expected_params)
 
 
-def stub_cloudformation(stub_aws, stacks: dict[str, dict[str, str]], region: str = TEST_REGION):
+def stub_cloudformation(
+    stub_aws, stacks: dict[str, dict[str, str]], region: str = TEST_REGION, templates: dict[str, dict] | None = None
+):
     """A CloudFormation client whose one describe_stacks call lists `stacks` ({stack name: {output key:
-    value}}, all CREATE_COMPLETE)."""
+    value}}, all CREATE_COMPLETE), then answers get_template for each of `templates` ({stack name: template}), in
+    that order."""
     from datetime import datetime
 
     client, stubber = stub_aws("cloudformation", region)
@@ -203,6 +206,10 @@ def stub_cloudformation(stub_aws, stacks: dict[str, dict[str, str]], region: str
         for name, outputs in stacks.items()
     ]  # fmt: skip
     stubber.add_response("describe_stacks", {"Stacks": described}, {})
+    for name, template in (templates or {}).items():
+        stubber.add_response(
+            "get_template", {"TemplateBody": json.dumps(template)}, {"StackName": name, "TemplateStage": "Original"}
+        )
     stubber.activate()
     return client
 

@@ -25,6 +25,7 @@ from skyrl_hyperpod.cli.common import AwsClients, new_session
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.ops.preflight import (
     DEFAULT_BOOTSTRAP_QUALIFIER,
+    LEGACY_HELM_CHART_TYPE,
     QUOTA_NAME,
     STACK_DEPENDENCIES,
     check_cluster_access,
@@ -84,6 +85,8 @@ class Account:
     bucket_exists: bool = False
     repository_exists: bool = False
     stacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The deployed EKS stack's template, when `stacks` holds that stack (preflight reads it for the KubeRay release).
+    eks_template: dict = field(default_factory=lambda: {"Resources": {}})
 
     def clients(self, stub_aws, config) -> tuple[RecordingClients, list[Stubber]]:
         """Stubbed clients for one preflight run, for the effective `config` (it may differ from the default)."""
@@ -202,7 +205,12 @@ class Account:
             "ecr": ecr,
             "eks": eks,
             "sagemaker": sagemaker,
-            "cloudformation": stub_cloudformation(stub_aws, self.stacks, self.region),
+            "cloudformation": stub_cloudformation(
+                stub_aws,
+                self.stacks,
+                self.region,
+                {name: self.eks_template for name in self.stacks if name == config.names.stack("eks")},
+            ),
         }
         for stubber in stubbers:
             stubber.activate()
@@ -390,6 +398,52 @@ def test_own_and_unrelated_stacks_pass_the_name_prefix_check(default_config, pre
     result, _ = preflight(Account(default_config, stacks=stacks))
     assert result.exit_code == 0, result.output
     assert line_for(result, "name_prefix").startswith("PASS")
+
+
+def legacy_kuberay_template(*, retained: bool) -> dict:
+    """An EKS stack as this project deployed it before the git installer took KubeRay over (the parts preflight
+    reads), optionally after the first of the two deploys that move it."""
+    chart = {"Type": LEGACY_HELM_CHART_TYPE, "Properties": {"Release": "kuberay-operator", "Chart": "kuberay-operator"}}
+    other = {"Type": LEGACY_HELM_CHART_TYPE, "Properties": {"Release": "someone-elses", "Chart": "x"}}
+    if retained:
+        chart |= {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}
+    return {"Resources": {"KubeRayOperatorC85C2BA7": chart, "Other": other}}
+
+
+@pytest.mark.parametrize(
+    ("retained", "retaining", "status", "says"),
+    [
+        (False, False, "FAIL", "CloudFormation's clean-up would then uninstall it"),
+        (False, True, "PASS", "this deploy retains KubeRayOperatorC85C2BA7; then set it false"),
+        (True, False, "PASS", "moves it from the retained KubeRayOperatorC85C2BA7 to the git installer"),
+    ],
+    ids=["deployed by CDK's HelmChart", "the first deploy of the move", "the second deploy of the move"],
+)
+def test_moving_the_kuberay_release_to_the_git_installer_takes_two_deploys(
+    tmp_path, preflight, retained, retaining, status, says
+):
+    overrides = {**ACCESS, "helm_installer": {"retain_legacy_kuberay_release": retaining}}
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(overrides))
+    config = validate_config(overrides)
+    stacks = {config.names.stack("network"): {}, config.names.stack("eks"): {}}
+    account = Account(config, stacks=stacks, eks_template=legacy_kuberay_template(retained=retained))
+    result, stubbers = preflight(account, config_file=str(file), config=config)
+    for stubber in stubbers:
+        stubber.assert_no_pending_responses()
+    line = line_for(result, "KubeRay release")
+    assert line.startswith(status) and says in line, line
+    assert failed_checks(result) == ({"KubeRay release"} if status == "FAIL" else set())
+    if status == "FAIL":
+        assert "set helm_installer.retain_legacy_kuberay_release: true, deploy, then set it false" in line
+
+
+def test_a_deployment_the_git_installer_already_serves_passes_the_kuberay_check(default_config, preflight):
+    stacks = {default_config.names.stack("eks"): {}}
+    result, _ = preflight(Account(default_config, stacks=stacks))
+    assert line_for(result, "KubeRay release").startswith("PASS") and "git installer" in line_for(
+        result, "KubeRay release"
+    )
 
 
 def test_unknown_region_fails_and_skips_the_rest(default_config):

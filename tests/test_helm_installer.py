@@ -592,6 +592,21 @@ def test_a_release_is_handed_back_to_the_owner_before_the_rolled_back_one_not_to
     assert harness.status == "deployed"
 
 
+def test_a_release_taken_over_from_an_unlabelled_installer_is_handed_back_not_uninstalled(harness):
+    # CDK's HelmChart (or a person) installed it: no owner label. This resource takes it over, then the deploy rolls
+    # back (the retained CDK resource is still in the stack): the release must go back to that revision, not away.
+    harness.set_release(["superseded", "deployed"])
+    taker = harness.invoke()["PhysicalResourceId"]
+    assert harness.labels() == [None, None, harness.owner(taker)]
+    harness.physical_id = taker
+    response = harness.invoke("Delete")
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert "handed back to its unlabelled installer" in response["Reason"] and "revision 2" in response["Reason"]
+    assert "uninstall" not in harness.helm_verbs() and harness.status == "deployed"
+    assert [args for args in harness.calls() if args[0] == "rollback"][-1][1:3] == ["hyperpod-dependencies", "2"]
+    assert harness.labels()[-1] is None
+
+
 def test_a_failed_hand_back_leaves_the_release_installed_and_says_so(harness):
     harness.invoke()
     second = harness.invoke(logical_id="Renamed")["PhysicalResourceId"]

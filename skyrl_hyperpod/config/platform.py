@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..upstream import KUBERAY_RELEASE, KUBERAY_TAG
+from ..upstream import KUBERAY_COMMIT, KUBERAY_OPERATOR_CHART_PATH, KUBERAY_RELEASE, KUBERAY_TAG
 from .catalog import INSTANCE_CATALOG, InstanceSpec, unknown_instance_type
 
 _HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -575,7 +575,12 @@ class VersionsConfig(StrictModel):
         default=KUBERAY_RELEASE,
         description="kuberay-operator Helm chart version; must match the KubeRay CRDs the manifests are validated against.",
     )
-    kuberay_helm_repository: str = "https://ray-project.github.io/kuberay-helm/"
+    kuberay_repository: str = Field(
+        default="https://github.com/ray-project/kuberay",
+        pattern=r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
+        description=f"GitHub repository whose {KUBERAY_OPERATOR_CHART_PATH} at tag {KUBERAY_TAG} (commit "
+        f"{KUBERAY_COMMIT}) the git Helm installer installs, every file checked against this project's list.",
+    )
     hyperpod_cli_repository: str = "https://github.com/aws/sagemaker-hyperpod-cli"
     # Release v3.9.0 of aws/sagemaker-hyperpod-cli: the first release whose dependencies chart lists the
     # g7e types for the health-monitoring agent and both device plugins. `python -m
@@ -630,4 +635,11 @@ class HelmInstallerConfig(StrictModel):
         default=None,
         pattern=r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?|https://\S+)$",
         description="s3://bucket/prefix or https://host/path holding every archive under its upstream file name.",
+    )
+    retain_legacy_kuberay_release: bool = Field(
+        default=False,
+        description="true for one deploy of a deployment whose KubeRay operator CDK's HelmChart installed (this "
+        "project before the git installer took KubeRay over): keeps that resource, now retained, so that the next "
+        "deploy (false again) moves the release to the git installer without CloudFormation's clean-up "
+        "uninstalling it (docs/helm-installer.md).",
     )

@@ -8,12 +8,14 @@ here creates, changes or deletes anything: only Describe/Get/List/Head calls.
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.names import KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.config.placeholders import placeholder_findings
 from skyrl_hyperpod.config.platform import aws_regions, az_id_prefix, region_problem
 from skyrl_hyperpod.errors import one_line
@@ -50,6 +52,8 @@ STACK_DEPENDENCIES: dict[str, frozenset[str]] = {
     "studio": frozenset({"eks", "network"}),
     "ray-endpoint": frozenset({"eks", "hyperpod"}),
 }
+# The resource type of aws_eks_v2.HelmChart, which installed the KubeRay release before the git installer did.
+LEGACY_HELM_CHART_TYPE = "Custom::AWSCDK-EKS-HelmChart"
 # Stacks that own each physically named resource (config.names.stack(component)).
 OWNER_COMPONENT = {
     "lifecycle bucket": "storage",
@@ -537,6 +541,50 @@ def _collision(
     )
 
 
+def legacy_kuberay_resources(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Logical id -> resource of the CDK HelmChart resources that install the KubeRay release in a deployed EKS
+    stack's template (this project declared KubeRay that way before the git installer took it over)."""
+    return {
+        logical_id: resource
+        for logical_id, resource in (template.get("Resources") or {}).items()
+        if resource.get("Type") == LEGACY_HELM_CHART_TYPE
+        and (resource.get("Properties") or {}).get("Release") == KUBERAY_OPERATOR_RELEASE
+    }
+
+
+def check_kuberay_move(config: ProjectConfig, cloudformation: Any, deployed: dict[str, Any]) -> CheckResult:
+    """Whether this deploy moves the KubeRay release to the git installer safely: a deployed CDK HelmChart resource
+    of it must be retained before a deploy removes it, or CloudFormation's clean-up runs its `helm uninstall` on the
+    release the git installer has just taken over (docs/helm-installer.md, "Moving the KubeRay release")."""
+    label, stack = "KubeRay release", config.names.stack("eks")
+    retaining = config.helm_installer.retain_legacy_kuberay_release
+    step_one = "set helm_installer.retain_legacy_kuberay_release: true, deploy, then set it false and deploy again"
+    if stack not in deployed:
+        return CheckResult("PASS", label, f"{stack} is not deployed: the git installer installs the release")
+    template = cloudformation.get_template(StackName=stack, TemplateStage="Original")["TemplateBody"]
+    legacy = legacy_kuberay_resources(json.loads(template) if isinstance(template, str) else template)
+    if not legacy:
+        if retaining:
+            return CheckResult(
+                "WARN", label, f"{stack} has no CDK HelmChart of the release to retain", "set it false again"
+            )
+        return CheckResult("PASS", label, f"{stack} installs it with the git installer")
+    unretained = sorted(name for name, resource in legacy.items() if resource.get("DeletionPolicy") != "Retain")
+    if retaining:
+        return CheckResult("PASS", label, f"this deploy retains {', '.join(sorted(legacy))}; then set it false")
+    if unretained:
+        return CheckResult(
+            "FAIL",
+            label,
+            f"{stack} installs it with CDK's HelmChart ({', '.join(unretained)}, not retained): this deploy would move "
+            "it to the git installer and CloudFormation's clean-up would then uninstall it",
+            step_one,
+        )
+    return CheckResult(
+        "PASS", label, f"this deploy moves it from the retained {', '.join(sorted(legacy))} to the git installer"
+    )
+
+
 def check_names(config: ProjectConfig, clients: AwsClients, region: str, account: str) -> list[CheckResult]:
     from botocore.exceptions import ClientError
 
@@ -583,6 +631,7 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
     summaries = clients("sagemaker", region).list_clusters(NameContains=hyperpod_name).get("ClusterSummaries", [])
     exists = any(c.get("ClusterName") == hyperpod_name for c in summaries)
     results.append(_collision("HyperPod cluster", hyperpod_name, exists, config, deployed))
+    results.append(check_kuberay_move(config, cloudformation, deployed))
     return results
 
 

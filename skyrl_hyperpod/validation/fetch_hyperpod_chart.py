@@ -5,7 +5,7 @@
 
 Reads GitHub's archive of the commit (aws/sagemaker-hyperpod-cli), keeps helm_chart/HyperPodHelmChart
 and writes it to DEST/<commit>/ only when every file matches the sha256 list this project ships for
-that commit (hyperpod_chart_sums/<commit>.sha256) and no file is missing or extra. Anything else is
+that commit (chart_sums/<commit>.sha256) and no file is missing or extra. Anything else is
 refused and nothing is written, so a moved or tampered archive is never used.
 """
 
@@ -54,7 +54,7 @@ def fetch_chart(commit: str, dest: Path) -> Path:
     if sums is None:
         raise ValueError(
             f"fetch_hyperpod_chart: no sha256 list for commit {commit} in this project "
-            "(skyrl_hyperpod/validation/hyperpod_chart_sums/): refused"
+            "(skyrl_hyperpod/validation/chart_sums/): refused"
         )
     url = ARCHIVE_URL.format(commit=commit)
     try:

@@ -7,7 +7,7 @@ copied into this repository. It is read from, in order: the `charts_dir` argumen
 or ../shared/hyperpod-helm-chart next to the repository; each holds one folder per commit
 (`<commit>/helm_chart/HyperPodHelmChart`). `skyrl-hp fetch hyperpod-chart`
 downloads a commit's copy and verifies every file. A copy of a commit with a sha256 list in
-hyperpod_chart_sums/ is verified before it is read.
+chart_sums/ is verified before it is read.
 
 One line per problem, when:
 - a values path we set does not exist in the chart's values.yaml (or, below a local sub-chart's name,
@@ -78,7 +78,7 @@ from . import _cache
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
 HELM_ENV_VAR = "SKYRL_HP_HELM"
 DEFAULT_CHARTS_DIR = default_upstream_dir("hyperpod-helm-chart")
-SUMS_DIR = Path(__file__).with_name("hyperpod_chart_sums")
+SUMS_DIR = Path(__file__).with_name("chart_sums")
 FETCH_COMMAND = "skyrl-hp fetch hyperpod-chart --commit {commit} --dest DIR"
 # The git Helm installer's Lambda handler: the code chart-check --render runs (a checkout's file).
 INSTALLER_HANDLER = (

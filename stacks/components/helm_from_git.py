@@ -3,7 +3,7 @@
 Some charts (the HyperPod dependencies chart, the HyperPod Ray endpoint operator) are not published
 in any Helm repository. `HelmChartFromGit` is a custom resource whose handler downloads the GitHub
 tarball of one commit at deploy time, verifies every file of the chart against this project's sha256
-list for that commit (skyrl_hyperpod/validation/hyperpod_chart_sums/, sent as `ChartFileDigests`),
+list for that commit (skyrl_hyperpod/validation/chart_sums/, sent as `ChartFileDigests`),
 assembles the chart as Helm loads it (remote sub-charts downloaded and checked against their pins), and
 runs `helm upgrade --install` (no --wait); on delete, `helm uninstall` of a release it alone owns, or a
 `helm rollback` that hands it back to the resource that owned it before (a rolled-back takeover). Deadlines,
@@ -220,7 +220,7 @@ class HelmChartFromGit(Construct):
                 [
                     f"config error: helm_installer.archive_sha256 has no pin for {source_archive}, and this project "
                     f"ships no sha256 list of {chart_path} at commit {commit} (skyrl_hyperpod/validation/"
-                    "hyperpod_chart_sums/): add the tarball's sha256 (docs/helm-installer.md)"
+                    "chart_sums/): add the tarball's sha256 (docs/helm-installer.md)"
                 ]
             )
         self.commit = commit

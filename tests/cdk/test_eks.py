@@ -23,6 +23,7 @@ from cdk_nag import AwsSolutionsChecks
 from conftest import cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
+from skyrl_hyperpod.config.names import KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.config.platform import (
     HYPERPOD_CHART_PATH,
     RAY_ENDPOINT_OPERATOR_CHART_PATH,
@@ -34,14 +35,18 @@ from skyrl_hyperpod.helm_values import (
     UPSTREAM_ARCHIVE_SHA256,
 )
 from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.validation.crds import KUBERAY_KINDS
 from skyrl_hyperpod.validation.hyperpod_chart import installer_module, sums_for
 from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
 from stacks.eks_stack import (
-    KUBERAY_HELM_TIMEOUT,
+    KUBERAY_COMMIT,
+    KUBERAY_HELM_REPOSITORY,
     KUBERAY_NAMESPACE,
     KUBERAY_OPERATOR_CHART,
+    KUBERAY_OPERATOR_CHART_PATH,
+    LEGACY_KUBERAY_HELM_TIMEOUT,
     EksStack,
 )
 
@@ -212,10 +217,10 @@ def test_cluster_version_and_its_layer_follow_the_config(fixture, request):
 
 
 def test_one_kubectl_layer_and_one_installer_serve_every_release(variant):
-    # The dependencies git chart and the KubeRay chart (the Ray endpoint operator's git chart lives in its
-    # own stack and reuses this installer: tests/cdk/test_ray_endpoint.py), yet: one kubectl layer, one AWS
+    # The dependencies chart and the KubeRay chart, both from git (the Ray endpoint operator's git chart lives in
+    # its own stack and reuses this installer: tests/cdk/test_ray_endpoint.py), yet: one kubectl layer, one AWS
     # CLI layer, three functions (kubectl handler, its framework, the git installer).
-    assert len(git_charts(variant.template)) == 1
+    assert set(git_charts(variant.template)) == {HYPERPOD_CHART_PATH, KUBERAY_OPERATOR_CHART_PATH}
     assert len(resources(variant.template, "AWS::Lambda::LayerVersion")) == 2
     assert len(resources(variant.template, "AWS::Lambda::Function")) == 3
     tokens = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(variant.template).values()}
@@ -443,22 +448,61 @@ def test_namespace_is_left_to_the_charts(default):
 # --- KubeRay -----------------------------------------------------------------------------------
 
 
-def test_kuberay_operator_chart_is_pinned_and_does_not_wait(default):
-    _, chart = one(default.template, "Custom::AWSCDK-EKS-HelmChart")
+def test_the_kuberay_operator_comes_from_the_release_tags_commit_every_file_checked(default):
+    chart = git_charts(default.template)[KUBERAY_OPERATOR_CHART_PATH]
     props = chart["Properties"]
-    versions = default.config.versions
-    assert props["Chart"] == KUBERAY_OPERATOR_CHART == "kuberay-operator"
-    assert props["Version"] == versions.kuberay_operator_chart
-    assert props["Repository"] == versions.kuberay_helm_repository
-    assert props["Namespace"] == KUBERAY_NAMESPACE and KUBERAY_NAMESPACE not in ("default", "kube-system")
-    assert props["CreateNamespace"] is True
-    assert props.get("Wait", False) is False
-    # Helm stops itself inside the kubectl handler's 15 minutes; no --atomic (it would wait for a pod that
-    # cannot schedule before HyperPod nodes exist).
-    assert props["Timeout"] == f"{KUBERAY_HELM_TIMEOUT.to_seconds()}s" and KUBERAY_HELM_TIMEOUT.to_minutes() < 15
-    assert props.get("Atomic", False) is False
+    assert props["Repository"] == default.config.versions.kuberay_repository
+    assert props["Commit"] == KUBERAY_COMMIT and COMMIT_ID.fullmatch(KUBERAY_COMMIT)
+    assert (props["Release"], props["Namespace"]) == (KUBERAY_OPERATOR_RELEASE, KUBERAY_NAMESPACE)
+    assert KUBERAY_NAMESPACE not in ("default", "kube-system")
+    # Every file of the chart, against the project's list for the commit; the chart itself says its version.
+    listed = json.loads(props["ChartFileDigests"])
+    assert listed == {
+        name.removeprefix(KUBERAY_OPERATOR_CHART_PATH + "/"): digest
+        for name, digest in sums_for(KUBERAY_COMMIT).items()
+    }
+    assert {"Chart.yaml", "values.yaml", "templates/deployment.yaml"} <= set(listed)
+    assert props["RequirePinnedDigests"] == "true"
     # The operator watches the workload namespace only (its Secrets, not every namespace's).
     assert json.loads(props["Values"]) == {"watchNamespace": [default.config.workloads.namespace]}
+    # Same installer (deadlines, pending-release recovery, owner labels) as the HyperPod chart.
+    hyperpod = git_charts(default.template)[HYPERPOD_CHART_PATH]
+    assert props["ServiceToken"] == hyperpod["Properties"]["ServiceToken"]
+    assert resources(default.template, "Custom::AWSCDK-EKS-HelmChart") == {}
+
+
+def test_the_kuberay_crds_it_installs_are_the_ones_the_manifests_are_validated_against():
+    # The chart's crds/ at the commit, by digest, against the CRDs `make test` validates every manifest with
+    # (skyrl_hyperpod/validation/crds.py pins their sha256).
+    listed = sums_for(KUBERAY_COMMIT)
+    assert len(KUBERAY_KINDS) == 3
+    for spec in KUBERAY_KINDS.values():
+        assert listed[f"{KUBERAY_OPERATOR_CHART_PATH}/crds/{spec.file_name}"] == spec.sha256, spec.file_name
+
+
+# The logical id of the KubeRay release's CDK HelmChart in the EKS stacks this project deployed before the git
+# installer took KubeRay over (synthesized at commit 255e680 of this repository). Keeping it for one deploy is what
+# lets CloudFormation drop it without its Delete; another id would be a new resource (a second release install).
+LEGACY_KUBERAY_LOGICAL_ID = "KubeRayOperatorC85C2BA7"
+
+
+def test_retaining_the_legacy_kuberay_release_keeps_cdks_resource_as_it_was_deployed(tmp_path):
+    config = validate_config({"helm_installer": {"retain_legacy_kuberay_release": True}})
+    template, _ = synth_eks(config, tmp_path)
+    [(logical_id, chart)] = resources(template, "Custom::AWSCDK-EKS-HelmChart").items()
+    assert logical_id == LEGACY_KUBERAY_LOGICAL_ID
+    # Unchanged properties (CloudFormation sends no update), now retained.
+    props = chart["Properties"]
+    assert (props["Chart"], props["Version"]) == (KUBERAY_OPERATOR_CHART, config.versions.kuberay_operator_chart)
+    assert props["Repository"] == KUBERAY_HELM_REPOSITORY == "https://ray-project.github.io/kuberay-helm/"
+    assert (props["Release"], props["Namespace"], props["CreateNamespace"]) == (
+        KUBERAY_OPERATOR_RELEASE, KUBERAY_NAMESPACE, True
+    )  # fmt: skip
+    assert props["Timeout"] == f"{LEGACY_KUBERAY_HELM_TIMEOUT.to_seconds()}s" and props.get("Wait", False) is False
+    assert json.loads(props["Values"]) == {"watchNamespace": [config.workloads.namespace]}
+    assert chart["DeletionPolicy"] == chart["UpdateReplacePolicy"] == "Retain"
+    # ... and the git installer does not take the release over in the same deploy.
+    assert set(git_charts(template)) == {HYPERPOD_CHART_PATH}
 
 
 # --- HyperPod dependencies and the Ray endpoint operator ----------------------------------------
@@ -466,7 +510,7 @@ def test_kuberay_operator_chart_is_pinned_and_does_not_wait(default):
 
 def test_hyperpod_dependencies_come_from_the_pinned_commit(default):
     versions = default.config.versions
-    [chart] = git_charts(default.template).values()
+    chart = git_charts(default.template)[HYPERPOD_CHART_PATH]
     props = chart["Properties"]
     assert COMMIT_ID.fullmatch(props["Commit"]) and props["Commit"] == versions.hyperpod_cli_commit
     assert props["Repository"] == versions.hyperpod_cli_repository
@@ -477,7 +521,7 @@ def test_hyperpod_dependencies_come_from_the_pinned_commit(default):
 
 
 def test_every_chart_file_is_verified_against_the_projects_list(default):
-    [chart] = git_charts(default.template).values()
+    chart = git_charts(default.template)[HYPERPOD_CHART_PATH]
     props = chart["Properties"]
     listed = sums_for(props["Commit"])
     assert listed is not None and all(name.startswith(HYPERPOD_CHART_PATH + "/") for name in listed)
@@ -505,7 +549,7 @@ def test_the_synthesized_dependencies_release_passes_the_chart_check(default):
     # template and checked against the chart copy at that commit.
     from skyrl_hyperpod.validation import hyperpod_chart
 
-    [chart] = git_charts(default.template).values()
+    chart = git_charts(default.template)[HYPERPOD_CHART_PATH]
     props = chart["Properties"]
     assert props["Commit"] == "b01cf90676553a711ab1a8ac51422adbb09aef6b"  # release v3.9.0
     chart_dir = hyperpod_chart.commit_dir(props["Commit"]) / HYPERPOD_CHART_PATH
@@ -519,7 +563,7 @@ def test_the_synthesized_dependencies_release_passes_the_chart_check(default):
 
 
 def test_hyperpod_dependencies_run_under_their_own_cluster_admin_entry(default):
-    [chart] = git_charts(default.template).values()
+    chart = git_charts(default.template)[HYPERPOD_CHART_PATH]
     function_id = chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
     function = default.template["Resources"][function_id]["Properties"]
     role_id = function["Role"]["Fn::GetAtt"][0]
@@ -530,7 +574,7 @@ def test_hyperpod_dependencies_run_under_their_own_cluster_admin_entry(default):
 
 
 def test_git_helm_installer_has_its_own_https_only_security_group(default):
-    [chart] = git_charts(default.template).values()
+    chart = git_charts(default.template)[HYPERPOD_CHART_PATH]
     function = default.template["Resources"][chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]
     [group_ref] = function["VpcConfig"]["SecurityGroupIds"]
     group_id = group_ref["Fn::GetAtt"][0]
@@ -608,7 +652,7 @@ def test_archive_pins_and_mirror_reach_the_installer(default, variant):
 
 
 def test_device_plugins_are_pinned_to_the_configured_instance_types(default):
-    [chart] = git_charts(default.template).values()
+    chart = git_charts(default.template)[HYPERPOD_CHART_PATH]
     values = rendered_json(chart["Properties"]["Values"])
     hyperpod = default.config.hyperpod
     groups = (hyperpod.head_group, hyperpod.worker_group)
@@ -640,7 +684,7 @@ def test_a_branch_name_is_refused_at_synth(default):
 def test_the_ray_endpoint_operator_and_its_spaces_addon_are_never_in_this_stack(fixture, request):
     # They need HyperPod nodes, which do not exist when this stack deploys: stacks/ray_endpoint_stack.py.
     synth = request.getfixturevalue(fixture)
-    assert set(git_charts(synth.template)) == {HYPERPOD_CHART_PATH}
+    assert set(git_charts(synth.template)) == {HYPERPOD_CHART_PATH, KUBERAY_OPERATOR_CHART_PATH}
     assert "amazon-sagemaker-spaces" not in addons(synth.template)
 
 

@@ -28,7 +28,8 @@ so a replacement (a new logical id, a new ServiceToken) never shares it with the
 owner label (a hash of the physical id) is recorded on every revision with Helm's `--labels`; the newest
 deployed revision's label names the owner. Delete acts only when that is this resource: it hands the release
 back to the newest earlier owner that still exists (CloudFormation's rollback of a takeover deletes the new
-resource while the old one stays in the stack), else uninstalls it. Every Delete records its label in the
+resource while the old one stays in the stack) or to an unlabelled earlier revision (installed by something
+else before this resource took it over), else uninstalls it. Every Delete records its label in the
 ConfigMap OWNERS_CONFIGMAP of kube-system, so that nothing is handed back to a deleted resource. A release
 taken over by a replacement, or installed by hand, is left alone.
 
@@ -116,6 +117,9 @@ OWNER_LABEL = "skyrl-hp-owner"
 # Owner labels of resources CloudFormation has deleted (one key each, in kube-system): a release handed over by
 # one of them has no earlier owner left to hand it back to.
 OWNERS_CONFIGMAP = "skyrl-hp-helm-retired-owners"
+# What installed a revision without an owner label: it cannot be asked whether it still exists, so a release taken
+# over from it is handed back to it, never uninstalled.
+UNLABELLED_OWNER = "its unlabelled installer (CDK's HelmChart, a person, or a version without owner labels)"
 # Statuses, as `helm history` shows them, of revisions that were applied to the cluster (a rollback target).
 APPLIED_STATUSES = ("deployed", "superseded")
 # file:// sub-charts of file:// sub-charts: deeper than this is a loop.
@@ -340,11 +344,12 @@ def owner_revision(history: list[dict]) -> int | None:
 
 def handback_revision(
     history: list[dict], owner: str, label_of: Callable[[int], str | None], retired: set[str]
-) -> tuple[int, str] | None:
+) -> tuple[int, str | None] | None:
     """(revision, owner label) to hand the release back to when the resource labelled `owner` is deleted: the
     newest applied revision, before the one that decides ownership (owner_revision), of another resource that
-    CloudFormation has not deleted (its label is not in `retired`). None: `owner` is the sole owner (unlabelled
-    revisions, installed by hand or before owner labels existed, hand back to nobody)."""
+    CloudFormation has not deleted (its label is not in `retired`), or an unlabelled one (label None: installed
+    by something that records no owner, such as CDK's HelmChart or a person, which this resource took over).
+    None: `owner` is the sole owner."""
     deciding = owner_revision(history)
     if deciding is None:
         return None
@@ -354,7 +359,7 @@ def handback_revision(
     )
     for revision in earlier:
         label = label_of(revision)
-        if label and label != owner and label not in retired:
+        if label is None or (label != owner and label not in retired):
             return revision, label
     return None
 
@@ -1014,7 +1019,7 @@ class Installer:
                     raise  # else created by a concurrent Delete meanwhile: patch it
         raise InstallError(f"could not record {self.owner} in ConfigMap {DIGESTS_NAMESPACE}/{OWNERS_CONFIGMAP}")
 
-    def hand_back(self, revision: int, previous: str) -> None:
+    def hand_back(self, revision: int, previous: str | None) -> None:
         """`helm rollback` to the previous owner's last revision. The new revision takes that revision's labels
         (helm/helm pkg/action/rollback.go, prepareRollback: `Labels: previousRelease.Labels`), so the previous
         owner's label is restored; checked, since the previous owner's Delete relies on it."""
@@ -1027,7 +1032,7 @@ class Installer:
         if not exists or owner != previous:
             raise InstallError(
                 f"release {self.namespace}/{self.release} was rolled back to revision {revision}, but its owner label "
-                f"reads {OWNER_LABEL}={owner or '(none)'}, not {previous}: check `helm history {self.release} -n "
+                f"reads {OWNER_LABEL}={owner or '(none)'}, not {previous or '(none)'}: check `helm history {self.release} -n "
                 f"{self.namespace}`"
             )
 
@@ -1055,9 +1060,10 @@ class Installer:
             else:
                 revision, previous_owner = previous
                 self.hand_back(revision, previous_owner)
+                before = f"{OWNER_LABEL}={previous_owner}" if previous_owner else UNLABELLED_OWNER
                 self.outcome = (
-                    f"release {name} handed back to {OWNER_LABEL}={previous_owner}, which owned it before this "
-                    f"resource: rolled back to its revision {revision}, not uninstalled"
+                    f"release {name} handed back to {before}, which owned it before this resource: rolled back to "
+                    f"its revision {revision}, not uninstalled"
                 )
         # Whatever happened, this resource is gone: no later Delete may hand a release back to it. Not recorded, a
         # later Delete would hand a release back to it instead of uninstalling: the release stays, nothing is lost.
