@@ -25,10 +25,10 @@ export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/Hype
 # one, and a fresh clone (new file times) reuses it, so the target has no file prerequisites.
 PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) $(shell command -v python3.12))
 DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
-DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/versions.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
+DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/version_lock.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test drill drill-env drill-serve-env bench docs clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test test-fast drill drill-env drill-serve-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
@@ -38,7 +38,7 @@ STAGE_CLOCK = .build/setup-stage-$(notdir $(@D))
 STAGE_START = @echo "setup: $(1) ..."; mkdir -p .build; date +%s > $(STAGE_CLOCK)
 STAGE_END = @echo "setup: $(1) done in $$(( $$(date +%s) - $$(cat $(STAGE_CLOCK)) )) s"; rm -f $(STAGE_CLOCK)
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/versions.py
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/version_lock.py
 	python3 -m venv $(VENV)
 	$(call STAGE_START,[1/3] Python packages into $(VENV) (CDK, cdk8s, Ray, the tools; about 2.2 GB))
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
@@ -115,6 +115,11 @@ promtool:
 
 test: setup crds hyperpod-chart promtool lint chart-check
 	$(PYTHON) -m pytest
+
+# The edit loop (docs/development.md): every test module not marked long_running (no real Ray cluster, Helm
+# installer handler, checkov, chart render, lifecycle scripts or PR review run), no lint. `make test` and CI run all.
+test-fast: setup crds
+	$(PYTHON) -m pytest -m "not long_running"
 
 drill-env: $(DRILL_ENV)/.installed
 	@echo $(DRILL_ENV)

@@ -16,7 +16,7 @@ from pathlib import Path
 def main() -> int:
     ray_version = os.environ["RAY_VERSION"]
     pygame_version = os.environ["PYGAME_VERSION"]
-    # The configured SkyRL release and what it pins (skyrl_hyperpod/config/versions.py).
+    # The configured SkyRL release and what it pins (skyrl_hyperpod/config/version_lock.py).
     pinned = {
         "skyrl": os.environ["SKYRL_VERSION"],
         "torch": os.environ["TORCH_VERSION"],

@@ -1,11 +1,17 @@
-"""The error types of the project's own checks: one human-readable line per problem.
+"""The project's error base and the error types of its own checks: one human-readable line per problem.
 
-The configuration's own error, ConfigError, is in skyrl_hyperpod/config/errors.py."""
+The configuration's own error, ConfigError, is in skyrl_hyperpod/config/errors.py; the cluster clients' errors
+(KubeError, RayApiError, ServeError, ...) are beside their clients in skyrl_hyperpod/ops/."""
 
 from __future__ import annotations
 
 
-class ProblemsError(Exception):
+class ProjectError(Exception):
+    """The base of every error this project raises on purpose: what the command line prints as one line (no
+    traceback). The configuration's, the checks' (ProblemsError) and the cluster clients' errors derive from it."""
+
+
+class ProblemsError(ProjectError):
     """Bad input found by a check; `problems` holds one line each (printed by `runtime.fail`)."""
 
     def __init__(self, problems: list[str]):

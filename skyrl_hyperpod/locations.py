@@ -1,4 +1,5 @@
-"""Where the offline copies of upstream files (KubeRay CRDs, the HyperPod chart) live by default.
+"""Paths of the checkout this package runs from (the one place that counts directories up from a module), and
+where the offline copies of upstream files (KubeRay CRDs, the HyperPod chart) live by default.
 
 In a checkout of this repository: `../shared/<name>` beside it (the copies the tests read). In an
 installed package (no checkout around it): the user's cache directory, where `skyrl-hp fetch ...` writes
@@ -12,6 +13,10 @@ from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _CHECKOUT_ROOT = _PACKAGE_DIR.parent
+# Beside the package in a checkout (the training image's build context, the CDK app's stacks).
+CHECKOUT_ROOT = _CHECKOUT_ROOT
+DOCKER_DIR = CHECKOUT_ROOT / "docker"
+STACKS_DIR = CHECKOUT_ROOT / "stacks"
 
 
 def in_checkout() -> bool:

@@ -51,3 +51,8 @@ HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 RAY_GCS_PORT = 6379
 RAY_DASHBOARD_PORT = 8265  # dashboard and job submission API
 RAY_CLIENT_PORT = 10001
+
+# Chart locations inside aws/sagemaker-hyperpod-cli (helm_chart/HyperPodHelmChart at release v3.9.0; the
+# operator's sub-chart from release v3.10.0 on).
+HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
+RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-endpoint-operator"

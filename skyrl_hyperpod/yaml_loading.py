@@ -21,6 +21,8 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
+from .errors import ProjectError
+
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -47,7 +49,7 @@ MAX_VALUES = 10_000
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class YAMLLimitError(yaml.MarkedYAMLError):
+class YAMLLimitError(yaml.MarkedYAMLError, ProjectError):
     """Valid YAML that `load_bounded` refuses: `problem` is one sentence, `problem_mark` where it starts."""
 
 

@@ -17,7 +17,6 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_RELEASE
-from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH
 from skyrl_hyperpod.helm_values import (
     HYPERPOD_DEPENDENCIES_NAMESPACE,
     HYPERPOD_DEPENDENCIES_RELEASE,
@@ -26,6 +25,7 @@ from skyrl_hyperpod.helm_values import (
 )
 from skyrl_hyperpod.stack_outputs import OutputKey
 from skyrl_hyperpod.upstream import (
+    HYPERPOD_CHART_PATH,
     KUBERAY_COMMIT,
     KUBERAY_HELM_REPOSITORY,
     KUBERAY_OPERATOR_CHART,

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
 from skyrl_hyperpod.config.loader import PATTERN_SENTENCES, REFERENCE_DOC
-from skyrl_hyperpod.config.platform import hyperpod_instance_types_by_region
+from skyrl_hyperpod.config.regions import hyperpod_instance_types_by_region
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "no_config_in_env")
 

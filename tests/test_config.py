@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, load_config, validate_config
-from skyrl_hyperpod.config.platform import MIN_PUBLIC_ACCESS_PREFIX, InstanceGroupConfig
+from skyrl_hyperpod.config.eks import MIN_PUBLIC_ACCESS_PREFIX
+from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

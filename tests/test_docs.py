@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from skyrl_hyperpod.cli import reference as cli_reference
-from skyrl_hyperpod.cli.app import cli
+from skyrl_hyperpod.cli.main import cli
 from skyrl_hyperpod.config import load_config
 from skyrl_hyperpod.config.reference import EXAMPLES, TOP_LEVEL, render
 

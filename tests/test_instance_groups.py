@@ -8,7 +8,7 @@ from conftest import TEST_REGION
 
 from skyrl_hyperpod import helm_values
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
-from skyrl_hyperpod.config.platform import HyperPodConfig, InstanceGroupConfig
+from skyrl_hyperpod.config.hyperpod import HyperPodConfig, InstanceGroupConfig
 from skyrl_hyperpod.ops import cost, preflight
 
 # A second GPU group of another type than the default workers' (in the catalog and the shipped price files).
@@ -49,7 +49,7 @@ def test_every_reader_of_all_groups_sees_a_third_group(with_extra_group: Project
     assert EXTRA.instance_type in helm_values.gpu_instance_types(config)
     assert EXTRA.instance_type in helm_values.efa_instance_types(config)
     # preflight: capacity per instance type
-    assert preflight._instance_counts(config)[EXTRA.instance_type] == EXTRA.instance_count
+    assert preflight.instance_counts(config)[EXTRA.instance_type] == EXTRA.instance_count
     # cost: one line per group, and its EBS volumes
     book = cost.load_price_book(cost.price_file_for(TEST_REGION))
     estimate = cost.estimate(config, book, price_file="prices", run_hours=1.0)

@@ -88,7 +88,7 @@ def test_every_cel_rule_of_the_pinned_crds_is_found_and_compiles(kind):
     schema = crd_module.crd_schema(KUBERAY_CRDS_DIR.resolve(), kind)
     rules = crd_rules(kind)
     assert rules and len(rules) == _validation_entries(schema)
-    compiled = cel_rules.kind_rules(KUBERAY_CRDS_DIR.resolve(), kind)
+    compiled = crd_module.kind_cel_rules(KUBERAY_CRDS_DIR.resolve(), kind)
     assert compiled.unsupported == ()
     # The type checker's verdict agrees with a plain reading of the rules: transition rules name oldSelf.
     assert {rule for rule in compiled.update_only} == {rule for rule in rules if "oldSelf" in rule.rule}
@@ -145,7 +145,7 @@ def test_each_cel_rule_that_applies_on_create_fails_a_manifest_with_its_own_mess
 def test_every_cel_rule_that_applies_on_create_has_a_mutation_case():
     covered = {(kind, where, start) for _, kind, where, start, _, _ in CEL_CASES}
     for kind in crd_module.KUBERAY_KINDS:
-        for rule, _ in cel_rules.kind_rules(KUBERAY_CRDS_DIR.resolve(), kind).on_create:
+        for rule, _ in crd_module.kind_cel_rules(KUBERAY_CRDS_DIR.resolve(), kind).on_create:
             assert any(k == kind and w == rule.where and rule.rule.startswith(s) for k, w, s in covered), rule
 
 
@@ -387,7 +387,7 @@ def test_each_operator_rule_fails_a_manifest_with_one_line(charts, variant, kind
 
 
 def _cited_functions() -> set[str]:
-    source = Path(kuberay_operator.__file__).read_text()
+    source = "".join(path.read_text() for path in sorted(Path(kuberay_operator.__file__).parent.glob("*.py")))
     cited = set(re.findall(r'"((?:V|v)alidate[A-Za-z]+)"', source))
     return cited | {f"Validate{kind}Metadata" for kind in crd_module.KUBERAY_KINDS}
 

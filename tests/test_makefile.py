@@ -27,7 +27,7 @@ def bare_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy(REPO_ROOT / name, root / name)
     (root / "skyrl_hyperpod" / "config").mkdir(parents=True)
     shutil.copy(REPO_ROOT / "skyrl_hyperpod" / "upstream.py", root / "skyrl_hyperpod" / "upstream.py")
-    shutil.copy(REPO_ROOT / "skyrl_hyperpod" / "config" / "versions.py", root / "skyrl_hyperpod" / "config")
+    shutil.copy(REPO_ROOT / "skyrl_hyperpod" / "config" / "version_lock.py", root / "skyrl_hyperpod" / "config")
     return root
 
 

@@ -1,4 +1,4 @@
-"""Resume after a failure, with SkyRL's own checkpoint discovery (the SkyRL release config/versions.py names, as installed by make setup).
+"""Resume after a failure, with SkyRL's own checkpoint discovery (the SkyRL release config/version_lock.py names, as installed by make setup).
 
 SkyRL's `RayPPOTrainer.load_checkpoints` and the trainer_utils functions it calls
 (`validate_consistency_for_latest_checkpoint`, `list_checkpoint_dirs`, `extract_step_from_path`, `ResumeMode`,

@@ -305,14 +305,14 @@ def test_reading_only_the_v1_entry_of_a_crd_gives_what_a_full_parse_gives(kind):
     full = safe_load(data)
     full["spec"]["versions"] = [v for v in full["spec"]["versions"] if v["name"] == "v1"]
     assert len(full["spec"]["versions"]) == 1
-    assert crd_module._v1_only_document(data) == full
+    assert crd_module.v1_only_document(data) == full
 
 
 def test_a_crd_in_another_layout_is_parsed_whole(default_config):
     flow_style = yaml.safe_dump(
         {"spec": {"names": {"kind": "RayJob"}, "versions": [{"name": "v1"}]}}, default_flow_style=True
     ).encode()
-    assert crd_module._v1_only_document(flow_style) is None
+    assert crd_module.v1_only_document(flow_style) is None
 
 
 def test_crds_that_are_not_v1_7_0_are_refused(tmp_path, default_config):
@@ -407,7 +407,7 @@ def test_serve_config_that_is_not_yaml_is_rejected(default_config):
 
 
 def test_serve_check_reports_itself_skipped_when_ray_differs(monkeypatch, default_config):
-    monkeypatch.setattr(serve_config, "_installed", lambda name: "0.0.1" if name == "ray" else "1")
+    monkeypatch.setattr(serve_config, "installed_version", lambda name: "0.0.1" if name == "ray" else "1")
     with pytest.warns(CheckSkipped, match="installed Ray 0.0.1 differs"):
         problems, skipped = validation_report([ray_service(default_config, serve_app(bogus=1))], config=default_config)
     assert problems == []

@@ -1,4 +1,4 @@
-"""One version lock (skyrl_hyperpod/config/versions.py): the Ray, SkyRL, torch and vLLM of the image, the manifests,
+"""One version lock (skyrl_hyperpod/config/version_lock.py): the Ray, SkyRL, torch and vLLM of the image, the manifests,
 the offline validation and the drill come from the configuration; every place that cannot read it is checked here,
 and every rule between them is a one-line configuration error."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from skyrl_hyperpod import pins
 from skyrl_hyperpod.config import ConfigError, validate_config
-from skyrl_hyperpod.config.versions import SERVING_IMAGES, SKYRL_RELEASES
+from skyrl_hyperpod.config.version_lock import SERVING_IMAGES, SKYRL_RELEASES
 from skyrl_hyperpod.drill.run import DrillEnv, version_problems
 from skyrl_hyperpod.validation import skyrl_overrides
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skyrl_hyperpod.config.efa import efa_environment
-from skyrl_hyperpod.config.platform import InstanceGroupConfig
+from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig
 from skyrl_hyperpod.upstream import INSTANCE_TYPE_LABEL, RAY_CLIENT_PORT, RAY_DASHBOARD_PORT, RAY_GCS_PORT
 
 GPU_RESOURCE = "nvidia.com/gpu"

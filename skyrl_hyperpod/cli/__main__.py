@@ -1,3 +1,5 @@
-from .app import main
+"""`python -m skyrl_hyperpod.cli`: the same as `skyrl-hp`."""
+
+from .main import main
 
 main()

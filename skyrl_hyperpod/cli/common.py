@@ -1,5 +1,14 @@
-"""What every subcommand shares: the configuration (one --config, $SKYRL_HP_CONFIG, ./skyrl-hp.yaml), the
-first line naming configuration, region and cluster, one-line errors, region resolution, boto3 clients."""
+"""What the subcommands share, and only that: the configuration (one --config, $SKYRL_HP_CONFIG, ./skyrl-hp.yaml),
+the first line naming configuration, region and cluster, one-line errors, exit codes, region resolution, boto3
+clients; the option decorators (--config, --region, --profile, --json, --dist, --timeout, --experiment); the
+printing of checks and findings; and, for the commands that act on the running cluster, the connection to it
+(`connect`), --wait's polling, port-forwards, the refusal of manifests of another configuration and the
+experiment picker.
+
+The cluster is reached through the official `kubernetes` client (skyrl_hyperpod/ops/kube.py), AWS through
+boto3; nothing shells out to kubectl. Tests hand the commands an ApiClient pointed at a local fake API
+server through the CLI state (CliState.kube).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +26,11 @@ import click
 from skyrl_hyperpod.config import CONFIG_ENV_VAR, ConfigError, ProjectConfig
 from skyrl_hyperpod.config.loader import DEFAULT_CONFIG_FILE, ConfigSource, load_config_with_source
 from skyrl_hyperpod.errors import one_line
+from skyrl_hyperpod.ops import cluster_workloads, ray_api
+from skyrl_hyperpod.ops.kube import Cluster, KubeError, api_client_for, describe_eks_cluster, eks_token
+from skyrl_hyperpod.ops.portforward import LocalForward, pod_connector
 from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.synthesized_manifests import chart_file, outputs_note, stamp_problems
 
 # Exit codes: 0 = fine, 1 = the check/review found a problem, 2 = bad input (config, files, options).
 EXIT_FINDINGS = 1
@@ -90,7 +103,7 @@ class CliState:
         poll_seconds: float | None = None,
     ):
         self.aws = aws or AwsClients()
-        self.kube = kube  # None: the EKS cluster's client (cli/cluster.py); tests: an ApiClient of a fake server
+        self.kube = kube  # None: the EKS cluster's client (`connect`); tests: an ApiClient of a fake server
         self.poll_seconds = poll_seconds  # None: the commands' own interval
         self.clock: Any = None  # what --wait reads the time with and sleeps with (ops Clock); None: real time
         # (namespace, pod, port) -> a connected socket; None: the Kubernetes port-forward (ops/portforward.py)
@@ -229,3 +242,149 @@ def aws_errors(prefix: str, code: int = EXIT_FINDINGS) -> Iterator[None]:
         yield
     except (BotoCoreError, ClientError) as error:
         fail([f"{prefix}: {one_line(error)}"], code)
+
+
+def print_findings(problems: list[str], skipped: list[str], as_json: bool = False) -> None:
+    """SKIPPED lines on stderr, one problem a line on stdout (or both as JSON); exit 1 when there is any problem."""
+    if as_json:
+        print_json({"problems": problems, "skipped": skipped})
+    else:
+        for line in skipped:
+            echo(line, err=True)
+        for line in problems:
+            echo(line)
+    if problems:
+        sys.exit(EXIT_FINDINGS)
+
+
+# --- the running cluster ---------------------------------------------------------------------------------------
+
+DEFAULT_DIST = Path("dist")
+DEFAULT_WAIT_SECONDS = 1800.0
+POLL_SECONDS = 10.0
+
+
+def dist_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--dist",
+        "dist",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_DIST,
+        show_default=True,
+        help="Directory of the synthesized manifests (make synth-k8s).",
+    )(command)
+
+
+def wait_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=1),
+        default=DEFAULT_WAIT_SECONDS,
+        show_default=True,
+        help="Seconds --wait waits.",
+    )(command)
+
+
+def experiment_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--experiment",
+        default=None,
+        required=required,
+        help="Experiment name (training.experiments[].name)" + ("." if required else "; default: every experiment."),
+    )
+
+
+def cluster_region(ctx: click.Context, region: str | None, config: ProjectConfig, profile: str | None) -> str:
+    """The region of a command that acts on the cluster: as resolve_region, else exit 2 with one line."""
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    if not chosen:
+        fail(
+            ["cluster error: no region: set env.region in the config, pass --region or export AWS_REGION"],
+            EXIT_BAD_INPUT,
+        )
+    return chosen
+
+
+def connect(ctx: click.Context, config: ProjectConfig, region: str | None, profile: str | None) -> Cluster:
+    """The project's EKS cluster: endpoint and CA from eks:DescribeCluster, a token as `aws eks get-token` makes."""
+    state = cli_state(ctx)
+    if state.kube is not None:
+        return Cluster(state.kube)
+    chosen = cluster_region(ctx, region, config, profile)
+    clients = clients_from_context(ctx, profile, chosen)
+    name = config.names.eks_cluster
+    with aws_errors(f"cluster error: EKS cluster {name} in {chosen}"):
+        endpoint = describe_eks_cluster(clients("eks", chosen), name)
+        api_client = api_client_for(endpoint, lambda: eks_token(clients.session, name, chosen))
+    return Cluster(api_client)
+
+
+def poll_interval(ctx: click.Context) -> float:
+    chosen = cli_state(ctx).poll_seconds
+    return POLL_SECONDS if chosen is None else chosen
+
+
+def wait_until(ctx: click.Context, check: Callable[[], tuple[bool, str]], *, timeout: float, what: str) -> None:
+    """Every --wait: poll `check`, print its state when it changes and at least every 30 s with the elapsed time,
+    give up after --timeout seconds naming the last state."""
+    cluster_workloads.wait_for(
+        check, timeout=timeout, interval=poll_interval(ctx), echo=echo, what=what, clock=cli_state(ctx).clock
+    )
+
+
+def port_connector(ctx: click.Context, cluster: Cluster, namespace: str, pod: str, port: int) -> Any:
+    """Opens one stream to pod:port per call: the Kubernetes port-forward, or what a test put in the CLI state."""
+    override = cli_state(ctx).connector
+    if override is not None:
+        return lambda: override(namespace, pod, port)
+    return pod_connector(cluster, namespace, pod, port)
+
+
+def head_forward(ctx: click.Context, cluster: Cluster, config: ProjectConfig) -> tuple[LocalForward, str | None]:
+    """A local port to the training head's dashboard/job API, and the cluster's token."""
+    namespace, name = config.workloads.namespace, config.training.cluster.raycluster_name
+    head = ray_api.head_pod(cluster, namespace, name)
+    token = ray_api.cluster_token(cluster, namespace, name)
+    return LocalForward(port_connector(ctx, cluster, namespace, head, ray_api.DASHBOARD_PORT)), token
+
+
+@contextmanager
+def cluster_errors() -> Iterator[None]:
+    """A failed cluster call or a refused manifest: one line on stderr, exit 1."""
+    try:
+        yield
+    except KubeError as error:
+        fail([f"cluster error: {error}"], EXIT_FINDINGS)
+    except cluster_workloads.WorkloadError as error:
+        fail(error.problems, EXIT_FINDINGS)
+
+
+def refuse_other_configuration(
+    dist: Path, chart_ids: list[str], config: ProjectConfig, source: ConfigSource, *, required: bool = True
+) -> None:
+    """Offline, before any AWS call: exit 2 with one line when a chart file in `dist` was synthesized from another
+    configuration than the command's (or, when `required`, does not say which). A chart file that does not exist
+    is left to the command (it says to synthesize). A note when the platform was deployed from another one."""
+    files = [dist / chart_file(chart_id) for chart_id in chart_ids]
+    files = [file for file in files if file.is_file()]
+    problems = stamp_problems(files, config, source, prefix="manifest error", required=required)
+    if problems:
+        fail(problems, EXIT_BAD_INPUT)
+    note = outputs_note(files)
+    if note:
+        echo(note, err=True)
+
+
+def pick_experiments(config: ProjectConfig, experiment: str | None) -> list[Any]:
+    """The runs of --experiment (every run without it); exit 2 naming the experiments when it names none."""
+    runs = list(config.derived.runs)
+    if experiment is None:
+        return runs
+    names = [run.experiment.name for run in runs]
+    if experiment not in names:
+        fail(
+            [f"--experiment {experiment!r}: not an experiment of this configuration ({', '.join(names)})"],
+            EXIT_BAD_INPUT,
+        )
+    return [run for run in runs if run.experiment.name == experiment]

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import click
 
-from .app import cli
+from .main import cli
 
 PROG = "skyrl-hp"
 

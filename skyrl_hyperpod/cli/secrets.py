@@ -15,11 +15,12 @@ import click
 from skyrl_hyperpod.ops import secrets as secrets_module
 from skyrl_hyperpod.runtime import fail
 
-from .cluster import cluster_errors, connect
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    cluster_errors,
     config_option,
+    connect,
     echo,
     load_project_config,
     profile_option,

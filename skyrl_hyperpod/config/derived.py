@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .hyperpod import HyperPodConfig
 from .images import TrainingImageConfig
 from .names import DerivedNames
-from .platform import HyperPodConfig
 from .serving import ServingConfig, training_head_size
 from .training import TrainingConfig, entrypoint_env_problem, split_job_env
 from .training_runs import ResolvedRun, WorkerLayout, resolve_runs, worker_layout

@@ -23,9 +23,10 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ..errors import InputError
+from ..locations import DOCKER_DIR
+from .base import CommitId, StrictModel
 from .efa import EFA_INSTALLER_KEY_FINGERPRINT
-from .platform import CommitId, StrictModel
-from .versions import (
+from .version_lock import (
     DEFAULT_SERVING_IMAGE,
     DEFAULT_SKYRL_VERSION,
     SERVING_IMAGES,
@@ -36,7 +37,7 @@ from .versions import (
 )
 
 # The build context; the repository layout puts it next to the Python package.
-DOCKER_CONTEXT_DIR = Path(__file__).resolve().parents[2] / "docker"
+DOCKER_CONTEXT_DIR = DOCKER_DIR
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = (

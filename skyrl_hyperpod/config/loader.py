@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
 from ..yaml_loading import MAX_FILE_BYTES, YAMLLimitError, load_bounded
+from .base import GITHUB_REPOSITORY_PATTERN
 from .errors import ConfigError
 from .project import ProjectConfig
 
@@ -76,6 +77,7 @@ PATTERN_SENTENCES: dict[str, str] = {
     "a letter or digit",
     r"^[a-z0-9][a-z0-9._-]*$": "must be lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
     r"^[0-9]{12}$": 'must be a 12-digit AWS account id, in quotes ("111111111111")',
+    GITHUB_REPOSITORY_PATTERN: "must be a GitHub repository URL such as https://github.com/ray-project/kuberay",
     r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]$": "must be an AWS region name such as us-west-2",
     r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$": "must be a SageMaker training plan ARN "
     "(arn:aws:sagemaker:<region>:<account>:training-plan/<name>)",
@@ -270,10 +272,11 @@ def merge_onto_defaults(model: type[BaseModel], data: Any, default: BaseModel | 
     return merged
 
 
-def validate_config(data: dict[str, Any]) -> ProjectConfig:
-    """Build the typed configuration (`data` laid over the defaults) or raise ConfigError listing every problem."""
+def validate_config(data: dict[str, Any], base: ProjectConfig | None = None) -> ProjectConfig:
+    """Build the typed configuration (`data` laid over `base`, by default over the defaults) or raise ConfigError
+    listing every problem."""
     try:
-        return ProjectConfig.model_validate(merge_onto_defaults(ProjectConfig, data))
+        return ProjectConfig.model_validate(merge_onto_defaults(ProjectConfig, data, base))
     except ValidationError as exc:
         raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
 

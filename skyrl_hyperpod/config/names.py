@@ -3,7 +3,7 @@ settings nor upstream facts, which are in skyrl_hyperpod/upstream.py)."""
 
 from __future__ import annotations
 
-from .platform import StrictModel
+from .base import StrictModel
 
 # The tag key build_platform puts on every stack (and so on every resource that takes tags); its value is
 # name_prefix. The Studio role finds the HyperPod cluster by it, the teardown plan the project's leftovers.

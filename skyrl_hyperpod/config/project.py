@@ -7,27 +7,22 @@ from functools import cached_property
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .addons import RayEndpointOperatorConfig, StudioConfig
+from .base import StrictModel
 from .derived import DerivedValues, derive
+from .eks import EksConfig
+from .environment import EnvironmentConfig
+from .fsx import FsxConfig
+from .helm_installer import HelmInstallerConfig
+from .hyperpod import HyperPodConfig
 from .images import ServingImageConfig, TrainingImageConfig
 from .names import DerivedNames
-from .platform import (
-    AlertsConfig,
-    EksConfig,
-    EnvironmentConfig,
-    FsxConfig,
-    HelmInstallerConfig,
-    HyperPodConfig,
-    NetworkConfig,
-    ObservabilityConfig,
-    RayEndpointOperatorConfig,
-    StrictModel,
-    StudioConfig,
-    VersionsConfig,
-    az_id_prefix,
-    region_problem,
-)
+from .network import NetworkConfig
+from .observability import AlertsConfig, ObservabilityConfig
+from .regions import az_id_prefix, region_problem
 from .serving import ServingConfig, check_serving
 from .training import TrainingConfig
+from .versions import VersionsConfig
 from .workloads import WorkloadsConfig
 
 # Longest derived name is the lifecycle bucket "sagemaker-<prefix>-lifecycle-<account>-<region>",

@@ -14,7 +14,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..upstream import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
-from .platform import HyperPodConfig, StrictModel
+from .base import StrictModel
+from .hyperpod import HyperPodConfig
 from .shared_memory import MIN_SHM_GIB
 from .training import TrainingConfig
 from .training_runs import ResolvedRun, gpu_name

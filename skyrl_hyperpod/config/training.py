@@ -20,9 +20,9 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
-from .platform import Cidr, StrictModel
+from .base import Cidr, StrictModel
 from .shared_memory import MIN_SHM_GIB
-from .versions import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES, SkyRLRelease
+from .version_lock import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES, SkyRLRelease
 from .workloads import K8S_NAME_PATTERN, relative_path
 
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.

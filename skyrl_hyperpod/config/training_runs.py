@@ -11,7 +11,7 @@ import posixpath
 from dataclasses import dataclass
 
 from .catalog import InstanceSpec
-from .platform import HyperPodConfig, InstanceGroupConfig
+from .hyperpod import HyperPodConfig, InstanceGroupConfig
 from .training import (
     RECIPE_MICRO_BATCH_SIZE,
     RECIPE_MINI_BATCH_SIZE,

@@ -14,94 +14,23 @@ One line per check (`drill: ...`); exit 1 if any fails, 2 when the drill cannot 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from ..config import ConfigError, ProjectConfig, load_config
-from .cpu_training import CPU_NODE_ENV
+from ..config import ConfigError, load_config
 from .manifests import Manifests
-from .run import DrillEnv, Outcome, TrainingCluster, version_problems
+from .run import DrillEnv, Outcome, version_problems
 from .scenarios import SCENARIOS, Scenario
-from .serve import ServingCluster
+from .session import Drill
 
 IN_NAMESPACE = "HP_DRILL_NAMESPACE"
 RUN_DIR_ENV = "HP_DRILL_RUN_DIR"
-CLUSTER_TIMEOUT_SECONDS = 300
 # trainer.log_path's default in SkyRL 0.4.0 (skyrl/train/config/config.py), which initialize_ray writes into.
 SKYRL_LOG_DIR = Path("/tmp/skyrl-logs")
-
-
-@dataclass
-class Drill:
-    config: ProjectConfig
-    manifests: Manifests
-    env: DrillEnv
-    run_dir: Path
-    _training: TrainingCluster | None = field(default=None, init=False)
-    _serving: ServingCluster | None = field(default=None, init=False)
-
-    @property
-    def rayjobs(self) -> list[dict[str, Any]]:
-        return self.manifests.rayjobs()
-
-    @property
-    def training(self) -> TrainingCluster:
-        if self._training is None:
-            raise RuntimeError("no training cluster is running")
-        return self._training
-
-    def start_training(self, *, cpu_training: bool = False) -> str:
-        # Jobs on the shared RayCluster, or each with its own (identical) rayClusterSpec: one cluster runs them all.
-        specs = {json.dumps(self.manifests.cluster_of(job), sort_keys=True) for job in self.rayjobs}
-        if len(specs) != 1:
-            raise ValueError(f"the RayJobs run on {len(specs)} different cluster specs; the drill starts one cluster")
-        spec = json.loads(specs.pop())
-        cluster = TrainingCluster(self.run_dir, self.manifests, self.config, self.env, spec)
-        if cpu_training:
-            cluster.inference_node, cluster.extra_env = True, dict(CPU_NODE_ENV)
-        cluster.start(CLUSTER_TIMEOUT_SECONDS)
-        self._training = cluster
-        return cluster.describe()
-
-    def stop_training(self) -> None:
-        if self._training is not None:
-            self._training.stop()
-            self._training = None
-
-    def start_cpu_training(self) -> str:
-        """The training cluster for real steps on CPU: the manifest's nodes plus the inference engine's node."""
-        return self.start_training(cpu_training=True)
-
-    @property
-    def serving(self) -> ServingCluster:
-        if self._serving is None:
-            raise RuntimeError("no serving cluster is running")
-        return self._serving
-
-    def start_serving(self) -> str:
-        cluster = ServingCluster(self.run_dir, self.manifests, self.env.serve_python, self.manifests.one("RayService"))
-        cluster.start(CLUSTER_TIMEOUT_SECONDS)
-        self._serving = cluster
-        nodes = cluster.cluster.nodes
-        gpus = sum(int(node.params.get("num-gpus", 0)) for node in nodes)
-        return f"{len(nodes)} nodes (head + {len(nodes) - 1} workers), {gpus} logical GPUs"
-
-    def describe_publish_and_serve(self) -> str:
-        if self.env.serve_llm_env is None:
-            raise ValueError("publishing and serving need the serving environment: --serve-env (make drill-serve-env)")
-        return f"moto's S3 server and the RayService's cluster on {self.env.serve_llm_env}"
-
-    def stop_serving(self) -> None:
-        if self._serving is not None:
-            self._serving.stop()
-            self._serving = None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,7 +45,7 @@ from .resume import LATEST_STEP_FILE, driver_pid, latest_step, overrides_of
 from .run import JobRun, Outcome, Submission
 
 if TYPE_CHECKING:
-    from .__main__ import Drill
+    from .session import Drill
 
 HANG_STEP = TRAINED_STEPS
 # The hanging attempt's --stall-timeout-step: above what follows step 1's end before the hang (SkyRL's checkpoint,

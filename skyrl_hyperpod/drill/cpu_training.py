@@ -32,7 +32,7 @@ from .resume import overrides_of, with_overrides
 from .run import TRAIN_ON_CPU, JobRun, Outcome, Submission
 
 if TYPE_CHECKING:
-    from .__main__ import Drill
+    from .session import Drill
 
 TINY_MODEL = Path(__file__).with_name("tiny_model.py")
 # The drill's side of site/sitecustomize.py's train-on-cpu: the plan it reads, the lines and event files it writes.
@@ -90,8 +90,6 @@ CPU_OVERRIDES = {
     "trainer.flash_attn": "false",
     "generator.vision_language_generator": "false",
 }
-# vLLM's CPU backend sizes its KV cache in GiB of host memory (VLLM_CPU_KVCACHE_SPACE), not gpu_memory_utilization.
-CPU_NODE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 CPU_FORCED: tuple[CpuChange, ...] = (
     CpuChange(
         "trainer.placement.colocate_all=false",

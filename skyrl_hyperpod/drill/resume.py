@@ -36,7 +36,7 @@ from .run import JOB_TIMEOUT_SECONDS, RESUME, STOP_MARKER, JobRun, Outcome, Subm
 from .synth import JOB_SCRIPT
 
 if TYPE_CHECKING:
-    from .__main__ import Drill
+    from .session import Drill
 
 _JOB = load_train_job(JOB_SCRIPT)
 # SkyRL's names (skyrl/train/trainer.py, skyrl/train/utils/trainer_utils.py GLOBAL_STEP_PREFIX), as the RayJob's

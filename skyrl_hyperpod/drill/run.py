@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from ..config import ProjectConfig
+from ..locations import DOCKER_DIR
 from . import kuberay
 from .cluster import RayNode, RunningCluster, plan_cluster, start_cluster
 from .layout import Entrypoint, PathMap, image_env, load_train_job, pod_mounts, prepare_job_state
@@ -27,7 +28,7 @@ RESUME = "resume"
 TRAIN_ON_CPU = "train-on-cpu"
 # SkyRL's override parser, validation and initialize_ray take well under this on two cores.
 JOB_TIMEOUT_SECONDS = 900
-DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
+DOCKERFILE = DOCKER_DIR / "Dockerfile"
 _EXCEPTION_LINE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s*)?([A-Za-z_][\w.]*(?:Error|Exception)(?:\([\w.]+\))?: .*)$")
 
 
@@ -65,7 +66,7 @@ class DrillEnv:
 
 
 def version_problems(env: DrillEnv, config: ProjectConfig) -> list[str]:
-    """One line per installed version that differs from the version lock (config/versions.py)."""
+    """One line per installed version that differs from the version lock (config/version_lock.py)."""
     release = config.training_image.skyrl_release
     wanted = {
         "ray": config.training_image.ray_version,

@@ -22,7 +22,7 @@ from .layout import Entrypoint
 from .run import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
 if TYPE_CHECKING:
-    from .__main__ import Drill
+    from .session import Drill
 
 MERGE_ERROR = "Failed to merge the Job's runtime env"
 # The run book's EFA example (docs/runbook.md): one variable SkyRL passes on itself (it goes on the entrypoint), one it does not (runtimeEnvYAML).

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from ..config import ConfigError, ProjectConfig
-from ..config.loader import _describe, merge_onto_defaults
+from ..config import ProjectConfig, validate_config
+from ..locations import DOCKER_DIR
 from ..stack_outputs import StackOutputs
 
-JOB_SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "train_job.py"
+JOB_SCRIPT = DOCKER_DIR / "train_job.py"
 
 
 def with_overlay(config: ProjectConfig, overlay: dict[str, Any]) -> ProjectConfig:
     """`config` with `overlay` laid over it, validated like a configuration file."""
-    try:
-        return ProjectConfig.model_validate(merge_onto_defaults(ProjectConfig, overlay, config))
-    except ValidationError as exc:
-        raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
+    return validate_config(overlay, config)
 
 
 def rayjobs(config: ProjectConfig) -> list[dict[str, Any]]:

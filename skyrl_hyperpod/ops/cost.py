@@ -19,7 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, read_yaml
-from skyrl_hyperpod.config.platform import InstanceGroupConfig, StrictModel
+from skyrl_hyperpod.config.base import StrictModel
+from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig
 from skyrl_hyperpod.config.training import REFERENCE_RUN_HOURS
 from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.stack_outputs import PLACEHOLDER_REGION

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from skyrl_hyperpod.errors import ProjectError
+
 FIELD_MANAGER = "skyrl-hp"
 TOKEN_PREFIX = "k8s-aws-v1."
 # The API server accepts a token for 15 minutes after signing; the signature itself is valid for 60 s.
@@ -26,7 +28,7 @@ TOKEN_REFRESH_SECONDS = 600
 CLUSTER_NAME_HEADER = "x-k8s-aws-id"
 
 
-class KubeError(Exception):
+class KubeError(ProjectError):
     """A cluster call that failed, as one line."""
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from skyrl_hyperpod.errors import ProjectError
+
 from ..json_types import JsonObject
 from .status import ClusterNotFound
 
@@ -24,7 +26,7 @@ ACTION_EFFECT = {
 }
 
 
-class NodeNotFound(Exception):
+class NodeNotFound(ProjectError):
     pass
 
 

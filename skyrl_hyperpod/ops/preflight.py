@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.config.placeholders import placeholder_findings
-from skyrl_hyperpod.config.platform import aws_regions, az_id_prefix, region_problem
+from skyrl_hyperpod.config.regions import aws_regions, az_id_prefix, region_problem
 from skyrl_hyperpod.errors import one_line
 
 
@@ -312,7 +312,7 @@ def check_placeholders(config: ProjectConfig) -> list[CheckResult]:
     return results or [CheckResult("PASS", "placeholder", "no value is one of config/example.yaml's placeholders")]
 
 
-def _instance_counts(config: ProjectConfig) -> Counter[str]:
+def instance_counts(config: ProjectConfig) -> Counter[str]:
     counts: Counter[str] = Counter()
     for group in config.hyperpod.instance_groups.values():
         counts[group.instance_type] += group.instance_count
@@ -337,7 +337,7 @@ def check_instance_offerings(config: ProjectConfig, clients: AwsClients, region:
             )
         ]
     results = []
-    ml_types = sorted(_instance_counts(config))
+    ml_types = sorted(instance_counts(config))
     ec2_types = {t: t.removeprefix("ml.") for t in ml_types}
     offered: set[str] = set()
     paginator = ec2.get_paginator("describe_instance_type_offerings")
@@ -381,7 +381,7 @@ def _quota_values(quotas_client: Any, method: str) -> dict[str, float]:
 def check_quotas(config: ProjectConfig, clients: AwsClients, region: str) -> list[CheckResult]:
     quotas = clients("service-quotas", region)
     applied = _quota_values(quotas, "list_service_quotas")
-    needed = _instance_counts(config)
+    needed = instance_counts(config)
     defaults: dict[str, float] | None = None
     results = []
     for instance_type, count in sorted(needed.items()):

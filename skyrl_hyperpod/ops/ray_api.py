@@ -16,6 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from skyrl_hyperpod.errors import ProjectError
 from skyrl_hyperpod.upstream import RAY_DASHBOARD_PORT
 
 from .kube import Cluster, KubeError
@@ -25,7 +26,7 @@ TOKEN_KEY = "auth_token"
 REQUEST_TIMEOUT_SECONDS = 60
 
 
-class RayApiError(Exception):
+class RayApiError(ProjectError):
     """A Ray API call that failed, as one line."""
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training import SECRET_KEY_PATTERN
 from skyrl_hyperpod.config.workloads import K8S_NAME_PATTERN
+from skyrl_hyperpod.errors import ProjectError
 
 from .kube import Cluster, KubeError
 
@@ -31,7 +32,7 @@ MANAGED_BY = "skyrl-hp"
 MAX_SECRET_BYTES = 1024 * 1024
 
 
-class SecretError(Exception):
+class SecretError(ProjectError):
     """A Secret that cannot be written as asked, as one line."""
 
 

@@ -1,4 +1,5 @@
-"""Serving: who holds the GPU nodes the RayService needs, and one OpenAI-style request in VisGym's format.
+"""Serving: who holds the GPU nodes the RayService needs and making room for it (`serve up`), its readiness, the
+pod and port behind its Serve Service, and one OpenAI-style request in VisGym's format (`serve query`).
 
 The request is the message VisGym's SkyRL environment builds (SkyRL examples/train/visgym/utils.py,
 `make_image_message`): one user message whose content is the task text and the maze image as a
@@ -12,14 +13,16 @@ import contextlib
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.errors import ProjectError
 
-from .cluster_workloads import ORIGIN_KIND_LABEL, ORIGIN_NAME_LABEL
-from .kube import Cluster
+from .cluster_workloads import ORIGIN_KIND_LABEL, ORIGIN_NAME_LABEL, raycluster_path, rayjob_path, rayservice_path
+from .kube import Cluster, KubeError
 
 # A RayJob in one of these deployment states does not create its cluster again once it is deleted; in any
 # other it does (rayjob_controller.go: `getOrCreateRayClusterInstance` in New, Initializing and Running, a new
@@ -116,6 +119,54 @@ def room_question(config: ProjectConfig, holders: list[GpuHolder]) -> str | None
     )
 
 
+def make_room(cluster: Cluster, namespace: str, holders: list[GpuHolder]) -> Iterator[GpuHolder]:
+    """Delete the GPU holders, yielding each once deleted: a cluster an unfinished RayJob would create again goes
+    through that RayJob (KubeRay made the RayJob its owner), any other RayCluster directly."""
+    for holder in holders:
+        if holder.recreated_by:
+            cluster.delete_path(rayjob_path(namespace, holder.recreated_by))
+        else:
+            cluster.delete_path(raycluster_path(namespace, holder.name))
+        yield holder
+
+
+def rayservice_state(live: dict[str, Any]) -> tuple[bool, str]:
+    """(ready, state) of a RayService as the cluster has it: Ready by its condition or its Serve status Running."""
+    status = live.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    ready = conditions.get("Ready") == "True" or status.get("serviceStatus") == "Running"
+    return ready, "Ready" if ready else str(status.get("serviceStatus") or "starting")
+
+
+def rayservice_ready(cluster: Cluster, namespace: str, name: str) -> Callable[[], tuple[bool, str]]:
+    """A wait_for check: done once the RayService is Ready."""
+
+    def check() -> tuple[bool, str]:
+        done, state = rayservice_state(cluster.get(rayservice_path(namespace, name)) or {})
+        return done, f"RayService {name}: {state}"
+
+    return check
+
+
+def serve_pod_port(cluster: Cluster, config: ProjectConfig) -> tuple[str, int]:
+    """A running pod behind the RayService's Serve Service and the port to reach it on (what `kubectl
+    port-forward svc/...` picks): the Service's own selector and port, read from the cluster. KubeError when there
+    is none yet."""
+    namespace, name = config.workloads.namespace, config.serving.rayservice_name
+    service_name = f"{name}-serve-svc"  # KubeRay's name for a RayService's Serve Service
+    service = cluster.get(f"/api/v1/namespaces/{namespace}/services/{service_name}")
+    if service is None:
+        raise KubeError(f"RayService {name} has no Serve Service yet (skyrl-hp serve up --wait)")
+    spec = service.get("spec") or {}
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items()))
+    pods = [p for p in cluster.pods(namespace, selector) if (p.get("status") or {}).get("phase") == "Running"]
+    if not pods:
+        raise KubeError(f"no running pod behind Service {service_name}")
+    port = spec["ports"][0]
+    target = port.get("targetPort") if isinstance(port.get("targetPort"), int) else port["port"]
+    return str(pods[0]["metadata"]["name"]), int(target)
+
+
 def image_data_url(path: Path) -> str:
     data = path.read_bytes()
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -144,7 +195,7 @@ def chat_request(model: str, prompt: str, image_url: str, *, max_tokens: int, te
     }
 
 
-class ServeError(Exception):
+class ServeError(ProjectError):
     """A request the endpoint refused or could not answer, as one line."""
 
 

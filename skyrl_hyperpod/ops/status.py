@@ -4,7 +4,7 @@ With continuous provisioning a deploy succeeds before any node runs, and HyperPo
 that fail (a lifecycle script error, no capacity): this command shows how far each group is from its
 configured count and why nodes failed. Calls: sagemaker:DescribeCluster, sagemaker:ListClusterNodes.
 
-With access to the EKS cluster (reached as every cluster command reaches it: cli/cluster.py `connect`) it also
+With access to the EKS cluster (reached as every cluster command reaches it: cli/common.py `connect`) it also
 shows each experiment's RayJob: KubeRay's deployment status, how many attempts failed and were retried, and the
 newest complete checkpoint its current attempt's driver log names (read-only: list rayjobs and pods, read one
 pod log).
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.errors import ProjectError
 
 from ..json_types import JsonObject
 from .cluster_workloads import RAY_API, WorkloadError, submitter_pod
@@ -31,7 +32,7 @@ FAILURE = "Failure"
 MAX_FAILURE_MESSAGES = 3
 
 
-class ClusterNotFound(Exception):
+class ClusterNotFound(ProjectError):
     pass
 
 

@@ -9,7 +9,8 @@ server applies it only to updates. Such rules are listed as not evaluated, never
 CEL itself is Google's C++ implementation through `cel-expr-python`, with its type checker: a rule is
 a transition rule when the checker finds an `oldSelf` reference, and a rule that needs a function this
 environment lacks (Kubernetes' own CEL libraries: quantity, url, ip, ...) is reported as skipped.
-The rules are read from the schema and compiled once per process.
+This module reads and evaluates the rules of any schema; crds.kind_cel_rules, beside the CRD files it
+reads, compiles each kind's rules once per process.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -139,16 +139,6 @@ def _first_error(text: str) -> str:
         if "ERROR:" in line:
             return line.split("ERROR:", 1)[1].strip()
     return text.splitlines()[0] if text else "does not compile"
-
-
-@cache
-def kind_rules(directory: Path, kind: str) -> CompiledRules:
-    """The compiled rules of one kind's v1 schema, once per process.
-
-    Not cached on disk: compiling the rules costs little next to parsing the CRD they come from (docs/performance.md)."""
-    from .crds import crd_schema
-
-    return compile_rules(schema_rules(kind, crd_schema(directory, kind)))
 
 
 def _values_at(value: Any, schema_path: tuple[str, ...], path: JsonPath) -> Iterator[tuple[JsonArray, Any]]:

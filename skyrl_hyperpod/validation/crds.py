@@ -1,4 +1,5 @@
-"""KubeRay v1.7.0 CustomResourceDefinitions: where they are, what they must hash to, their schemas.
+"""KubeRay v1.7.0 CustomResourceDefinitions: where they are, what they must hash to, their schemas and each
+kind's compiled CEL rules; `kuberay_problems` runs the validation layers on one ray.io object.
 
 The CRDs are never copied into this repository. They are read from, in order: the `crds_dir`
 argument, $KUBERAY_CRDS_DIR, or the default of `locations.default_upstream_dir` (../shared/kuberay-crds/v1.7.0
@@ -95,7 +96,7 @@ def crd_schema(directory: Path, kind: str) -> JsonObject:
                 f"expected {spec.sha256}); download it again with `{FETCH_COMMAND}`"
             ]
         )
-    document = _v1_only_document(data) or _load_yaml(data)
+    document = v1_only_document(data) or _load_yaml(data)
     versions = [v for v in document["spec"]["versions"] if v.get("name") == "v1"]
     if document.get("spec", {}).get("names", {}).get("kind") != kind or not versions:
         raise InputError([f"validation error: {path} does not define {KUBERAY_API_VERSION} {kind}"])
@@ -115,7 +116,7 @@ _VERSION_ENTRY = b"\n  - "
 _VERSIONS_KEY = b"\n  versions:\n"
 
 
-def _v1_only_document(data: bytes) -> JsonObject | None:
+def v1_only_document(data: bytes) -> JsonObject | None:
     """The CRD with spec.versions reduced to the v1 entry, parsing only that entry's YAML.
 
     Every KubeRay CRD serves v1 and the deprecated v1alpha1, each with its own full schema: parsing only
@@ -150,6 +151,15 @@ def crd_validator(directory: Path, kind: str, kubernetes_version: str) -> Draft4
     return strict(structural.strict_schema(crd_schema(directory, kind)))
 
 
+@cache
+def kind_cel_rules(directory: Path, kind: str) -> cel_rules.CompiledRules:
+    """The compiled CEL rules of one kind's v1 schema, once per process.
+
+    Here rather than in cel_rules, which evaluates rules of any schema and so needs nothing of this module.
+    Not cached on disk: compiling the rules costs little next to parsing the CRD they come from (docs/performance.md)."""
+    return cel_rules.compile_rules(cel_rules.schema_rules(kind, crd_schema(directory, kind)))
+
+
 def kuberay_problems(doc: JsonObject, *, kubernetes_version: str, crds_dir: Path | str | None) -> list[str]:
     """Problems of a ray.io object (" <json path>: <message>" without the object label)."""
     from ._report import json_path
@@ -173,7 +183,7 @@ def kuberay_problems(doc: JsonObject, *, kubernetes_version: str, crds_dir: Path
             for path, message in structural.describe(error)
         }
     )
-    problems += cel_rules.evaluate(cel_rules.kind_rules(directory, kind), defaulted)
+    problems += cel_rules.evaluate(kind_cel_rules(directory, kind), defaulted)
     if not problems:
         # The operator only ever sees objects the API server accepted.
         problems += kuberay_operator.operator_problems(defaulted)
@@ -185,4 +195,4 @@ def kuberay_problems(doc: JsonObject, *, kubernetes_version: str, crds_dir: Path
 
 def cel_rules_not_evaluated(kind: str, crds_dir: Path | str | None) -> str | None:
     """Why some of the kind's CEL rules are not evaluated on a create (None when all are)."""
-    return cel_rules.not_evaluated_reason(cel_rules.kind_rules(resolve_crds_dir(crds_dir), kind))
+    return cel_rules.not_evaluated_reason(kind_cel_rules(resolve_crds_dir(crds_dir), kind))

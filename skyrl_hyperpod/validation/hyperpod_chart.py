@@ -20,8 +20,8 @@ One line per problem, when:
 - the Ray endpoint operator is enabled and its chart is missing at the operator's commit.
 
 With `--render OUT` (`render_chart`), the chart is also assembled by the git Helm installer's own code
-(stacks/components/git_helm_installer_handler/index.py: the file checks, `assemble_chart`, the values file)
-from the verified copy and rendered with `helm template` by the installer's Helm binary, with the release
+(stacks/components/git_helm_installer_handler/chart_assembly.py: the file checks, `assemble_chart`, the values
+file) from the verified copy and rendered with `helm template` by the installer's Helm binary, with the release
 name, namespace and values the stack passes; the manifests go to OUT. Only the downloads of remote
 sub-charts are replaced: by the archives in `--archives DIR` (e.g. from `helm pull`), verified against the
 installer's pins, or else by generated stand-ins, because those archives cannot be downloaded offline. A
@@ -42,6 +42,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -56,7 +57,6 @@ from typing import Any
 import yaml
 
 from ..config import ProjectConfig
-from ..config.platform import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from ..errors import InputError
 from ..helm_values import (
     EFA_DEVICE_PLUGIN,
@@ -71,7 +71,7 @@ from ..helm_values import (
     ray_endpoint_operator_values,
 )
 from ..locations import default_upstream_dir
-from ..upstream import INSTANCE_TYPE_LABEL
+from ..upstream import HYPERPOD_CHART_PATH, INSTANCE_TYPE_LABEL, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from ..yaml_loading import safe_load, safe_load_all
 from . import _cache
 
@@ -80,10 +80,12 @@ HELM_ENV_VAR = "SKYRL_HP_HELM"
 DEFAULT_CHARTS_DIR = default_upstream_dir("hyperpod-helm-chart")
 SUMS_DIR = Path(__file__).with_name("chart_sums")
 FETCH_COMMAND = "skyrl-hp fetch hyperpod-chart --commit {commit} --dest DIR"
-# The git Helm installer's Lambda handler: the code chart-check --render runs (a checkout's file).
-INSTALLER_HANDLER = (
-    Path(__file__).resolve().parents[2] / "stacks" / "components" / "git_helm_installer_handler" / "index.py"
-)
+# The git Helm installer's Lambda asset (a checkout's files): its handler, and the chart assembly (and command
+# runner) chart-check --render runs, which the handler imports as the top-level module CHART_ASSEMBLY_MODULE.
+INSTALLER_DIR = Path(__file__).resolve().parents[2] / "stacks" / "components" / "git_helm_installer_handler"
+INSTALLER_HANDLER = INSTALLER_DIR / "index.py"
+CHART_ASSEMBLY = INSTALLER_DIR / "chart_assembly.py"
+CHART_ASSEMBLY_MODULE = "chart_assembly"
 # Each Helm run of the offline render (the Lambda gives its own a deadline inside its remaining time).
 RENDER_HELM_DEADLINE_S = 300
 RENDER_MARKER = ".skyrl-hp-chart-render"
@@ -162,7 +164,7 @@ def _load_yaml(path: Path) -> Any:
 
 def merge_values(base: Any, override: Any) -> Any:
     """Helm's coalescing of values, as the installer (the Lambda) computes it."""
-    return installer_module().merge_values(base, override)
+    return chart_assembly_module().merge_values(base, override)
 
 
 def _paths(values: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -343,18 +345,38 @@ def helm_binary(kubernetes_version: str) -> Path | None:
     return target
 
 
-@functools.cache
-def installer_module() -> ModuleType:
-    """The git Helm installer's handler module, loaded from its file: the functions the Lambda runs."""
-    if not INSTALLER_HANDLER.is_file():
-        raise InputError(
-            [f"chart check: {INSTALLER_HANDLER} is missing: the render needs a checkout of this repository"]
-        )
-    spec = importlib.util.spec_from_file_location("git_helm_installer_handler", INSTALLER_HANDLER)
+def load_installer_file(path: Path, name: str, *, register: bool = False) -> ModuleType:
+    """A file of the installer's asset, loaded as module `name` (`register`: in sys.modules, for the handler's
+    `import chart_assembly`, which finds it there: the asset directory is not put on sys.path)."""
+    if not path.is_file():
+        raise InputError([f"chart check: {path} is missing: the render needs a checkout of this repository"])
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    if register:
+        sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if register:
+            del sys.modules[name]
+        raise
     return module
+
+
+@functools.cache
+def chart_assembly_module() -> ModuleType:
+    """The git Helm installer's chart assembly (chart_assembly.py), loaded from its file under the name the handler
+    imports it by: the functions chart-check --render runs, the same the Lambda runs."""
+    return load_installer_file(CHART_ASSEMBLY, CHART_ASSEMBLY_MODULE, register=True)
+
+
+@functools.cache
+def installer_module() -> ModuleType:
+    """The git Helm installer's handler module (index.py), loaded from its file after its chart assembly: the
+    functions the Lambda runs."""
+    chart_assembly_module()
+    return load_installer_file(INSTALLER_HANDLER, "git_helm_installer_handler")
 
 
 def helm_template(helm: Path, chart_dir: Path, values: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
@@ -409,8 +431,8 @@ def health_agent_problems(
         return []
     # What Helm passes a sub-chart: the umbrella's section under its name, plus the global values.
     sub_values = merge_values(umbrella.get(HEALTH_MONITORING_AGENT) or {}, {"global": umbrella.get("global") or {}})
-    # The installer (stacks/components/git_helm_installer_handler/index.py, assemble_chart) installs the sub-chart
-    # from this folder and removes the commit's own charts/health-monitoring-agent-*.tgz, which may be older.
+    # The installer (stacks/components/git_helm_installer_handler/chart_assembly.py, assemble_chart) installs the
+    # sub-chart from this folder and removes the commit's own charts/health-monitoring-agent-*.tgz, which may be older.
     docs = helm_template(helm, dependency.local_dir, sub_values, namespace="kube-system")
     pod_specs = [
         doc["spec"]["template"]["spec"]
@@ -523,13 +545,13 @@ def _stand_in_archive(dependency: Any, directory: Path, helm: str, run: Any) -> 
     return archive
 
 
-def _archive_from(archives_dir: Path, dependency: Any, pins: dict[str, str], handler: ModuleType) -> Path:
+def _archive_from(archives_dir: Path, dependency: Any, pins: dict[str, str], assembly: ModuleType) -> Path:
     """The real archive of `dependency` in `archives_dir`, verified against the installer's pins."""
-    names: list[str] = handler.archive_names(dependency.name, dependency.version)
+    names: list[str] = assembly.archive_names(dependency.name, dependency.version)
     for name in names:
         path = archives_dir / name
         if path.is_file():
-            actual = handler.sha256_file(str(path))
+            actual = assembly.sha256_file(str(path))
             if name not in pins:
                 raise InputError([f"chart check: {path} has no pin (helm_installer.archive_sha256): refused"])
             if actual != pins[name]:
@@ -537,7 +559,7 @@ def _archive_from(archives_dir: Path, dependency: Any, pins: dict[str, str], han
             return path
     raise InputError(
         [
-            f"chart check: none of {', '.join(handler.archive_names(dependency.name, dependency.version))} in {archives_dir}"
+            f"chart check: none of {', '.join(assembly.archive_names(dependency.name, dependency.version))} in {archives_dir}"
         ]
     )
 
@@ -609,7 +631,7 @@ def render_chart(
     started = time.monotonic()
     commit = config.versions.hyperpod_cli_commit
     root = commit_dir(commit, charts_dir)
-    handler = installer_module()
+    assembly_module = chart_assembly_module()
     binary = helm or helm_binary(config.eks.kubernetes_version)
     if binary is None:
         distribution = _layer_distribution(config.eks.kubernetes_version)
@@ -628,20 +650,20 @@ def render_chart(
         chart_dir = repository / HYPERPOD_CHART_PATH
         digests = chart_file_digests(commit, HYPERPOD_CHART_PATH)
         if digests is not None:
-            tree = handler.tree_problems(str(chart_dir), digests)
+            tree = assembly_module.tree_problems(str(chart_dir), digests)
             if tree:
                 raise InputError([f"chart check: {HYPERPOD_CHART_PATH} at {commit}: {line}" for line in tree])
-        env = handler.helm_environment(str(work), {"PATH": os.environ.get("PATH", "")})
+        env = assembly_module.helm_environment(str(work), {"PATH": os.environ.get("PATH", "")})
         helm_path = str(binary)
 
         def run(args: list[str]) -> str:
-            return str(handler._run(args, env, RENDER_HELM_DEADLINE_S, quiet=True))
+            return str(assembly_module.run_command(args, env, RENDER_HELM_DEADLINE_S, quiet=True))
 
         pins = archive_pins(config)
 
         def obtain(dependency: Any, charts: str) -> str:
             if archives_dir is not None:
-                source = _archive_from(archives_dir, dependency, pins, handler)
+                source = _archive_from(archives_dir, dependency, pins, assembly_module)
             else:
                 source = _stand_in_archive(dependency, work, helm_path, run)
                 report.stand_ins.append(dependency.name)
@@ -651,7 +673,7 @@ def render_chart(
         values = hyperpod_dependencies_values(config, config.env.region or REGION_PLACEHOLDER)
         # The installer's own progress lines (`$ helm ...`) are for the Lambda's log, not this command's output.
         with contextlib.redirect_stdout(io.StringIO()):
-            assembly = handler.assemble_chart(
+            assembly = assembly_module.assemble_chart(
                 str(chart_dir),
                 values,
                 helm=helm_path,
@@ -660,10 +682,10 @@ def render_chart(
                 root=str(repository),
                 obtain_archive=obtain,
             )
-            values_file = handler.write_values(str(work), json.dumps(values))
+            values_file = assembly_module.write_values(str(work), json.dumps(values))
             rendered = work / "rendered"
             run(
-                handler.template_args(
+                assembly_module.template_args(
                     helm_path,
                     HYPERPOD_DEPENDENCIES_RELEASE,
                     str(chart_dir),

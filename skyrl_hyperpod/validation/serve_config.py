@@ -34,7 +34,8 @@ LLM_APP_IMPORT_PATHS = ("ray.serve.llm:build_openai_app",)
 _CHECKER_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
-def _installed(distribution: str) -> str | None:
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a distribution, None when it is not installed."""
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -43,7 +44,7 @@ def _installed(distribution: str) -> str | None:
 
 def unavailable_reason(ray_version: str) -> str | None:
     """Why the check cannot run here (None when it can)."""
-    installed = _installed("ray")
+    installed = installed_version("ray")
     if installed is None:
         return f"ray[serve]=={ray_version} is not installed (pip install -r requirements-dev.txt)"
     if installed != ray_version:
@@ -73,7 +74,9 @@ def serve_config_problems(text: Any, ray_version: str) -> tuple[list[str], str |
     """(problems as "<path in serveConfigV2>: <message>", reason the check was skipped or None)."""
     if not isinstance(text, str):
         return [f".: must be a YAML string, got {show(text)}"], None
-    key = _cache.digest(text, ray_version, _installed("ray") or "", _installed("pydantic") or "", _CHECKER_VERSION)
+    key = _cache.digest(
+        text, ray_version, installed_version("ray") or "", installed_version("pydantic") or "", _CHECKER_VERSION
+    )
     if _cache.load("serve-config-ok", key) is not None:
         return [], None
     import yaml

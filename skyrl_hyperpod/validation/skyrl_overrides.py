@@ -1,7 +1,7 @@
 """SkyRL's dotted `key=value` overrides checked by SkyRL's own config dataclasses.
 
 SkyRL publishes its trainer as the PyPI package `skyrl`; the version checked is the release the training
-image builds (`training_image.skyrl_version`, config/versions.py), which the Makefile installs with --no-deps.
+image builds (`training_image.skyrl_version`, config/version_lock.py), which the Makefile installs with --no-deps.
 Its config module (skyrl.train.config) imports without torch next to omegaconf, skyrl-gym (also --no-deps),
 pandas, loguru, func_timeout and requests. skyrl 0.4.0 declares Python >= 3.12 and this project's tooling runs
 on 3.11: the config module imports there (the Makefile installs it with --ignore-requires-python); the training
@@ -32,7 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from ..config.versions import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES
+from ..config.version_lock import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES
 
 CHECK_NAME = "SkyRL override check with SkyRL's config classes"
 SKYRL_VERSION = DEFAULT_SKYRL_VERSION

@@ -22,7 +22,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.config.platform import VersionsConfig
+from skyrl_hyperpod.config.versions import VersionsConfig
 
 from .iam_wildcards import nag_rule
 from .workload_identity import pod_identity_role

@@ -19,7 +19,7 @@ from aws_cdk.lambda_layer_awscli import AwsCliLayer
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.platform import SUPPORTED_KUBERNETES_VERSIONS
+from skyrl_hyperpod.config.eks import SUPPORTED_KUBERNETES_VERSIONS
 
 from .iam_wildcards import managed_policy_finding, nag_rule, vpc_lambda_managed_policies
 

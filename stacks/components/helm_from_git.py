@@ -8,7 +8,8 @@ assembles the chart as Helm loads it (remote sub-charts downloaded and checked a
 runs `helm upgrade --install` (no --wait); on delete, `helm uninstall` of a release it alone owns, or a
 `helm rollback` that hands it back to the resource that owned it before (a rolled-back takeover). Deadlines,
 SIGTERM before SIGKILL, recovery of releases left pending and bounded retries keep a failure from
-wedging the stack (git_helm_installer_handler/index.py). The handler Lambda (`GitHelmInstaller`) is created once
+wedging the stack (git_helm_installer_handler/index.py, and chart_assembly.py beside it, which assembles the chart
+and runs every command under a deadline). The handler Lambda (`GitHelmInstaller`) is created once
 per cluster and shared by every chart; it reuses the cluster's kubectl and AWS CLI layers, so no
 extra layer asset is staged.
 """
@@ -29,13 +30,14 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.validation.hyperpod_chart import INSTALLER_HANDLER, chart_file_digests, installer_module
+from skyrl_hyperpod.validation.hyperpod_chart import INSTALLER_DIR, chart_file_digests, installer_module
 
 from .eks_cluster import CLUSTER_ADMIN_POLICY
 from .iam_wildcards import acknowledge_iam_wildcards, nag_rule, vpc_lambda_managed_policies
 from .log_encryption import LogsKey
 
-HANDLER_DIR = INSTALLER_HANDLER.parent
+# The Lambda's asset: the handler (index.py) and the chart assembly it imports (chart_assembly.py).
+HANDLER_DIR = INSTALLER_DIR
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
 HTTPS = 443
 # The handler's recovery of pending releases counts on this limit.

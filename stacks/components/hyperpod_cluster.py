@@ -11,7 +11,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from skyrl_hyperpod.config.platform import HyperPodConfig, InstanceGroupConfig
+from skyrl_hyperpod.config.hyperpod import HyperPodConfig, InstanceGroupConfig
 
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern, managed_policy_finding
 from .lifecycle import LifecycleScripts

@@ -18,7 +18,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.config.platform import NetworkConfig, hyperpod_subnet_overlaps, vpc_subnet_masks
+from skyrl_hyperpod.config.network import NetworkConfig, hyperpod_subnet_overlaps, vpc_subnet_masks
 
 from .log_encryption import LogsKey
 

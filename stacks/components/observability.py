@@ -14,7 +14,7 @@ from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from skyrl_hyperpod.config.platform import ObservabilityConfig
+from skyrl_hyperpod.config.observability import ObservabilityConfig
 from skyrl_hyperpod.upstream import HYPERPOD_OBSERVABILITY_NAMESPACE
 
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern

@@ -43,7 +43,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from skyrl_hyperpod.config.platform import FsxConfig
+from skyrl_hyperpod.config.fsx import FsxConfig
 
 from .iam_wildcards import (
     LAMBDA_BASIC_EXECUTION_POLICY,

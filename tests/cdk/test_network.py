@@ -12,7 +12,7 @@ from aws_cdk.assertions import Match, Template
 from conftest import VARIANT_ENV_PERSISTENT_1
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
-from skyrl_hyperpod.config.platform import vpc_subnet_masks, vpc_subnet_plan
+from skyrl_hyperpod.config.network import vpc_subnet_masks, vpc_subnet_plan
 from stacks.components.network import LUSTRE_PORT, LUSTRE_PORT_RANGE
 from stacks.network_stack import NetworkStack
 

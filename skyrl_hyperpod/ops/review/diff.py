@@ -30,6 +30,7 @@ from .rules import apply_change_rules
 
 IGNORED_TYPES = frozenset({"AWS::CDK::Metadata"})
 RESOURCE_ATTRIBUTES = ("Type", "DeletionPolicy", "UpdateReplacePolicy", "Condition", "DependsOn")
+ACTION_ORDER = {"REPLACE": 0, "REMOVE": 1, "MODIFY": 2, "ADD": 3}  # how a stack's changes are listed
 
 
 def deep_diff(old: Any, new: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any, Any]]:
@@ -164,34 +165,36 @@ def _mark_replaced(change: ResourceChange, old: dict[str, Any], new: dict[str, A
     _ask_rules("replaced", change, old, new, facts)
 
 
-def _diff_resource(
-    stack: str, logical_id: str, old: dict[str, Any], new: dict[str, Any], facts: ReplacementFacts
-) -> ResourceChange | None:
-    resource_type = str(new.get("Type"))
-    old_props, new_props = strip_strength(old.get("Properties") or {}), strip_strength(new.get("Properties") or {})
+def _property_changes(old: dict[str, Any], new: dict[str, Any], old_props: Any, new_props: Any) -> list[PropertyChange]:
+    """Every changed property leaf, then every changed resource attribute (as `(Attribute)`)."""
     changes = [PropertyChange(p, o, n) for p, o, n in deep_diff(old_props, new_props)]
     for attribute in RESOURCE_ATTRIBUTES:
         if old.get(attribute) != new.get(attribute):
             changes.append(
                 PropertyChange((f"({attribute})",), old.get(attribute, MISSING), new.get(attribute, MISSING))
             )
-    if not changes:
-        return None
-    change = ResourceChange(stack, logical_id, resource_type, "MODIFY", changes)
-    if old.get("Type") != new.get("Type"):
-        change.reasons.append(f"resource type changed from {old.get('Type')} to {resource_type}")
-        _mark_replaced(change, old, new, facts)
-        return change
-    create_only, conditional, found = facts.lookup(resource_type)
-    replace = replace_or_fail = False
+    return changes
+
+
+def _changed_paths(old_props: Any, new_props: Any, pointer: str) -> set[tuple[Any, ...]]:
+    """The concrete paths matching a schema pointer whose value differs between BASE and HEAD."""
+    pattern = pointer_segments(pointer)
+    before, after = concrete_values(old_props, pattern), concrete_values(new_props, pattern)
+    return {p for p in set(before) | set(after) if before.get(p, MISSING) != after.get(p, MISSING)}
+
+
+def _schema_replacement(
+    change: ResourceChange, old_props: Any, new_props: Any, create_only: list[str], conditional: list[str]
+) -> bool:
+    """The resource schema's verdict: a changed create-only property replaces (a reason), a changed conditionally
+    create-only one may (a possible line). True when the schema says the resource is replaced."""
+    replace = False
     for pointers, definite in ((create_only, True), (conditional, False)):
         for pointer in pointers:
-            pattern = pointer_segments(pointer)
-            before, after = concrete_values(old_props, pattern), concrete_values(new_props, pattern)
-            changed_paths = {p for p in set(before) | set(after) if before.get(p, MISSING) != after.get(p, MISSING)}
+            changed_paths = _changed_paths(old_props, new_props, pointer)
             if not changed_paths:
                 continue
-            for prop in changes:
+            for prop in change.properties:
                 if any(prop.path[: len(c)] == c or c[: len(prop.path)] == prop.path for c in changed_paths):
                     prop.create_only = definite or prop.create_only
             shown = ", ".join(f"`{display_path(p)}`" for p in sorted(changed_paths, key=str))
@@ -200,10 +203,17 @@ def _diff_resource(
                 change.reasons.append(f"create-only property {shown} changed (resource schema)")
             else:
                 change.possible.append(f"may require replacement: conditionally create-only {shown} changed")
-    for prop in changes:
+    return replace
+
+
+def _second_source_replacement(change: ResourceChange, facts: ReplacementFacts) -> tuple[bool, bool]:
+    """The other sources' verdicts (CDK service spec, botocore) on the properties the schema left alone:
+    (replaced, update may fail)."""
+    replace = replace_or_fail = False
+    for prop in change.properties:
         if prop.create_only or prop.path[0].startswith("("):
             continue
-        verdict = facts.verdict(resource_type, prop.path, schema=False)
+        verdict = facts.verdict(change.resource_type, prop.path, schema=False)
         if verdict is None:
             continue
         if verdict.kind == "REPLACE":
@@ -213,6 +223,26 @@ def _diff_resource(
         elif verdict.text not in change.possible:
             change.possible.append(verdict.text)
             replace_or_fail = replace_or_fail or verdict.kind == "REPLACE_OR_FAIL"
+    return replace, replace_or_fail
+
+
+def _diff_resource(
+    stack: str, logical_id: str, old: dict[str, Any], new: dict[str, Any], facts: ReplacementFacts
+) -> ResourceChange | None:
+    resource_type = str(new.get("Type"))
+    old_props, new_props = strip_strength(old.get("Properties") or {}), strip_strength(new.get("Properties") or {})
+    changes = _property_changes(old, new, old_props, new_props)
+    if not changes:
+        return None
+    change = ResourceChange(stack, logical_id, resource_type, "MODIFY", changes)
+    if old.get("Type") != new.get("Type"):
+        change.reasons.append(f"resource type changed from {old.get('Type')} to {resource_type}")
+        _mark_replaced(change, old, new, facts)
+        return change
+    create_only, conditional, found = facts.lookup(resource_type)
+    replace = _schema_replacement(change, old_props, new_props, create_only, conditional)
+    second_replace, replace_or_fail = _second_source_replacement(change, facts)
+    replace = second_replace or replace
     if resource_type == HELM_RELEASE_TYPE:
         replace = helm_release_replaced(change, old_props, new_props) or replace
     if not found and not resource_type.startswith("Custom::"):
@@ -296,72 +326,108 @@ def resolve_platform(stacks: dict[str, dict[str, Any]]) -> dict[str, dict[str, A
     return {s: resolve_cross_stack(t, stacks, exports) for s, t in stacks.items()}
 
 
+def _strong_imports(templates: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """Export name -> the stacks whose resources import it (Fn::ImportValue)."""
+    imports: dict[str, set[str]] = {}
+    for stack, template in templates.items():
+        for export in _strong_exports(template.get("Resources") or {}):
+            imports.setdefault(export, set()).add(stack)
+    return imports
+
+
+def _reviewed_resources(templates: dict[str, dict[str, Any]], stack: str) -> dict[str, dict[str, Any]]:
+    """A stack's resources by logical id, without the types the review ignores."""
+    return {
+        k: v
+        for k, v in ((templates.get(stack) or {}).get("Resources") or {}).items()
+        if v.get("Type") not in IGNORED_TYPES
+    }
+
+
+def _resource_change(
+    stack: str, logical_id: str, old: dict[str, Any] | None, new: dict[str, Any] | None, facts: ReplacementFacts
+) -> ResourceChange | None:
+    """One logical id's change: added, removed (the rules asked), or modified (None when nothing changed)."""
+    if old is None:
+        assert new is not None
+        return ResourceChange(stack, logical_id, str(new.get("Type")), "ADD")
+    if new is None:
+        change = ResourceChange(stack, logical_id, str(old.get("Type")), "REMOVE")
+        _ask_rules("removed", change, old, {}, facts)
+        return change
+    return _diff_resource(stack, logical_id, old, new, facts)
+
+
+def _diff_stack(
+    stack: str,
+    base: dict[str, dict[str, Any]],
+    head: dict[str, dict[str, Any]],
+    facts: ReplacementFacts,
+    changes: dict[Node, ResourceChange],
+    paths: dict[Node, str],
+) -> None:
+    """One stack's resources, BASE against HEAD: their display names into `paths`, their changes into `changes`."""
+    old_resources, new_resources = _reviewed_resources(base, stack), _reviewed_resources(head, stack)
+    for logical_id in sorted(set(old_resources) | set(new_resources)):
+        old, new = old_resources.get(logical_id), new_resources.get(logical_id)
+        resource = new if new is not None else old
+        assert resource is not None  # logical_id comes from one of the two sides
+        paths[(stack, logical_id)] = _display_name(stack, logical_id, resource)
+        change = _resource_change(stack, logical_id, old, new, facts)
+        if change is not None:
+            changes[(stack, logical_id)] = change
+
+
+def _note_renames(own: list[ResourceChange]) -> None:
+    """A removed resource whose type a resource added in the same stack has may be that one under a new id."""
+    added = [c for c in own if c.action == "ADD"]
+    for removed in (c for c in own if c.action == "REMOVE"):
+        twins = [a.logical_id for a in added if a.resource_type == removed.resource_type]
+        if twins:
+            removed.reasons.append(
+                f"if {', '.join(f'`{t}`' for t in twins)} is this resource under a new logical id, CloudFormation "
+                "creates the new one and deletes this one (a replacement)"
+            )
+
+
+def _output_changes(base_template: dict[str, Any], head_template: dict[str, Any]) -> dict[str, list[str]]:
+    """A stack's output keys added, removed and changed."""
+    base_outputs, head_outputs = base_template.get("Outputs") or {}, head_template.get("Outputs") or {}
+    return {
+        "added": sorted(set(head_outputs) - set(base_outputs)),
+        "removed": sorted(set(base_outputs) - set(head_outputs)),
+        "changed": sorted(k for k in set(base_outputs) & set(head_outputs) if base_outputs[k] != head_outputs[k]),
+    }
+
+
+def _stack_diffs(
+    base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], changes: dict[Node, ResourceChange]
+) -> list[StackDiff]:
+    """Every stack with a changed resource or output, its changes in ACTION_ORDER then by logical id."""
+    stacks: list[StackDiff] = []
+    for stack in sorted(set(base) | set(head)):
+        own = [c for c in changes.values() if c.stack == stack]
+        _note_renames(own)
+        outputs = _output_changes(base.get(stack) or {}, head.get(stack) or {})
+        if own or any(outputs.values()):
+            status: StackStatus = "added" if stack not in base else "removed" if stack not in head else "changed"
+            resources = sorted(own, key=lambda c: (ACTION_ORDER[c.action], c.logical_id))
+            stacks.append(StackDiff(stack, status, resources, outputs))
+    return stacks
+
+
 def diff_platform(
     base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]], facts: ReplacementFacts
 ) -> tuple[list[StackDiff], dict[Node, str]]:
     base_r, head_r = resolve_platform(base), resolve_platform(head)
-    base_imports: dict[str, set[str]] = {}
-    for stack, template in base_r.items():
-        for export in _strong_exports(template.get("Resources") or {}):
-            base_imports.setdefault(export, set()).add(stack)
     paths: dict[Node, str] = {}
     changes: dict[Node, ResourceChange] = {}
     for stack in sorted(set(base_r) | set(head_r)):
-        old_resources = {
-            k: v
-            for k, v in ((base_r.get(stack) or {}).get("Resources") or {}).items()
-            if v.get("Type") not in IGNORED_TYPES
-        }
-        new_resources = {
-            k: v
-            for k, v in ((head_r.get(stack) or {}).get("Resources") or {}).items()
-            if v.get("Type") not in IGNORED_TYPES
-        }
-        for logical_id in sorted(set(old_resources) | set(new_resources)):
-            old, new = old_resources.get(logical_id), new_resources.get(logical_id)
-            resource = new if new is not None else old
-            assert resource is not None  # logical_id comes from one of the two sides
-            paths[(stack, logical_id)] = _display_name(stack, logical_id, resource)
-            if old is None:
-                assert new is not None
-                changes[(stack, logical_id)] = ResourceChange(stack, logical_id, str(new.get("Type")), "ADD")
-            elif new is None:
-                change = ResourceChange(stack, logical_id, str(old.get("Type")), "REMOVE")
-                _ask_rules("removed", change, old, {}, facts)
-                changes[(stack, logical_id)] = change
-            else:
-                diff = _diff_resource(stack, logical_id, old, new, facts)
-                if diff is not None:
-                    changes[(stack, logical_id)] = diff
-    _propagate(base_r, head_r, changes, facts, base_imports, paths)
+        _diff_stack(stack, base_r, head_r, facts, changes, paths)
+    _propagate(base_r, head_r, changes, facts, _strong_imports(base_r), paths)
     for change in changes.values():
         change.cdk_path = paths.get(change.node, "")
-
-    stacks: list[StackDiff] = []
-    order = {"REPLACE": 0, "REMOVE": 1, "MODIFY": 2, "ADD": 3}
-    for stack in sorted(set(base) | set(head)):
-        own = [c for c in changes.values() if c.stack == stack]
-        added = [c for c in own if c.action == "ADD"]
-        for removed in (c for c in own if c.action == "REMOVE"):
-            twins = [a.logical_id for a in added if a.resource_type == removed.resource_type]
-            if twins:
-                removed.reasons.append(
-                    f"if {', '.join(f'`{t}`' for t in twins)} is this resource under a new logical id, CloudFormation "
-                    "creates the new one and deletes this one (a replacement)"
-                )
-        base_outputs, head_outputs = (
-            (base.get(stack) or {}).get("Outputs") or {},
-            (head.get(stack) or {}).get("Outputs") or {},
-        )
-        outputs = {
-            "added": sorted(set(head_outputs) - set(base_outputs)),
-            "removed": sorted(set(base_outputs) - set(head_outputs)),
-            "changed": sorted(k for k in set(base_outputs) & set(head_outputs) if base_outputs[k] != head_outputs[k]),
-        }
-        if own or any(outputs.values()):
-            status: StackStatus = "added" if stack not in base else "removed" if stack not in head else "changed"
-            stacks.append(StackDiff(stack, status, sorted(own, key=lambda c: (order[c.action], c.logical_id)), outputs))
-    return stacks, paths
+    return _stack_diffs(base, head, changes), paths
 
 
 def diff_manifests(base: dict[str, dict[str, Any]], head: dict[str, dict[str, Any]]) -> list[ManifestChange]:

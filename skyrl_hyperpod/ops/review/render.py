@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from .model import MISSING, PropertyChange, Review, Section, display_path, display_value
+from .model import MISSING, PropertyChange, ResourceChange, Review, Section, StackDiff, display_path, display_value
 
 MAX_PROPERTY_LINES = 25
 # The sections the review rules' findings show in, in this order, after "Replacements and data-loss risks" (where
@@ -147,41 +147,60 @@ def _cost_lines(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_markdown(result: Review) -> str:
-    changes = result.resource_changes
-    counts = {a: sum(1 for c in changes if c.action == a) for a in ("ADD", "REMOVE", "MODIFY", "REPLACE")}
-    lines = [f"## Infrastructure review: `{result.base}` → `{result.head}`", ""]
-    if result.empty:
-        lines.append("No changes: the CloudFormation templates and Kubernetes manifests are identical.")
-        lines += [f"> {n}" for n in result.notes]
-        if result.cost is not None:
-            lines += ["", "### Cost", "", *_cost_lines(*result.cost)]
-        return "\n".join(lines) + "\n"
-    lines.append(
+def _resource_name(change: ResourceChange) -> str:
+    return change.cdk_path or change.stack + "/" + change.logical_id
+
+
+def _summary_line(result: Review) -> str:
+    counts = {
+        a: sum(1 for c in result.resource_changes if c.action == a) for a in ("ADD", "REMOVE", "MODIFY", "REPLACE")
+    }
+    return (
         f"**{len(result.stacks)} stack(s) changed**: {counts['ADD']} added, {counts['REMOVE']} removed, "
         f"{counts['MODIFY']} modified in place, **{counts['REPLACE']} replaced**; "
         f"{len(result.manifests)} Kubernetes object(s) changed."
     )
-    lines += [f"> {n}" for n in result.notes]
+
+
+def _note_lines(result: Review) -> list[str]:
+    return [f"> {n}" for n in result.notes]
+
+
+def _stateful_lines(result: Review) -> list[str]:
     stateful = result.stateful_replacements
-    if stateful:
-        lines += [
-            "",
-            f"**❌ {len(stateful)} stateful resource(s) replaced or removed**: "
-            + ", ".join(f"`{c.cdk_path or c.stack + '/' + c.logical_id}`" for c in stateful),
-        ]
-    risky = [c for c in changes if c.risks or c.action == "REPLACE" or c.possible]
-    if risky:
-        lines += ["", "### ⚠️ Replacements and data-loss risks", ""]
-        for c in risky:
-            action = "MAY REPLACE" if c.action == "MODIFY" and c.possible else c.action
-            lines.append(f"- **{action}** `{c.cdk_path or c.stack + '/' + c.logical_id}` ({c.resource_type})")
-            chain = result.chain(c)
-            if chain:
-                lines.append(f"  - replaced because {' ← '.join(f'`{n}` is replaced' for n in chain)}")
-            lines += [f"  - {r}" for r in (c.reasons if c.action == "REPLACE" else [])[:3]]
-            lines += [f"  - {p}" for p in c.possible[:3]]
-            lines += [f"  - risk: {r}" for r in c.risks]
+    if not stateful:
+        return []
+    return [
+        "",
+        f"**❌ {len(stateful)} stateful resource(s) replaced or removed**: "
+        + ", ".join(f"`{_resource_name(c)}`" for c in stateful),
+    ]
+
+
+def _risk_entry(result: Review, change: ResourceChange) -> list[str]:
+    """A resource's entry under "Replacements and data-loss risks": the cascade it follows, the first three reasons
+    it is replaced and the first three it may be, and its risks."""
+    action = "MAY REPLACE" if change.action == "MODIFY" and change.possible else change.action
+    lines = [f"- **{action}** `{_resource_name(change)}` ({change.resource_type})"]
+    chain = result.chain(change)
+    if chain:
+        lines.append(f"  - replaced because {' ← '.join(f'`{n}` is replaced' for n in chain)}")
+    lines += [f"  - {r}" for r in (change.reasons if change.action == "REPLACE" else [])[:3]]
+    lines += [f"  - {p}" for p in change.possible[:3]]
+    lines += [f"  - risk: {r}" for r in change.risks]
+    return lines
+
+
+def _risk_section(result: Review) -> list[str]:
+    risky = [c for c in result.resource_changes if c.risks or c.action == "REPLACE" or c.possible]
+    if not risky:
+        return []
+    return ["", "### ⚠️ Replacements and data-loss risks", "", *(line for c in risky for line in _risk_entry(result, c))]
+
+
+def _rule_sections(result: Review) -> list[str]:
+    """The review rules' findings, under their sections' headings (SECTION_HEADINGS), empty sections left out."""
+    lines: list[str] = []
     for section, heading in SECTION_HEADINGS.items():
         found = [d for d in result.disruptions if d.section == section]
         if found:
@@ -189,23 +208,59 @@ def render_markdown(result: Review) -> str:
         for d in found:
             lines.append(f"- {d.subject}: {d.text} ([source]({d.source}))")
             lines += [f"  - {detail}" for detail in d.details]
-    if result.cost is not None:
-        lines += ["", "### Cost", "", *_cost_lines(*result.cost)]
-    for stack in result.stacks:
-        lines += ["", f"### Stack `{stack.name}` ({stack.status})", ""]
-        for c in stack.resources:
-            lines.append(f"- **{c.action}** {c.title}")
-            lines += [f"  - {reason}" for reason in c.reasons]
-            lines += [f"  - {p}" for p in c.possible]
-            lines += [f"  - risk: {risk}" for risk in c.risks]
-            if c.action in ("MODIFY", "REPLACE"):
-                lines += _property_lines(c.properties)
-        for kind, keys in stack.outputs.items():
-            if keys:
-                lines.append(f"- Outputs {kind}: {', '.join(f'`{k}`' for k in keys)}")
-    if result.manifests:
-        lines += ["", "### Kubernetes manifests", ""]
-        for m in result.manifests:
-            lines.append(f"- **{m.action}** `{m.key}`")
-            lines += _property_lines(m.fields)
+    return lines
+
+
+def _cost_section(result: Review) -> list[str]:
+    return [] if result.cost is None else ["", "### Cost", "", *_cost_lines(*result.cost)]
+
+
+def _resource_lines(change: ResourceChange) -> list[str]:
+    """A resource's entry in its stack's section: every reason, possible replacement and risk, and the changed
+    properties of a modified or replaced one."""
+    lines = [f"- **{change.action}** {change.title}"]
+    lines += [f"  - {reason}" for reason in change.reasons]
+    lines += [f"  - {p}" for p in change.possible]
+    lines += [f"  - risk: {risk}" for risk in change.risks]
+    if change.action in ("MODIFY", "REPLACE"):
+        lines += _property_lines(change.properties)
+    return lines
+
+
+def _stack_section(stack: StackDiff) -> list[str]:
+    lines = ["", f"### Stack `{stack.name}` ({stack.status})", ""]
+    for c in stack.resources:
+        lines += _resource_lines(c)
+    for kind, keys in stack.outputs.items():
+        if keys:
+            lines.append(f"- Outputs {kind}: {', '.join(f'`{k}`' for k in keys)}")
+    return lines
+
+
+def _manifest_section(result: Review) -> list[str]:
+    if not result.manifests:
+        return []
+    lines = ["", "### Kubernetes manifests", ""]
+    for m in result.manifests:
+        lines.append(f"- **{m.action}** `{m.key}`")
+        lines += _property_lines(m.fields)
+    return lines
+
+
+def render_markdown(result: Review) -> str:
+    lines = [f"## Infrastructure review: `{result.base}` → `{result.head}`", ""]
+    if result.empty:
+        lines.append("No changes: the CloudFormation templates and Kubernetes manifests are identical.")
+        lines += [*_note_lines(result), *_cost_section(result)]
+        return "\n".join(lines) + "\n"
+    lines += [
+        _summary_line(result),
+        *_note_lines(result),
+        *_stateful_lines(result),
+        *_risk_section(result),
+        *_rule_sections(result),
+        *_cost_section(result),
+        *(line for stack in result.stacks for line in _stack_section(stack)),
+        *_manifest_section(result),
+    ]
     return "\n".join(lines) + "\n"

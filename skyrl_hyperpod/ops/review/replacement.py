@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ...locations import CHECKOUT_ROOT
 from .model import ResourceChange, ReviewError, display_path, is_intrinsic
 from .readers import read_json
 
 RETAIN_POLICIES = frozenset({"Retain", "RetainExceptOnCreate"})
 DEFAULT_SCHEMA_REGION = "us-east-1"
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = CHECKOUT_ROOT
 # The CDK service spec (npm @aws-cdk/aws-service-spec) as the pinned aws-cdk CLI bundles it for `cdk diff`.
 DEFAULT_SERVICE_SPEC = REPO_ROOT / "node_modules" / "aws-cdk" / "db.json.gz"
 

@@ -88,6 +88,101 @@ def gpu_capacity(stacks: dict[str, dict[str, Any]] | None, fallback: dict[str, i
     return capacity or fallback
 
 
+def _builds_new_cluster(old_spec: dict[str, Any], new_spec: dict[str, Any]) -> bool:
+    """The rayClusterConfig changed in KubeRay's upgrade hash, other than by worker groups appended only."""
+    old_cluster = _strip_fields(old_spec.get("rayClusterConfig") or {})
+    new_cluster = _strip_fields(new_spec.get("rayClusterConfig") or {})
+    if old_cluster == new_cluster:
+        return False
+    old_groups, new_groups = old_cluster.get("workerGroupSpecs") or [], new_cluster.get("workerGroupSpecs") or []
+    appended = (
+        len(new_groups) > len(old_groups)
+        and {**new_cluster, "workerGroupSpecs": new_groups[: len(old_groups)]} == old_cluster
+    )
+    return not appended
+
+
+def _other_clusters_gpus(head: dict[str, dict[str, Any]], key: str) -> dict[str, int]:
+    """Instance type -> GPUs every other Ray cluster in HEAD's manifests (RayService, RayCluster, RayJob) requests."""
+    others: dict[str, int] = {}
+    for other_key, obj in head.items():
+        spec = _cluster_spec(obj) if other_key != key else None
+        for instance_type, gpus in ray_cluster_gpus(spec or {}).items():
+            others[instance_type] = others.get(instance_type, 0) + gpus
+    return others
+
+
+def _gpu_need(old: int, new: int, instance_type: str, have: int | None, other: int) -> tuple[str, bool]:
+    """What the upgrade needs of one instance type against the group's GPUs, and whether it fits."""
+    during = old + new
+    text = (
+        f"{new} GPU(s) on {instance_type} for the new cluster while the old one "
+        f"holds {old}: {during} during the upgrade"
+    )
+    if have is None:
+        return text + ", and no HyperPod group of that type is known", False
+    text += f", against the group's {have}"
+    if other and during <= have < during + other:
+        text += f" (not while the other Ray clusters in the manifests hold their {other} there)"
+    return text, during <= have
+
+
+def _new_cluster_finding(
+    key: str,
+    old_spec: dict[str, Any],
+    new_spec: dict[str, Any],
+    strategy: str | None,
+    capacity: dict[str, int],
+    others: dict[str, int],
+) -> Disruption:
+    """KubeRay builds a second RayCluster: the GPUs both need during the upgrade, per instance type, and whether
+    they fit."""
+    old_gpus = ray_cluster_gpus(old_spec.get("rayClusterConfig") or {})
+    new_gpus = ray_cluster_gpus(new_spec.get("rayClusterConfig") or {})
+    needs = [
+        _gpu_need(
+            old_gpus.get(instance_type, 0),
+            new_gpus.get(instance_type, 0),
+            instance_type,
+            capacity.get(instance_type),
+            others.get(instance_type, 0),
+        )
+        for instance_type in sorted(set(old_gpus) | set(new_gpus))
+    ]
+    parts = [text for text, _ in needs]
+    verdict = (
+        "fits"
+        if all(fits for _, fits in needs)
+        else "does NOT fit: the new cluster's pods stay Pending and the upgrade never "
+        "completes (the old cluster keeps serving) until GPUs are freed"
+    )
+    return Disruption(
+        f"`{key}`",
+        f"rayClusterConfig changed: KubeRay builds a new RayCluster (upgradeStrategy {strategy or 'unset = NewCluster'})"
+        " and switches traffic when it is ready",
+        KUBERAY_SOURCE,
+        details=(*(f"needs {part}" for part in parts or ["no GPUs"]), f"verdict: {verdict}"),
+    )
+
+
+def _upgrade_finding(
+    key: str, old: dict[str, Any], new: dict[str, Any], head: dict[str, dict[str, Any]], capacity: dict[str, int]
+) -> Disruption | None:
+    """One RayService present on both sides: None when KubeRay builds no new cluster for its change."""
+    old_spec, new_spec = (old.get("spec") or {}), (new.get("spec") or {})
+    if not _builds_new_cluster(old_spec, new_spec):
+        return None
+    strategy = (new_spec.get("upgradeStrategy") or {}).get("type")
+    if strategy is not None and strategy not in NEW_CLUSTER_STRATEGIES:
+        return Disruption(
+            f"`{key}`",
+            f"rayClusterConfig changed under upgradeStrategy {strategy}: "
+            "KubeRay does not roll it out; the running cluster keeps the old spec",
+            KUBERAY_SOURCE,
+        )
+    return _new_cluster_finding(key, old_spec, new_spec, strategy, capacity, _other_clusters_gpus(head, key))
+
+
 def check(context: ReviewContext) -> list[Disruption]:
     base, head = context.base_manifests, context.head_manifests
     if base is None or head is None:
@@ -98,72 +193,9 @@ def check(context: ReviewContext) -> list[Disruption]:
         old = base.get(key)
         if new.get("kind") != "RayService" or old is None:
             continue
-        old_spec, new_spec = (old.get("spec") or {}), (new.get("spec") or {})
-        old_cluster, new_cluster = (
-            _strip_fields(old_spec.get("rayClusterConfig") or {}),
-            _strip_fields(new_spec.get("rayClusterConfig") or {}),
-        )
-        if old_cluster == new_cluster:
-            continue
-        old_groups, new_groups = old_cluster.get("workerGroupSpecs") or [], new_cluster.get("workerGroupSpecs") or []
-        appended = (
-            len(new_groups) > len(old_groups)
-            and {**new_cluster, "workerGroupSpecs": new_groups[: len(old_groups)]} == old_cluster
-        )
-        strategy = (new_spec.get("upgradeStrategy") or {}).get("type")
-        if appended:
-            continue
-        if strategy is not None and strategy not in NEW_CLUSTER_STRATEGIES:
-            found.append(
-                Disruption(
-                    f"`{key}`",
-                    f"rayClusterConfig changed under upgradeStrategy {strategy}: "
-                    "KubeRay does not roll it out; the running cluster keeps the old spec",
-                    KUBERAY_SOURCE,
-                )
-            )
-            continue
-        old_gpus = ray_cluster_gpus(old_spec.get("rayClusterConfig") or {})
-        new_gpus = ray_cluster_gpus(new_spec.get("rayClusterConfig") or {})
-        others: dict[str, int] = {}
-        for other_key, obj in head.items():
-            spec = _cluster_spec(obj) if other_key != key else None
-            for instance_type, gpus in ray_cluster_gpus(spec or {}).items():
-                others[instance_type] = others.get(instance_type, 0) + gpus
-        parts = []
-        fits = True
-        for instance_type in sorted(set(old_gpus) | set(new_gpus)):
-            during = old_gpus.get(instance_type, 0) + new_gpus.get(instance_type, 0)
-            have = capacity.get(instance_type)
-            other = others.get(instance_type, 0)
-            text = (
-                f"{new_gpus.get(instance_type, 0)} GPU(s) on {instance_type} for the new cluster while the old one "
-                f"holds {old_gpus.get(instance_type, 0)}: {during} during the upgrade"
-            )
-            if have is None:
-                text += ", and no HyperPod group of that type is known"
-                fits = False
-            else:
-                text += f", against the group's {have}"
-                fits = fits and during <= have
-                if other and during <= have < during + other:
-                    text += f" (not while the other Ray clusters in the manifests hold their {other} there)"
-            parts.append(text)
-        verdict = (
-            "fits"
-            if fits
-            else "does NOT fit: the new cluster's pods stay Pending and the upgrade never "
-            "completes (the old cluster keeps serving) until GPUs are freed"
-        )
-        found.append(
-            Disruption(
-                f"`{key}`",
-                f"rayClusterConfig changed: KubeRay builds a new RayCluster (upgradeStrategy {strategy or 'unset = NewCluster'})"
-                " and switches traffic when it is ready",
-                KUBERAY_SOURCE,
-                details=(*(f"needs {part}" for part in parts or ["no GPUs"]), f"verdict: {verdict}"),
-            )
-        )
+        finding = _upgrade_finding(key, old, new, head, capacity)
+        if finding is not None:
+            found.append(finding)
     return found
 
 

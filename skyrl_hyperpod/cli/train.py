@@ -1,232 +1,42 @@
-"""Commands that act on the running cluster after `cdk deploy`: kubeconfig, train, adapter, serve.
-
-The cluster is reached through the official `kubernetes` client (skyrl_hyperpod/ops/kube.py), AWS through
-boto3; nothing shells out to kubectl. Tests hand the commands an ApiClient pointed at a local fake API
-server through the CLI state (CliState.kube).
-"""
+"""`skyrl-hp train start | status | stop | logs | metrics`: start training from the synthesized manifests, follow
+it, stop it, and read its metrics (skyrl_hyperpod/ops/cluster_workloads.py, train_stop.py, metrics.py)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.loader import ConfigSource
 from skyrl_hyperpod.ops import cluster_workloads
-from skyrl_hyperpod.ops import kubeconfig as kubeconfig_module
 from skyrl_hyperpod.ops import metrics as metrics_module
-from skyrl_hyperpod.ops.kube import Cluster, KubeError, api_client_for, describe_eks_cluster, eks_token
-from skyrl_hyperpod.ops.portforward import pod_connector
+from skyrl_hyperpod.ops import train_stop as train_stop_module
 from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.synthesized_manifests import (
-    PLATFORM_CHART,
-    RAYCLUSTER_CHART,
-    RAYJOBS_CHART,
-    chart_file,
-    outputs_note,
-    stamp_problems,
-)
+from skyrl_hyperpod.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
 
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
-    aws_errors,
-    cli_state,
-    clients_from_context,
+    cluster_errors,
     config_option,
+    connect,
+    dist_option,
     echo,
+    experiment_option,
     flush_header,
     json_option,
     load_project_config,
     load_project_config_with_source,
+    pick_experiments,
     print_json,
     profile_option,
+    refuse_other_configuration,
     region_option,
-    resolve_region,
+    wait_timeout_option,
+    wait_until,
 )
-
-DEFAULT_DIST = Path("dist")
-DEFAULT_WAIT_SECONDS = 1800.0
-POLL_SECONDS = 10.0
-
-
-def dist_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--dist",
-        "dist",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=DEFAULT_DIST,
-        show_default=True,
-        help="Directory of the synthesized manifests (make synth-k8s).",
-    )(command)
-
-
-def wait_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--timeout",
-        type=click.FloatRange(min=1),
-        default=DEFAULT_WAIT_SECONDS,
-        show_default=True,
-        help="Seconds --wait waits.",
-    )(command)
-
-
-def experiment_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option(
-        "--experiment",
-        default=None,
-        required=required,
-        help="Experiment name (training.experiments[].name)" + ("." if required else "; default: every experiment."),
-    )
-
-
-def _region(ctx: click.Context, region: str | None, config: ProjectConfig, profile: str | None) -> str:
-    clients = clients_from_context(ctx, profile, region or config.env.region)
-    chosen = resolve_region(region, config, clients.session.region_name)
-    if not chosen:
-        fail(
-            ["cluster error: no region: set env.region in the config, pass --region or export AWS_REGION"],
-            EXIT_BAD_INPUT,
-        )
-    return chosen
-
-
-def connect(ctx: click.Context, config: ProjectConfig, region: str | None, profile: str | None) -> Cluster:
-    """The project's EKS cluster: endpoint and CA from eks:DescribeCluster, a token as `aws eks get-token` makes."""
-    state = cli_state(ctx)
-    if state.kube is not None:
-        return Cluster(state.kube)
-    chosen = _region(ctx, region, config, profile)
-    clients = clients_from_context(ctx, profile, chosen)
-    name = config.names.eks_cluster
-    with aws_errors(f"cluster error: EKS cluster {name} in {chosen}"):
-        endpoint = describe_eks_cluster(clients("eks", chosen), name)
-        api_client = api_client_for(endpoint, lambda: eks_token(clients.session, name, chosen))
-    return Cluster(api_client)
-
-
-def poll_interval(ctx: click.Context) -> float:
-    chosen = cli_state(ctx).poll_seconds
-    return POLL_SECONDS if chosen is None else chosen
-
-
-def wait_until(ctx: click.Context, check: Callable[[], tuple[bool, str]], *, timeout: float, what: str) -> None:
-    """Every --wait: poll `check`, print its state when it changes and at least every 30 s with the elapsed time,
-    give up after --timeout seconds naming the last state."""
-    cluster_workloads.wait_for(
-        check, timeout=timeout, interval=poll_interval(ctx), echo=echo, what=what, clock=cli_state(ctx).clock
-    )
-
-
-def port_connector(ctx: click.Context, cluster: Cluster, namespace: str, pod: str, port: int) -> Any:
-    """Opens one stream to pod:port per call: the Kubernetes port-forward, or what a test put in the CLI state."""
-    override = cli_state(ctx).connector
-    if override is not None:
-        return lambda: override(namespace, pod, port)
-    return pod_connector(cluster, namespace, pod, port)
-
-
-@contextmanager
-def cluster_errors() -> Iterator[None]:
-    """A failed cluster call or a refused manifest: one line on stderr, exit 1."""
-    try:
-        yield
-    except KubeError as error:
-        fail([f"cluster error: {error}"], EXIT_FINDINGS)
-    except cluster_workloads.WorkloadError as error:
-        fail(error.problems, EXIT_FINDINGS)
-
-
-def refuse_other_configuration(
-    dist: Path, chart_ids: list[str], config: ProjectConfig, source: ConfigSource, *, required: bool = True
-) -> None:
-    """Offline, before any AWS call: exit 2 with one line when a chart file in `dist` was synthesized from another
-    configuration than the command's (or, when `required`, does not say which). A chart file that does not exist
-    is left to the command (it says to synthesize). A note when the platform was deployed from another one."""
-    files = [dist / chart_file(chart_id) for chart_id in chart_ids]
-    files = [file for file in files if file.is_file()]
-    problems = stamp_problems(files, config, source, prefix="manifest error", required=required)
-    if problems:
-        fail(problems, EXIT_BAD_INPUT)
-    note = outputs_note(files)
-    if note:
-        echo(note, err=True)
-
-
-def _pick_experiments(config: ProjectConfig, experiment: str | None) -> list[Any]:
-    runs = list(config.derived.runs)
-    if experiment is None:
-        return runs
-    names = [run.experiment.name for run in runs]
-    if experiment not in names:
-        fail(
-            [f"--experiment {experiment!r}: not an experiment of this configuration ({', '.join(names)})"],
-            EXIT_BAD_INPUT,
-        )
-    return [run for run in runs if run.experiment.name == experiment]
-
-
-# --- kubeconfig ------------------------------------------------------------------------------------------------
-
-
-@click.command()
-@config_option
-@region_option
-@profile_option
-@click.option(
-    "--kubeconfig",
-    "kubeconfig_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="File to write (default: the first file of $KUBECONFIG, else ~/.kube/config).",
-)
-@json_option
-@click.pass_context
-def kubeconfig(
-    ctx: click.Context,
-    config_path: Path | None,
-    region: str | None,
-    profile: str | None,
-    kubeconfig_file: Path | None,
-    as_json: bool,
-) -> None:
-    """Write kubectl's context for the cluster and make it current, as `hyp set-cluster-context` does.
-
-    The HyperPod cluster's EKS orchestrator comes from sagemaker:DescribeCluster, its endpoint and CA from
-    eks:DescribeCluster; the context's namespace is workloads.namespace. Other entries of the file are kept.
-    """
-    config = load_project_config(config_path, region=region)
-    chosen = _region(ctx, region, config, profile)
-    clients = clients_from_context(ctx, profile, chosen)
-    with aws_errors(f"kubeconfig error: HyperPod cluster {config.names.hyperpod_cluster} in {chosen}"):
-        target = kubeconfig_module.eks_of_hyperpod(clients("sagemaker", chosen), config.names.hyperpod_cluster)
-        endpoint = describe_eks_cluster(clients("eks", chosen), target.eks_cluster_name)
-    path = kubeconfig_module.kubeconfig_path(kubeconfig_file)
-    try:
-        existing = kubeconfig_module.read_kubeconfig(path)
-    except (ValueError, OSError) as error:
-        fail([f"kubeconfig error: {error}"], EXIT_BAD_INPUT)
-    namespace = config.workloads.namespace
-    data = kubeconfig_module.merged_kubeconfig(existing, endpoint, chosen, namespace, profile)
-    kubeconfig_module.write_kubeconfig(path, data)
-    if as_json:
-        print_json({"file": str(path), "context": endpoint.arn, "namespace": namespace, "server": endpoint.endpoint})
-        return
-    echo(f"wrote context {endpoint.arn} (namespace {namespace}) to {path} and made it current")
-    if not endpoint.public_access:
-        echo(
-            "note: the API endpoint is private: kubectl works from inside the VPC (Studio, a VPN), "
-            "or list your CIDR in eks.public_access_cidrs",
-            err=True,
-        )
-
-
-# --- train -----------------------------------------------------------------------------------------------------
 
 
 @click.group()
@@ -260,7 +70,7 @@ def train_start(
 ) -> None:
     """Apply the namespace objects, the RayCluster and the RayJobs, in that order (from DIST)."""
     config, source = load_project_config_with_source(config_path, region=region)
-    runs = _pick_experiments(config, experiment)
+    runs = pick_experiments(config, experiment)
     self_contained = config.training.jobs.self_contained_jobs
     charts = [PLATFORM_CHART, *([] if self_contained else [RAYCLUSTER_CHART]), RAYJOBS_CHART]
     refuse_other_configuration(dist, charts, config, source)
@@ -358,7 +168,7 @@ def train_stop(
     was submitted to stays). Checkpoints stay on the shared file system: `train start` resumes from the newest
     complete one. The driver log goes with the RayJob."""
     config = load_project_config(config_path, region=region)
-    runs = _pick_experiments(config, experiment)
+    runs = pick_experiments(config, experiment)
     namespace = config.workloads.namespace
     with cluster_errors():
         cluster = connect(ctx, config, region, profile)
@@ -373,8 +183,7 @@ def train_stop(
         question += " The driver log goes too (keep it: skyrl-hp train logs > run.log)."
         if not (yes or click.confirm(question, default=False, err=True)):
             fail(["train stop: nothing changed"], EXIT_FINDINGS)
-        for job in jobs:
-            deleted = cluster.delete_path(job.path)
+        for job, deleted in train_stop_module.delete_rayjobs(cluster, jobs):
             line = f"deleted RayJob {job.name} (was {job.state})" if deleted else f"RayJob {job.name} was already gone"
             if job.own_clusters:
                 line += f"; its RayCluster {', '.join(job.own_clusters)} goes with it"
@@ -382,7 +191,8 @@ def train_stop(
                 line += f"; RayCluster {job.selected_cluster} stays (the next train start submits to it)"
             echo(line)
         if wait:
-            _wait_until_gone(ctx, cluster, namespace, jobs, timeout)
+            gone = train_stop_module.rayjobs_gone(cluster, namespace, jobs)
+            wait_until(ctx, gone, timeout=timeout, what="RayJobs and their clusters not gone")
     stopped = {job.name for job in jobs}
     for run in runs:
         if run.job_name in stopped:
@@ -398,27 +208,8 @@ def train_stop(
             )
 
 
-def _wait_until_gone(
-    ctx: click.Context, cluster: Cluster, namespace: str, jobs: list[cluster_workloads.LiveRayJob], timeout: float
-) -> None:
-    """Until the RayJobs, the clusters they created and those clusters' pods (which hold the GPU nodes until
-    they have terminated) are gone."""
-
-    def gone() -> tuple[bool, str]:
-        left = [job.name for job in jobs if cluster.get(job.path) is not None]
-        for name in (name for job in jobs for name in job.own_clusters):
-            if cluster.get(cluster_workloads.raycluster_path(namespace, name)) is not None:
-                left.append(name)
-            pods = cluster.pods(namespace, f"{cluster_workloads.RAY_CLUSTER_LABEL}={name}")
-            if pods:
-                left.append(f"{len(pods)} pod(s) of {name}")
-        return not left, f"still there: {', '.join(left)}" if left else "the RayJobs and their clusters are gone"
-
-    wait_until(ctx, gone, timeout=timeout, what="RayJobs and their clusters not gone")
-
-
 def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
-    runs = _pick_experiments(config, experiment)
+    runs = pick_experiments(config, experiment)
     if len(runs) > 1:
         fail(
             [
@@ -511,6 +302,3 @@ def train_metrics(
     echo(metrics_module.render_table(steps))
     echo(metrics_module.summary(steps))
     echo(f"plot: {target}")
-
-
-COMMANDS = [kubeconfig, train]

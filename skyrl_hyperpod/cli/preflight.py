@@ -1,0 +1,50 @@
+"""`skyrl-hp preflight`: the read-only checks before a deploy (skyrl_hyperpod/ops/preflight.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from skyrl_hyperpod.ops import preflight as preflight_module
+
+from .common import (
+    clients_from_context,
+    config_option,
+    json_option,
+    load_project_config,
+    profile_option,
+    region_option,
+    report_checks,
+    resolve_region,
+)
+
+
+@click.command()
+@config_option
+@region_option
+@profile_option
+@click.option(
+    "--qualifier",
+    default=preflight_module.DEFAULT_BOOTSTRAP_QUALIFIER,
+    show_default=True,
+    help="CDK bootstrap qualifier.",
+)
+@json_option
+@click.pass_context
+def preflight(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    qualifier: str,
+    as_json: bool,
+) -> None:
+    """Read-only checks before a deploy: first what the configuration alone shows, also without credentials (region,
+    HyperPod there, the AZ id's region, a route to the API endpoint, the example's placeholders), then through AWS
+    (credentials, cluster access, AZ offerings, quotas, CDK bootstrap, name collisions)."""
+    config = load_project_config(config_path, region=region)
+    clients = clients_from_context(ctx, profile, region or config.env.region)
+    chosen = resolve_region(region, config, clients.session.region_name)
+    results = preflight_module.run_preflight(config, clients, chosen, qualifier)
+    report_checks(results, as_json)

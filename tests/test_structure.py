@@ -1,0 +1,148 @@
+"""The package's shape, kept true: imports point one way (no cycle between modules, counting imports inside
+functions and under TYPE_CHECKING too), no module reaches into another's private names, and every error the
+project raises on purpose derives from its one base, `skyrl_hyperpod.errors.ProjectError`.
+
+The drill's site module (skyrl_hyperpod/drill/site/) runs inside the drill's own interpreter, on SkyRL's and
+Ray's classes, and is not part of the package's import graph; the Lambda handlers under stacks/ are assets.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import skyrl_hyperpod
+from skyrl_hyperpod.errors import ProjectError
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "skyrl_hyperpod"
+# Loaded by path into another interpreter (sitecustomize), not imported by the package.
+OUTSIDE_THE_GRAPH = ("skyrl_hyperpod.drill.site",)
+
+
+def module_name(path: Path) -> str:
+    parts = (path.relative_to(REPO) if path.is_relative_to(REPO) else Path(path.name)).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_modules() -> dict[str, Path]:
+    found = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {name: path for name, path in found.items() if not name.startswith(OUTSIDE_THE_GRAPH)}
+
+
+def resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ImportFrom names (relative levels resolved against `importer`)."""
+    if node.level == 0:
+        return node.module or ""
+    base = importer.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def imports_of(name: str, path: Path, modules: set[str]) -> list[tuple[str, list[str]]]:
+    """(imported module of the package, the names taken from it) for every import in the file, and for every
+    attribute read through a name bound to an imported module (`module._name`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[tuple[str, list[str]]] = []
+    bound: dict[str, str] = {}  # local name -> module of the package it is bound to
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:
+                    found.append((alias.name, []))
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            target = resolve(name, is_package, node)
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                if submodule in modules:
+                    found.append((submodule, []))
+                    bound[alias.asname or alias.name] = submodule
+                elif target in modules:
+                    found.append((target, [alias.name]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            found.append((bound[node.value.id], [node.attr]))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = package_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        # A package's __init__ importing its own submodules is how a package exposes them, not a dependency back.
+        edges = {target for target, _ in imports_of(name, path, set(modules))}
+        graph[name] = {target for target in edges if target != name and not target.startswith(f"{name}.")}
+    return graph
+
+
+def test_no_import_cycle_between_the_packages_modules() -> None:
+    graph = import_graph()
+    assert len(graph) > 100 and "skyrl_hyperpod.config.project" in graph["skyrl_hyperpod.config.loader"]
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        pytest.fail(f"import cycle: {' -> '.join(error.args[1])}")
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(root: Path, modules: dict[str, Path]) -> list[str]:
+    """`file: module.name` for each leading-underscore name a file under `root` imports from another module."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "__snapshots__" in path.parts:
+            continue
+        name = module_name(path)
+        for target, names in imports_of(name, path, set(modules)):
+            found += [f"{path.name}: {target}.{n}" for n in names if private(n) and target != name]
+    return found
+
+
+@pytest.mark.parametrize("root", ["skyrl_hyperpod", "stacks", "charts", "tests"])
+def test_no_module_imports_another_modules_private_names(root: str) -> None:
+    assert private_imports(REPO / root, package_modules()) == []
+
+
+def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
+    (tmp_path / "user.py").write_text(
+        "from skyrl_hyperpod.config.loader import _describe\nfrom skyrl_hyperpod.config import loader\nloader._yaml_error\n"
+    )
+    assert private_imports(tmp_path, package_modules()) == [
+        "user.py: skyrl_hyperpod.config.loader._describe",
+        "user.py: skyrl_hyperpod.config.loader._yaml_error",
+    ]
+
+
+def project_exceptions() -> dict[str, type]:
+    """Every exception class (warnings aside) defined in the package (importing each module), by qualified name."""
+    found = {}
+    for info in pkgutil.walk_packages(skyrl_hyperpod.__path__, "skyrl_hyperpod."):
+        if info.name.startswith(OUTSIDE_THE_GRAPH) or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            is_error = inspect.isclass(value) and issubclass(value, Exception) and not issubclass(value, Warning)
+            if is_error and value.__module__ == info.name:
+                found[f"{info.name}.{value.__qualname__}"] = value
+    return found
+
+
+def test_every_error_the_package_raises_derives_from_the_one_base() -> None:
+    exceptions = project_exceptions()
+    assert (
+        "skyrl_hyperpod.ops.kube.KubeError" in exceptions and "skyrl_hyperpod.config.errors.ConfigError" in exceptions
+    )
+    assert sorted(name for name, cls in exceptions.items() if not issubclass(cls, ProjectError)) == []
