@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .config import ProjectConfig
-from .config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
+from .config.images import TrainingImageConfig
 from .errors import InputError
+from .locations import DOCKER_DIR
 from .stack_outputs import OutputKey, StackOutputs
 
 # Images run on x86_64 HyperPod nodes; a laptop on arm64 must cross-build.
@@ -76,7 +77,7 @@ def docker_build_command(image: TrainingImageConfig, uri: str, context: str, *, 
     return shell_join([*head, "--platform", PLATFORM, *build_arg_flags(image), "--tag", uri, context])
 
 
-def buildx_command(image: TrainingImageConfig, repository_uri: str, context: Path = DOCKER_CONTEXT_DIR) -> str:
+def buildx_command(image: TrainingImageConfig, repository_uri: str, context: Path = DOCKER_DIR) -> str:
     context_arg = os.path.relpath(context) if Path.cwd() in context.parents else str(context)
     uri = image_uri(repository_uri, image)
     registry = repository_uri.split("/", 1)[0]

@@ -12,21 +12,20 @@ import os
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_CHECKOUT_ROOT = _PACKAGE_DIR.parent
+CHECKOUT_ROOT = _PACKAGE_DIR.parent
 # Beside the package in a checkout (the training image's build context, the CDK app's stacks).
-CHECKOUT_ROOT = _CHECKOUT_ROOT
 DOCKER_DIR = CHECKOUT_ROOT / "docker"
 STACKS_DIR = CHECKOUT_ROOT / "stacks"
 
 
 def in_checkout() -> bool:
     """True when the package runs from a source checkout (editable install or the repository itself)."""
-    return (_CHECKOUT_ROOT / "pyproject.toml").is_file() and (_CHECKOUT_ROOT / "cdk.json").is_file()
+    return (CHECKOUT_ROOT / "pyproject.toml").is_file() and (CHECKOUT_ROOT / "cdk.json").is_file()
 
 
 def default_upstream_dir(name: str) -> Path:
     """`../shared/<name>` beside a checkout, else `$XDG_CACHE_HOME/skyrl-hyperpod/<name>` (~/.cache/...)."""
     if in_checkout():
-        return _CHECKOUT_ROOT.parent / "shared" / name
+        return CHECKOUT_ROOT.parent / "shared" / name
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "skyrl-hyperpod" / name

@@ -38,7 +38,7 @@ KUBERAY_OPERATOR_CHART = "kuberay-operator"
 # to ray-operator/config/crd/bases/). The git Helm installer installs it from there, every file checked against
 # skyrl_hyperpod/validation/chart_sums/<commit>.sha256.
 KUBERAY_COMMIT = "59d663aeec13760646da3db9c1cf8cfe883e30b7"
-KUBERAY_OPERATOR_CHART_PATH = "helm-chart/kuberay-operator"
+KUBERAY_OPERATOR_CHART_PATH = f"helm-chart/{KUBERAY_OPERATOR_CHART}"
 # Where CDK's HelmChart fetched the chart before the git installer took it over (a deployment moving over keeps that
 # resource for one deploy: docs/helm-installer.md, "Moving the KubeRay release").
 KUBERAY_HELM_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"

@@ -17,6 +17,8 @@ from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
 from skyrl_hyperpod.config.loader import PATTERN_SENTENCES, REFERENCE_DOC
 from skyrl_hyperpod.config.regions import hyperpod_instance_types_by_region
+from skyrl_hyperpod.errors import InputError
+from skyrl_hyperpod.ops.kube import KubeError
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "no_config_in_env")
 
@@ -399,3 +401,25 @@ def copy_with_extra_command() -> click.Group:
     tree = copy.deepcopy(cli)
     tree.add_command(click.Command("extra", help="A command added later."))
     return tree
+
+
+# --- errors a command did not catch ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (InputError(["input error: no CRDs in /nowhere"]), 2, "input error: no CRDs in /nowhere"),
+        (KubeError("GET /apis/ray.io/v1: 403 Forbidden"), 1, "GET /apis/ray.io/v1: 403 Forbidden"),
+    ],
+    ids=["a check's problems", "a cluster call"],
+)
+def test_an_error_of_the_project_a_command_did_not_catch_is_one_line(monkeypatch, error, code, line):
+    @click.command("raises")
+    def raises() -> None:
+        raise error
+
+    monkeypatch.setitem(cli.commands, "raises", raises)
+    result = CliRunner().invoke(cli, ["raises"])
+    assert (result.exit_code, result.stderr.strip()) == (code, line)
+    assert "Traceback" not in result.output + result.stderr

@@ -25,12 +25,12 @@ from skyrl_hyperpod.cli.common import AwsClients, new_session
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.ops.preflight import (
     DEFAULT_BOOTSTRAP_QUALIFIER,
-    LEGACY_HELM_CHART_TYPE,
     QUOTA_NAME,
     STACK_DEPENDENCIES,
     check_cluster_access,
     lifecycle_bucket_name,
 )
+from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access")
 # The stubbed account, and what makes the deployed cluster usable by its caller (arn:aws:iam::<ACCOUNT>:user/tester):
@@ -403,8 +403,8 @@ def test_own_and_unrelated_stacks_pass_the_name_prefix_check(default_config, pre
 def legacy_kuberay_template(*, retained: bool) -> dict:
     """An EKS stack as this project deployed it before the git installer took KubeRay over (the parts preflight
     reads), optionally after the first of the two deploys that move it."""
-    chart = {"Type": LEGACY_HELM_CHART_TYPE, "Properties": {"Release": "kuberay-operator", "Chart": "kuberay-operator"}}
-    other = {"Type": LEGACY_HELM_CHART_TYPE, "Properties": {"Release": "someone-elses", "Chart": "x"}}
+    chart = {"Type": CDK_HELM_CHART_TYPE, "Properties": {"Release": "kuberay-operator", "Chart": "kuberay-operator"}}
+    other = {"Type": CDK_HELM_CHART_TYPE, "Properties": {"Release": "someone-elses", "Chart": "x"}}
     if retained:
         chart |= {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"}
     return {"Resources": {"KubeRayOperatorC85C2BA7": chart, "Other": other}}

@@ -12,11 +12,12 @@ import pytest
 from cli_helpers import skyrl_hp
 
 from skyrl_hyperpod.config import ConfigError, validate_config
-from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files, training_image_tag
+from skyrl_hyperpod.config.images import image_input_files, training_image_tag
 from skyrl_hyperpod.errors import InputError
+from skyrl_hyperpod.locations import DOCKER_DIR
 from skyrl_hyperpod.stack_outputs import OutputKey
 
-DOCKERFILE = DOCKER_CONTEXT_DIR / "Dockerfile"
+DOCKERFILE = DOCKER_DIR / "Dockerfile"
 
 
 def instructions(text: str) -> list[tuple[str, str]]:
@@ -84,7 +85,7 @@ def test_skyrl_checkout_is_the_configured_release(dockerfile):
 
 
 def test_image_check_compares_the_installed_pins_with_the_build_args():
-    text = (DOCKER_CONTEXT_DIR / "image_check.py").read_text()
+    text = (DOCKER_DIR / "image_check.py").read_text()
     for name in ("RAY_VERSION", "SKYRL_VERSION", "TORCH_VERSION", "VLLM_VERSION"):
         assert f'os.environ["{name}"]' in text, name
 
@@ -207,7 +208,7 @@ def test_copied_files_are_exactly_the_ones_the_dockerignore_readmits(dockerfile)
     copied = {shlex.split(rest)[-2] for keyword, rest in dockerfile if keyword in ("COPY", "ADD")}
     readmitted = {p.name for p in image_input_files()} - {"Dockerfile", ".dockerignore"}
     assert copied == readmitted
-    assert all((DOCKER_CONTEXT_DIR / name).is_file() for name in readmitted)
+    assert all((DOCKER_DIR / name).is_file() for name in readmitted)
     assert "train_job.py" not in readmitted  # mounted from a ConfigMap, never baked in
 
 
@@ -256,7 +257,7 @@ def test_tag_names_the_pins_and_is_a_valid_ecr_tag(default_config):
 
 def copy_context(tmp_path: Path) -> Path:
     context = tmp_path / "docker"
-    shutil.copytree(DOCKER_CONTEXT_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(DOCKER_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
     return context
 
 
@@ -412,7 +413,7 @@ def test_the_image_installs_the_efa_stack_nccl_needs_from_a_verified_download(do
     assert f"NCCL_NET_PLUGIN={NCCL_NET_PLUGIN}" in env_text
     assert f"libnccl-net-{NCCL_NET_PLUGIN}.so" == OFI_NCCL_PLUGIN_LIBRARY
     # image_check.py (run by the build) fails it when the plugin or libfabric does not resolve.
-    check = (DOCKER_CONTEXT_DIR / "image_check.py").read_text()
+    check = (DOCKER_DIR / "image_check.py").read_text()
     assert "find_library(library)" in check and '("nccl-net-ofi", "fabric")' in check
     assert 'os.environ.get("NCCL_NET_PLUGIN") != "ofi"' in check
     (check_step,) = [rest for keyword, rest in dockerfile if keyword == "RUN" and ".image_check.py" in rest]

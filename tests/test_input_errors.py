@@ -13,8 +13,9 @@ from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config import images as images_module
 from skyrl_hyperpod.errors import InputError
+from skyrl_hyperpod.locations import CHECKOUT_ROOT
 
-REPO_ROOT = images_module.DOCKER_CONTEXT_DIR.parent
+REPO_ROOT = CHECKOUT_ROOT
 
 
 def test_a_missing_training_script_is_an_input_error_not_a_config_error(tmp_path: Path) -> None:

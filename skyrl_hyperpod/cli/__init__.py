@@ -1,13 +1,7 @@
 """Operator command-line interface: `skyrl-hp` / `python -m skyrl_hyperpod.cli`.
 
-Every top-level command, as `skyrl-hp --help` lists them (the run book's order):
-
-- Set up: cost, preflight, fetch, chart-check, config
-- Deploy: review, outputs, kubeconfig, verify, image
-- Train: validate, secrets, train, ray
-- Watch: status, nodes, dashboard
-- Serve: adapter, serve
-- Tear down: teardown
+The commands: `skyrl-hp --help` lists them in the run book's order (`RUNBOOK_SECTIONS` in main.py), docs/cli.md
+in full (generated, kept current by tests/test_docs.py).
 
 Layout: main.py holds the root group and registers the commands; each command or command group lives in the
 module named after it (chart-check in chart_check.py); common.py holds what they share (configuration, options,

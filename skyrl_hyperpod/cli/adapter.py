@@ -15,6 +15,7 @@ from skyrl_hyperpod.config.serving import publication
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
 from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.ops import adapter_publish as publish_module
+from skyrl_hyperpod.ops.kube import managed_labels
 from skyrl_hyperpod.publish_job import publish_job
 from skyrl_hyperpod.runtime import fail
 from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
@@ -31,6 +32,7 @@ from .common import (
     experiment_option,
     json_option,
     load_project_config_with_source,
+    pick_experiments,
     print_json,
     profile_option,
     refuse_other_configuration,
@@ -38,8 +40,6 @@ from .common import (
     wait_timeout_option,
     wait_until,
 )
-
-MANAGED_BY = {"app.kubernetes.io/managed-by": "skyrl-hp"}
 
 
 def deployed_outputs(config: ProjectConfig) -> StackOutputs:
@@ -89,14 +89,9 @@ def adapter_publish(
     refused."""
     config, source = load_project_config_with_source(config_path, region=region)
     refuse_other_configuration(dist, [PUBLISH_CHART], config, source, required=False)
-    names = [run.experiment.name for run in config.derived.runs]
-    if experiment not in names:
-        fail(
-            [f"--experiment {experiment!r}: not an experiment of this configuration ({', '.join(names)})"],
-            EXIT_BAD_INPUT,
-        )
+    [run] = pick_experiments(config, experiment)
     try:
-        pub = publication(config.derived.run(experiment), step, adapter_name)
+        pub = publication(run, step, adapter_name)
     except ValueError as error:
         option = "--name" if str(error).startswith("adapter name") else "--step"
         fail([f"{option}: {error}"], EXIT_BAD_INPUT)
@@ -107,8 +102,7 @@ def adapter_publish(
             f"outputs), this command reads {source_name(source.path)} (fingerprint {config_fingerprint(config)})",
             err=True,
         )
-    labels = {"app.kubernetes.io/part-of": config.name_prefix, **MANAGED_BY}
-    job = publish_job(config, outputs, pub, labels)
+    job = publish_job(config, outputs, pub, managed_labels(config.name_prefix))
     with cluster_errors():
         cluster = connect(ctx, config, region, profile)
         state = publish_module.create_unless_present(cluster, job)

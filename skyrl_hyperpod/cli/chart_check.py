@@ -55,7 +55,7 @@ def chart_check(
             render = chart_module.render_chart(config, render_dir, charts_dir=charts_dir, archives_dir=archives_dir)
         except InputError as exc:
             fail(exc.problems, EXIT_BAD_INPUT)
-        except chart_module.installer_module().InstallError as exc:
+        except chart_module.chart_assembly_module().InstallError as exc:
             # Helm's own message (the installer keeps the end of its output).
             fail([f"chart check: {line}" for line in str(exc).splitlines() if line.strip()], EXIT_FINDINGS)
         problems += render.problems

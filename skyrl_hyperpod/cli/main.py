@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from skyrl_hyperpod.errors import ProblemsError
+from skyrl_hyperpod.errors import ProblemsError, ProjectError, one_line
 from skyrl_hyperpod.runtime import fail
 
 from .adapter import adapter
@@ -66,6 +66,10 @@ class OneLineErrors(click.Group):
         except ProblemsError as error:
             # What a command did not catch itself (e.g. a missing CRD directory): its lines, not a traceback.
             fail(error.problems, EXIT_BAD_INPUT)
+        except ProjectError as error:
+            # Any other error of the project's own (a cluster or Ray call a command did not catch): one line, exit 1
+            # as the commands' own cluster_errors() does.
+            fail([one_line(error)], EXIT_FINDINGS)
         sys.exit(0)
 
     # `skyrl-hp --help` lists the commands in the order of the run book (docs/runbook.md), one heading per stage,

@@ -37,7 +37,6 @@ from .version_lock import (
 )
 
 # The build context; the repository layout puts it next to the Python package.
-DOCKER_CONTEXT_DIR = DOCKER_DIR
 
 # CloudWatch Logs accepts only these retention periods (days).
 LOG_RETENTION_DAYS = (
@@ -241,7 +240,7 @@ class TrainingImageConfig(StrictModel):
         return training_image_tag(self)
 
 
-def image_input_files(context_dir: Path = DOCKER_CONTEXT_DIR) -> list[Path]:
+def image_input_files(context_dir: Path = DOCKER_DIR) -> list[Path]:
     """The files whose bytes end up shaping the image: the Dockerfile, the .dockerignore and every
     file the .dockerignore re-includes with `!name`. Everything else in docker/ (train_job.py,
     README.md) stays out of the build context, so editing it never changes the tag."""
@@ -260,7 +259,7 @@ def image_input_files(context_dir: Path = DOCKER_CONTEXT_DIR) -> list[Path]:
     return [dockerfile, dockerignore, *sorted(set(included))]
 
 
-def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_CONTEXT_DIR) -> str:
+def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_DIR) -> str:
     """`ray<version>-skyrl-<v<version> or ref12>-visgym-<ref12>-<content12>`: readable pins plus a digest of the
     build arguments and the build-context bytes, so any change to what the image is made of yields
     a new tag (ECR tags are immutable) and nothing else does. With an unpinned base the arguments

@@ -16,7 +16,8 @@ class VersionsConfig(StrictModel):
 
     kuberay_operator_chart: str = Field(
         default=KUBERAY_RELEASE,
-        description="kuberay-operator Helm chart version; must match the KubeRay CRDs the manifests are validated against.",
+        description="The KubeRay release installed (its kuberay-operator chart, from the release tag's commit) and "
+        "validated against; only this release until its CRDs, operator checks and chart digests are updated together.",
     )
     kuberay_repository: str = Field(
         default="https://github.com/ray-project/kuberay",
@@ -24,7 +25,11 @@ class VersionsConfig(StrictModel):
         description=f"GitHub repository whose {KUBERAY_OPERATOR_CHART_PATH} at tag {KUBERAY_TAG} (commit "
         f"{KUBERAY_COMMIT}) the git Helm installer installs, every file checked against this project's list.",
     )
-    hyperpod_cli_repository: str = "https://github.com/aws/sagemaker-hyperpod-cli"
+    hyperpod_cli_repository: str = Field(
+        default="https://github.com/aws/sagemaker-hyperpod-cli",
+        pattern=GITHUB_REPOSITORY_PATTERN,
+        description="GitHub repository of the HyperPod dependencies chart (and the Ray endpoint operator's chart).",
+    )
     # Release v3.9.0 of aws/sagemaker-hyperpod-cli: the first release whose dependencies chart lists the
     # g7e types for the health-monitoring agent and both device plugins. `python -m
     # skyrl_hyperpod.validation.hyperpod_chart` checks the values this project sets against it.

@@ -20,6 +20,16 @@ from typing import Any
 from skyrl_hyperpod.errors import ProjectError
 
 FIELD_MANAGER = "skyrl-hp"
+# What objects skyrl-hp creates itself (not from the synthesized manifests) are labelled with.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "skyrl-hp"
+
+
+def managed_labels(name_prefix: str) -> dict[str, str]:
+    """The labels of an object skyrl-hp creates itself for the deployment `name_prefix`."""
+    return {"app.kubernetes.io/part-of": name_prefix, MANAGED_BY_LABEL: MANAGED_BY}
+
+
 TOKEN_PREFIX = "k8s-aws-v1."
 # The API server accepts a token for 15 minutes after signing; the signature itself is valid for 60 s.
 TOKEN_EXPIRES_SECONDS = 60

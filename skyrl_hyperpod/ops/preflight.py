@@ -19,6 +19,7 @@ from skyrl_hyperpod.config.names import KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.config.placeholders import placeholder_findings
 from skyrl_hyperpod.config.regions import aws_regions, az_id_prefix, region_problem
 from skyrl_hyperpod.errors import one_line
+from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
 
 
 class AwsClients(Protocol):
@@ -52,8 +53,6 @@ STACK_DEPENDENCIES: dict[str, frozenset[str]] = {
     "studio": frozenset({"eks", "network"}),
     "ray-endpoint": frozenset({"eks", "hyperpod"}),
 }
-# The resource type of aws_eks_v2.HelmChart, which installed the KubeRay release before the git installer did.
-LEGACY_HELM_CHART_TYPE = "Custom::AWSCDK-EKS-HelmChart"
 # Stacks that own each physically named resource (config.names.stack(component)).
 OWNER_COMPONENT = {
     "lifecycle bucket": "storage",
@@ -547,7 +546,7 @@ def legacy_kuberay_resources(template: dict[str, Any]) -> dict[str, dict[str, An
     return {
         logical_id: resource
         for logical_id, resource in (template.get("Resources") or {}).items()
-        if resource.get("Type") == LEGACY_HELM_CHART_TYPE
+        if resource.get("Type") == CDK_HELM_CHART_TYPE
         and (resource.get("Properties") or {}).get("Release") == KUBERAY_OPERATOR_RELEASE
     }
 

@@ -23,10 +23,8 @@ from skyrl_hyperpod.config.training import SECRET_KEY_PATTERN
 from skyrl_hyperpod.config.workloads import K8S_NAME_PATTERN
 from skyrl_hyperpod.errors import ProjectError
 
-from .kube import Cluster, KubeError
+from .kube import MANAGED_BY, MANAGED_BY_LABEL, Cluster, KubeError, managed_labels
 
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "skyrl-hp"
 # The API server refuses a Secret whose data is larger than 1 MiB
 # (https://kubernetes.io/docs/concepts/configuration/secret/#restriction-data-size).
 MAX_SECRET_BYTES = 1024 * 1024
@@ -80,10 +78,6 @@ def references(config: ProjectConfig, name: str, key: str) -> list[str]:
     return [env for env, secret, ref_key in config.training.jobs.secret_env_refs if (secret, ref_key) == (name, key)]
 
 
-def _labels(config: ProjectConfig) -> dict[str, str]:
-    return {"app.kubernetes.io/part-of": config.name_prefix, MANAGED_BY_LABEL: MANAGED_BY}
-
-
 def set_key(cluster: Cluster, config: ProjectConfig, name: str, key: str, value: bytes) -> SecretWrite:
     """Create Secret `name` in the workload namespace, or update one it made before, so that `key` holds `value`.
 
@@ -104,7 +98,7 @@ def set_key(cluster: Cluster, config: ProjectConfig, name: str, key: str, value:
         created_namespace = True
     live = cluster.get(secret_path(namespace, name))
     data: dict[str, str] = {}
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": _labels(config)}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": managed_labels(config.name_prefix)}
     if live is not None:
         live_metadata = live.get("metadata") or {}
         if (live_metadata.get("labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:

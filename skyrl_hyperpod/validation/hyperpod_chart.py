@@ -70,7 +70,7 @@ from ..helm_values import (
     hyperpod_dependencies_values,
     ray_endpoint_operator_values,
 )
-from ..locations import default_upstream_dir
+from ..locations import STACKS_DIR, default_upstream_dir
 from ..upstream import HYPERPOD_CHART_PATH, INSTANCE_TYPE_LABEL, RAY_ENDPOINT_OPERATOR_CHART_PATH
 from ..yaml_loading import safe_load, safe_load_all
 from . import _cache
@@ -82,7 +82,7 @@ SUMS_DIR = Path(__file__).with_name("chart_sums")
 FETCH_COMMAND = "skyrl-hp fetch hyperpod-chart --commit {commit} --dest DIR"
 # The git Helm installer's Lambda asset (a checkout's files): its handler, and the chart assembly (and command
 # runner) chart-check --render runs, which the handler imports as the top-level module CHART_ASSEMBLY_MODULE.
-INSTALLER_DIR = Path(__file__).resolve().parents[2] / "stacks" / "components" / "git_helm_installer_handler"
+INSTALLER_DIR = STACKS_DIR / "components" / "git_helm_installer_handler"
 INSTALLER_HANDLER = INSTALLER_DIR / "index.py"
 CHART_ASSEMBLY = INSTALLER_DIR / "chart_assembly.py"
 CHART_ASSEMBLY_MODULE = "chart_assembly"

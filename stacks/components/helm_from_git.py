@@ -37,7 +37,6 @@ from .iam_wildcards import acknowledge_iam_wildcards, nag_rule, vpc_lambda_manag
 from .log_encryption import LogsKey
 
 # The Lambda's asset: the handler (index.py) and the chart assembly it imports (chart_assembly.py).
-HANDLER_DIR = INSTALLER_DIR
 RESOURCE_TYPE = "Custom::HelmChartFromGit"
 HTTPS = 443
 # The handler's recovery of pending releases counts on this limit.
@@ -103,7 +102,7 @@ class GitHelmInstaller(Construct):
             description=f"helm upgrade --install of git-pinned charts on EKS cluster {cluster.cluster_name}",
             runtime=lambda_.Runtime.determine_latest_python_runtime(self),
             handler="index.handler",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            code=lambda_.Code.from_asset(str(INSTALLER_DIR), exclude=["__pycache__", "*.pyc"]),
             layers=[kubectl_layer, awscli_layer],
             timeout=FUNCTION_TIMEOUT,
             memory_size=1024,

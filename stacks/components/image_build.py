@@ -22,8 +22,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, TrainingImageConfig
+from skyrl_hyperpod.config.images import TrainingImageConfig
 from skyrl_hyperpod.image_commands import base_digest_steps, docker_build_command
+from skyrl_hyperpod.locations import DOCKER_DIR
 
 from .iam_wildcards import nag_rule
 from .log_encryption import allow_log_groups
@@ -94,7 +95,7 @@ class TrainingImageBuild(Construct):
         *,
         image: TrainingImageConfig,
         repository: ecr.IRepository,
-        context_dir: Path = DOCKER_CONTEXT_DIR,
+        context_dir: Path = DOCKER_DIR,
     ) -> None:
         super().__init__(scope, construct_id)
         self.image_tag = image.tag

@@ -19,7 +19,8 @@ from cdk_nag import AwsSolutionsChecks
 from conftest import cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.config.images import DOCKER_CONTEXT_DIR, image_input_files
+from skyrl_hyperpod.config.images import image_input_files
+from skyrl_hyperpod.locations import DOCKER_DIR
 from skyrl_hyperpod.stack_outputs import OutputKey
 from stacks.components.image_build import TrainingImageBuild, build_script
 from stacks.image_build_stack import ImageBuildStack
@@ -98,7 +99,7 @@ def test_source_asset_is_exactly_the_build_context(assembly, template_json):
     object_key = location.split("/", 1)[1]
     staged = Path(assembly.directory) / f"asset.{object_key.removesuffix('.zip')}"
     files = sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(DOCKER_CONTEXT_DIR).as_posix() for p in image_input_files())
+    assert files == sorted(p.relative_to(DOCKER_DIR).as_posix() for p in image_input_files())
     assert "train_job.py" not in files
 
 

@@ -21,9 +21,8 @@ from .readers import read_json
 
 RETAIN_POLICIES = frozenset({"Retain", "RetainExceptOnCreate"})
 DEFAULT_SCHEMA_REGION = "us-east-1"
-REPO_ROOT = CHECKOUT_ROOT
 # The CDK service spec (npm @aws-cdk/aws-service-spec) as the pinned aws-cdk CLI bundles it for `cdk diff`.
-DEFAULT_SERVICE_SPEC = REPO_ROOT / "node_modules" / "aws-cdk" / "db.json.gz"
+DEFAULT_SERVICE_SPEC = CHECKOUT_ROOT / "node_modules" / "aws-cdk" / "db.json.gz"
 
 # Resources whose replacement or removal loses state even without a retain policy. The CDK service spec's
 # `isStateful` flag adds its own list (FSx, S3 buckets, log groups, KMS keys, ...); these are what it lacks.
@@ -315,6 +314,9 @@ class ReplacementFacts:
 HELM_RELEASE_TYPE = "Custom::HelmChartFromGit"
 HELM_RELEASE_IDENTITY = ("ClusterName", "Namespace", "Release")
 HELM_INSTALLER_SOURCE = "docs/helm-installer.md"
+# aws_eks_v2.HelmChart's custom resource: its handler runs `helm uninstall` of the release on Delete, whoever owns
+# the release by then (the project installed KubeRay this way before the git installer took it over).
+CDK_HELM_CHART_TYPE = "Custom::AWSCDK-EKS-HelmChart"
 
 
 def helm_release_replaced(change: ResourceChange, old: dict[str, Any], new: dict[str, Any]) -> bool:

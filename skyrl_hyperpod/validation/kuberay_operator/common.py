@@ -14,8 +14,6 @@ from typing import Any, TypeAlias
 from ...json_types import JsonArray, JsonObject, JsonPath
 from ...upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 
-VALIDATION_SOURCE = "ray-operator/controllers/ray/utils/validation.go"
-
 # What the kuberay-operator Helm chart 1.7.0 sets (values.yaml `featureGates`), the same as the operator's
 # defaults in ray-operator/pkg/features/features.go.
 FEATURE_GATES: Mapping[str, bool] = {

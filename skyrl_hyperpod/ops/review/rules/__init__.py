@@ -16,13 +16,22 @@ Adding a rule is one file, one registry line and one test:
 from __future__ import annotations
 
 from ..model import ChangeEvent, ChangeRule, Disruption, ReviewContext, ReviewRule, Rule
-from . import custom_name, helm_release, hyperpod_nodes, rayservice_upgrade, replace_or_fail, stateful_loss
+from . import (
+    cdk_helm_release,
+    custom_name,
+    helm_release,
+    hyperpod_nodes,
+    rayservice_upgrade,
+    replace_or_fail,
+    stateful_loss,
+)
 
 RULES: list[Rule] = [
     stateful_loss.RULE,
     custom_name.RULE,
     replace_or_fail.RULE,
     helm_release.RULE,
+    cdk_helm_release.RULE,
     hyperpod_nodes.RULE,
     rayservice_upgrade.RULE,
 ]
