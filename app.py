@@ -13,11 +13,11 @@ from typing import Any
 
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.loader import load_config_with_source
-from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.ops.summary import platform_summary
-from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
-from skyrl_hyperpod.stack_outputs import OperatorOutputKey
-from skyrl_hyperpod.synthesized_manifests import config_fingerprint
+from skyrl_hyperpod.plumbing.errors import ProblemsError
+from skyrl_hyperpod.plumbing.runtime import exit_after_synth, fail, prefer_venv_node
+from skyrl_hyperpod.values.stack_outputs import OperatorOutputKey
+from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
 
 
 def cli_context() -> dict:

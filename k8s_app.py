@@ -17,11 +17,11 @@ from pathlib import Path
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.loader import load_config_with_source
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
-from skyrl_hyperpod.errors import InputError, ProblemsError
 from skyrl_hyperpod.ops.summary import workloads_summary
-from skyrl_hyperpod.runtime import exit_after_synth, fail, prefer_venv_node
-from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
-from skyrl_hyperpod.synthesized_manifests import (
+from skyrl_hyperpod.plumbing.errors import InputError, ProblemsError
+from skyrl_hyperpod.plumbing.runtime import exit_after_synth, fail, prefer_venv_node
+from skyrl_hyperpod.values.stack_outputs import StackOutputs, load_stack_outputs
+from skyrl_hyperpod.values.synthesized_manifests import (
     STAMP_PREFIX,
     SynthStamp,
     chart_file,

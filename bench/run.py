@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 NODE_BIN = REPO / "node_modules" / ".bin"
 sys.path.insert(0, str(REPO))
-from skyrl_hyperpod.runtime import JSII_NODE_WRAPPER  # noqa: E402
+from skyrl_hyperpod.plumbing.runtime import JSII_NODE_WRAPPER  # noqa: E402
 
 BASELINE_APP = """
 import aws_cdk as cdk

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import cdk8s
 
-from skyrl_hyperpod.synthesized_manifests import (
+from skyrl_hyperpod.values.synthesized_manifests import (
     PLATFORM_CHART,
     PUBLISH_CHART,
     RAYCLUSTER_CHART,

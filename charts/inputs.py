@@ -7,8 +7,8 @@ from functools import cached_property
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training_runs import WorkerLayout, shared_path
-from skyrl_hyperpod.publish_job import lora_loading_path
-from skyrl_hyperpod.stack_outputs import StackOutputs
+from skyrl_hyperpod.values.publish_job import lora_loading_path
+from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 from .constructs.ray_pods import SharedVolume
 

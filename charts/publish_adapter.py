@@ -5,7 +5,7 @@ TRAINING service account: its Pod Identity role may write the adapters prefix, w
 is read-only by design. The folder name is the adapter's name in requests; by default it is the
 experiment's name, so a sweep publishes every run under its own name.
 
-The manifest is the plain mapping skyrl_hyperpod/publish_job.py builds, which `skyrl-hp adapter publish`
+The manifest is the plain mapping skyrl_hyperpod/values/publish_job.py builds, which `skyrl-hp adapter publish`
 also creates directly (another step or name without a re-synth).
 """
 
@@ -15,7 +15,7 @@ import cdk8s
 from constructs import Construct
 
 from skyrl_hyperpod.config.serving import publications
-from skyrl_hyperpod.publish_job import publish_job
+from skyrl_hyperpod.values.publish_job import publish_job
 
 from .inputs import ChartInputs
 

@@ -16,7 +16,7 @@ node's IAM role (its credentials are served there); everything else stays open (
 from __future__ import annotations
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.upstream import HYPERPOD_OBSERVABILITY_NAMESPACE
+from skyrl_hyperpod.plumbing.upstream import HYPERPOD_OBSERVABILITY_NAMESPACE
 
 from .constructs.ray_network import (
     KUBERAY_OPERATOR_PEER,

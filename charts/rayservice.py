@@ -14,7 +14,7 @@ from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import RAY_HEAD_CONTAINER
 from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
 from skyrl_hyperpod.config.training_runs import model_path
-from skyrl_hyperpod.stack_outputs import StackOutputs
+from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 from .constructs.kuberay_resources import RayClusterSpecProps, RayService
 from .constructs.ray_network import ray_workload_labels

@@ -17,20 +17,20 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_RELEASE
-from skyrl_hyperpod.helm_values import (
-    HYPERPOD_DEPENDENCIES_NAMESPACE,
-    HYPERPOD_DEPENDENCIES_RELEASE,
-    archive_pins,
-    hyperpod_dependencies_values,
-)
-from skyrl_hyperpod.stack_outputs import OutputKey
-from skyrl_hyperpod.upstream import (
+from skyrl_hyperpod.plumbing.upstream import (
     HYPERPOD_CHART_PATH,
     KUBERAY_COMMIT,
     KUBERAY_HELM_REPOSITORY,
     KUBERAY_OPERATOR_CHART,
     KUBERAY_OPERATOR_CHART_PATH,
 )
+from skyrl_hyperpod.values.helm_values import (
+    HYPERPOD_DEPENDENCIES_NAMESPACE,
+    HYPERPOD_DEPENDENCIES_RELEASE,
+    archive_pins,
+    hyperpod_dependencies_values,
+)
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 
 from .components.eks_addons import EksAddons
 from .components.eks_cluster import EksCluster

@@ -9,7 +9,7 @@ from aws_cdk import aws_ecr as ecr
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 
 from .components.image_build import TrainingImageBuild
 

@@ -13,9 +13,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.stack_outputs import OperatorOutputKey
+from skyrl_hyperpod.values import alerting
+from skyrl_hyperpod.values.stack_outputs import OperatorOutputKey
 
 from .components.alerts import HyperPodFailureAlerts
 from .components.observability import HyperPodObservability

@@ -13,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 
 from .components.storage import FsxLustre, PlatformBuckets
 

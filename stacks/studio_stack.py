@@ -10,7 +10,7 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
-from skyrl_hyperpod.stack_outputs import OperatorOutputKey
+from skyrl_hyperpod.values.stack_outputs import OperatorOutputKey
 
 from .components.studio import StudioDomain
 

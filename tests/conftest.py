@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from skyrl_hyperpod.runtime import prefer_venv_node
+from skyrl_hyperpod.plumbing.runtime import prefer_venv_node
 
 # With PYTHONDONTWRITEBYTECODE set (as on some CI images) pytest cannot cache its assertion-rewritten test
 # modules and re-parses and rewrites them all on every run. Bytecode writing is turned back on for

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import RAY_HEAD_CONTAINER
+from skyrl_hyperpod.values import alerting
 
 INSTALL_HINT = "run `make promtool` (Debian's prometheus and prometheus-alertmanager, unpacked into .build/)"
 # Where `make promtool` unpacks them; `make test` also puts it on PATH.

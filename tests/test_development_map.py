@@ -1,5 +1,5 @@
-"""docs/development.md's map of the package ("Where things live") is the package: every module belongs to one kind
-of the table, and every import between kinds is one the table allows."""
+"""docs/development.md's map of the package ("Where things live") is the package: every module of the package, the
+drill and the tools belongs to one kind of the table, and every import between kinds is one the table allows."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ MAP_ROW = re.compile(r"^\| (?P<kind>[a-z ]+) \| (?P<modules>[^|]+) \| [^|]+ \| (
 
 
 def development_map() -> tuple[dict[str, str], dict[str, set[str]]]:
-    """({top-level module or package of skyrl_hyperpod: its kind}, {kind: the kinds it may import})."""
+    """({package of skyrl_hyperpod, or drill/tools: its kind}, {kind: the kinds it may import})."""
     text = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
     section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
     kinds: dict[str, str] = {}
@@ -31,7 +31,9 @@ def development_map() -> tuple[dict[str, str], dict[str, set[str]]]:
 
 
 def top(module: str) -> str:
-    return module.split(".")[1] if "." in module else module
+    """The map's entry of a module: its package under skyrl_hyperpod, or the tooling's top-level package."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "skyrl_hyperpod" and len(parts) > 1 else parts[0]
 
 
 def test_every_module_of_the_package_is_on_the_map() -> None:

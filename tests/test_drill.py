@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_charts import synth
+from chart_helpers import synth
 
-from skyrl_hyperpod.drill import cpu_training, kuberay, resume
-from skyrl_hyperpod.drill.cluster import convert_param_map, plan_cluster, quantity
-from skyrl_hyperpod.drill.layout import (
+from drill import cpu_training, kuberay, resume
+from drill.cluster import convert_param_map, plan_cluster, quantity
+from drill.layout import (
     Entrypoint,
     PathMap,
     image_env,
@@ -28,11 +28,11 @@ from skyrl_hyperpod.drill.layout import (
     prepare_job_state,
     visgym_rows,
 )
-from skyrl_hyperpod.drill.manifests import Manifests
-from skyrl_hyperpod.drill.run import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
-from skyrl_hyperpod.drill.run import TRAIN_ON_CPU as RUN_TRAIN_ON_CPU
-from skyrl_hyperpod.drill.scenarios import SCENARIOS, old_runtime_env_placement
-from skyrl_hyperpod.drill.visgym_entrypoint import split_env_variant
+from drill.manifests import Manifests
+from drill.scenarios import SCENARIOS, old_runtime_env_placement
+from drill.training_cluster import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
+from drill.training_cluster import TRAIN_ON_CPU as RUN_TRAIN_ON_CPU
+from drill.visgym_entrypoint import split_env_variant
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -283,9 +283,7 @@ def test_the_stop_marker_is_read_from_the_job_logs():
 def test_the_gpu_boundary_hook_replaces_only_the_trainer_setup(tmp_path, monkeypatch):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "drill_site", REPO_ROOT / "skyrl_hyperpod/drill/site/sitecustomize.py"
-    )
+    spec = importlib.util.spec_from_file_location("drill_site", REPO_ROOT / "drill/site/sitecustomize.py")
     site = importlib.util.module_from_spec(spec)
     monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
     spec.loader.exec_module(site)  # outside the drill: no import hook
@@ -334,12 +332,12 @@ def test_scenarios_are_registered_with_their_cluster():
     # `make drill` trains, publishes and serves: it passes both environments.
     makefile = (REPO_ROOT / "Makefile").read_text()
     assert "drill: setup drill-env drill-serve-env synth-k8s" in makefile
-    assert "-m skyrl_hyperpod.drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)" in makefile
+    assert "-m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)" in makefile
 
 
 def test_the_drill_needs_its_environment(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "skyrl_hyperpod.drill", "--env", str(tmp_path / "missing")],
+        [sys.executable, "-m", "drill", "--env", str(tmp_path / "missing")],
         capture_output=True, text=True, check=False, env={**os.environ, "HP_DRILL_NAMESPACE": "1"},
     )  # fmt: skip
     assert result.returncode == 2 and "no drill environment at" in result.stderr
@@ -468,9 +466,7 @@ def test_the_layout_check_wants_skyrls_layout_after_a_driver_lost_mid_checkpoint
 def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tmp_path, monkeypatch):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "drill_site_resume", REPO_ROOT / "skyrl_hyperpod/drill/site/sitecustomize.py"
-    )
+    spec = importlib.util.spec_from_file_location("drill_site_resume", REPO_ROOT / "drill/site/sitecustomize.py")
     site = importlib.util.module_from_spec(spec)
     monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
     spec.loader.exec_module(site)
@@ -499,7 +495,7 @@ def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tm
 
 
 def test_make_drill_runs_every_scenario_but_the_named_only_ones():
-    from skyrl_hyperpod.drill.__main__ import default_scenarios
+    from drill.__main__ import default_scenarios
 
     named_only = {"mutation-resume-none", "mutation-trimmed-schedule", "rayservice"}
     assert [s.name for s in default_scenarios()] == [n for n in SCENARIOS if n not in named_only]
@@ -518,7 +514,7 @@ def test_the_refusal_counts_the_jobs_own_error_line_once():
 
 
 def test_a_user_with_passwordless_sudo_runs_the_drill_as_root(monkeypatch, tmp_path):
-    from skyrl_hyperpod.drill import __main__ as drill_main
+    from drill import __main__ as drill_main
 
     sudo = tmp_path / "sudo"
     sudo.write_text("#!/bin/sh\nexit 0\n")
@@ -528,7 +524,7 @@ def test_a_user_with_passwordless_sudo_runs_the_drill_as_root(monkeypatch, tmp_p
     assert command is not None
     assert command[:3] == [str(sudo), "-n", "--preserve-env"]
     assert f"PATH={tmp_path}:/usr/bin:/bin" in command
-    assert command[-4:] == ["-m", "skyrl_hyperpod.drill", "--env", "/cache/drill-x"]
+    assert command[-4:] == ["-m", "drill", "--env", "/cache/drill-x"]
 
     sudo.write_text("#!/bin/sh\nexit 1\n")  # sudo that would ask for a password
     assert drill_main.sudo_command([]) is None
@@ -642,7 +638,7 @@ def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(
 
 
 def test_the_maze_stand_in_has_reward_variance_and_several_turns():
-    from skyrl_hyperpod.drill.maze_env import DrillMazeEnv
+    from drill.maze_env import DrillMazeEnv
 
     rewards = set()
     for seed in range(4):
@@ -661,7 +657,7 @@ def test_the_maze_stand_in_has_reward_variance_and_several_turns():
 
 
 def test_the_standin_checkout_holds_the_maze_env_where_the_entrypoint_registers_it(tmp_path):
-    from skyrl_hyperpod.drill import layout, visgym_entrypoint
+    from drill import layout, visgym_entrypoint
 
     layout.write_standin_checkout(tmp_path)
     module, _, name = visgym_entrypoint.STANDIN_ENV.partition(":")
@@ -681,7 +677,7 @@ def test_the_drill_environment_pins_the_vllm_release_skyrl_pins(default_config):
 
 
 def test_the_newer_overlapping_attempt_gets_room_for_its_ranks_and_engines(manifests):
-    from skyrl_hyperpod.drill import attempts
+    from drill import attempts
 
     edited = cpu_training.cpu_rayjob(manifests.rayjobs()[0])
     overrides = resume.overrides_of(edited)

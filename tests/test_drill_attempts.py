@@ -1,4 +1,4 @@
-"""The drill's hang and overlap checks (skyrl_hyperpod/drill/attempts.py) and the site hooks that stage them, without
+"""The drill's hang and overlap checks (drill/attempts.py) and the site hooks that stage them, without
 Ray. The drill runs them on real Ray and SkyRL (`make drill`); these tests hold the checks to what they must catch:
 with the watchdog off the hang check fails, with the fence off the overlap check fails."""
 
@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from skyrl_hyperpod.drill import attempts, cpu_training
-from skyrl_hyperpod.drill.attempts import HANG_STEP, Hang, fingerprint, hang_verdict, overlap_verdict
-from skyrl_hyperpod.drill.run import JobRun
+from drill import attempts, cpu_training
+from drill.attempts import HANG_STEP, Hang, fingerprint, hang_verdict, overlap_verdict
+from drill.training_cluster import JobRun
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SITE = REPO_ROOT / "skyrl_hyperpod/drill/site/sitecustomize.py"
+SITE = REPO_ROOT / "drill/site/sitecustomize.py"
 BOUND = 240.0
 WATCHDOG = (
     "train_job: error: stalled: no training step finished within 240 s after step 1 "
@@ -168,12 +168,11 @@ def test_the_overlap_check_fails_when_the_newer_attempt_did_not_save(tmp_path):
 def test_the_kernel_reports_a_stopped_process(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
+        assert attempts.process_state(child.pid) in ("R", "S")
         os.kill(child.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 10
-        while attempts.process_state(child.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert attempts.process_state(child.pid) == "T"
+        assert attempts.wait_stopped(child.pid) == "T"
         os.kill(child.pid, signal.SIGCONT)
+        assert attempts.wait_stopped(child.pid, timeout=0.2) in ("R", "S")
     finally:
         child.kill()
         child.wait()

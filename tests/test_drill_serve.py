@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_charts import synth
+from chart_helpers import synth
 
-from skyrl_hyperpod.drill import kuberay
-from skyrl_hyperpod.drill.manifests import Manifests
-from skyrl_hyperpod.drill.publish import last_exported_step, plan_publish
-from skyrl_hyperpod.drill.serve_llm import (
+from drill import kuberay
+from drill.manifests import Manifests
+from drill.publish import last_exported_step, plan_publish
+from drill.serve_llm import (
     CPU_CHANGES,
     CPU_ENV,
     Answer,
@@ -26,7 +26,7 @@ from skyrl_hyperpod.drill.serve_llm import (
     verdict,
 )
 from skyrl_hyperpod.ops.serve import image_data_url
-from skyrl_hyperpod.publish_job import publish_script
+from skyrl_hyperpod.values.publish_job import publish_script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

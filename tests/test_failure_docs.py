@@ -8,7 +8,7 @@ from pathlib import Path
 from skyrl_hyperpod.ops import failure_cost
 
 ROOT = Path(__file__).resolve().parent.parent
-REGENERATE = "python -m skyrl_hyperpod.ops.failure_cost --write docs/failures.md README.md"
+REGENERATE = "make docs"
 
 
 def block(text: str, begin: str, end: str) -> str:

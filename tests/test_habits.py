@@ -188,7 +188,7 @@ def test_the_package_gets_every_flag_of_mypy_strict():
     assert "--disallow-untyped-defs" in flags and len(flags) >= 10
     settings, overrides = mypy_settings()
     [package] = [o for o in overrides if "skyrl_hyperpod.*" in o["module"]]
-    assert package["module"] == ["skyrl_hyperpod", "skyrl_hyperpod.*"]
+    assert package["module"] == ["skyrl_hyperpod", "skyrl_hyperpod.*", "drill", "drill.*", "tools", "tools.*"]
     missing = []
     for flag in flags:
         name = flag.removeprefix("--")
@@ -204,11 +204,11 @@ def test_the_package_gets_every_flag_of_mypy_strict():
 
 def test_only_named_modules_relax_one_strict_flag():
     _, overrides = mypy_settings()
-    relaxed = [o for o in overrides if any(m.startswith("skyrl_hyperpod") for m in o["module"])
+    relaxed = [o for o in overrides if any(m.startswith(("skyrl_hyperpod", "drill", "tools")) for m in o["module"])
                and o is not next(p for p in overrides if "skyrl_hyperpod.*" in p["module"])]  # fmt: skip
     assert {k for o in relaxed for k in o if k != "module"} <= {"warn_return_any", "disable_error_code"}
     for override in relaxed:
-        assert "skyrl_hyperpod.*" not in override["module"]
+        assert not {"skyrl_hyperpod.*", "drill.*", "tools.*"} & set(override["module"])
 
 
 UNTYPED = "def double(value):\n    return value * 2\n"

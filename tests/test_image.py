@@ -13,9 +13,9 @@ from cli_helpers import skyrl_hp
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.images import image_input_files, training_image_tag
-from skyrl_hyperpod.errors import InputError
-from skyrl_hyperpod.locations import DOCKER_DIR
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 
 DOCKERFILE = DOCKER_DIR / "Dockerfile"
 
@@ -395,7 +395,7 @@ def test_start_build_command_reads_the_stack_output(default_config, capsys):
 
 
 def test_the_image_installs_the_efa_stack_nccl_needs_from_a_verified_download(dockerfile, default_config):
-    # Pods that request EFA rely on this image for libfabric and the aws-ofi-nccl plugin (tests/test_charts.py).
+    # Pods that request EFA rely on this image for libfabric and the aws-ofi-nccl plugin (tests/charts/test_charts.py).
     from skyrl_hyperpod.config.efa import EFA_INSTALLER_KEY_FINGERPRINT, NCCL_NET_PLUGIN, OFI_NCCL_PLUGIN_LIBRARY
 
     args = arg_defaults(dockerfile)

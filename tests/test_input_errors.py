@@ -12,8 +12,8 @@ import pytest
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config import images as images_module
-from skyrl_hyperpod.errors import InputError
-from skyrl_hyperpod.locations import CHECKOUT_ROOT
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.plumbing.locations import CHECKOUT_ROOT
 
 REPO_ROOT = CHECKOUT_ROOT
 
@@ -155,7 +155,7 @@ def test_an_alias_bomb_is_one_line_from_the_cli_not_a_hang(tmp_path: Path) -> No
 
 
 def test_alias_expansion_counts_against_the_value_budget() -> None:
-    from skyrl_hyperpod import yaml_loading
+    from skyrl_hyperpod.plumbing import yaml_loading
 
     # Three levels expand to about 1,800 values and load; four levels are some 50 values as written and about
     # 15,700 as read: refused, at the alias that crosses the budget, before anything is expanded.
@@ -215,7 +215,7 @@ def test_a_value_over_the_size_limit_is_refused_naming_its_key(tmp_path: Path) -
 
 
 def test_the_limits_are_the_documented_ones() -> None:
-    from skyrl_hyperpod import yaml_loading
+    from skyrl_hyperpod.plumbing import yaml_loading
 
     docs = (REPO_ROOT / "docs" / "configuring.md").read_text()
     limits = docs.split("\n## Limits\n", 1)[1]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from conftest import TEST_REGION
 
-from skyrl_hyperpod import helm_values
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.hyperpod import HyperPodConfig, InstanceGroupConfig
 from skyrl_hyperpod.ops import cost, preflight
+from skyrl_hyperpod.values import helm_values
 
 # A second GPU group of another type than the default workers' (in the catalog and the shipped price files).
 EXTRA = InstanceGroupConfig(name="gpu-extra", instance_type="ml.g7e.24xlarge", instance_count=2)

@@ -26,7 +26,10 @@ def bare_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in PIN_FILES:
         shutil.copy(REPO_ROOT / name, root / name)
     (root / "skyrl_hyperpod" / "config").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "skyrl_hyperpod" / "upstream.py", root / "skyrl_hyperpod" / "upstream.py")
+    (root / "skyrl_hyperpod" / "plumbing").mkdir(parents=True, exist_ok=True)
+    shutil.copy(
+        REPO_ROOT / "skyrl_hyperpod" / "plumbing" / "upstream.py", root / "skyrl_hyperpod" / "plumbing" / "upstream.py"
+    )
     shutil.copy(REPO_ROOT / "skyrl_hyperpod" / "config" / "version_lock.py", root / "skyrl_hyperpod" / "config")
     return root
 

@@ -9,7 +9,7 @@ the other values mark a node under deep health checks or waiting for a reboot or
 from __future__ import annotations
 
 import pytest
-from test_charts import objects, synth
+from chart_helpers import objects, synth
 
 from skyrl_hyperpod.config import validate_config
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.ops.fetch_outputs import describe
-from skyrl_hyperpod.stack_outputs import (
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.values.stack_outputs import (
     FIELD_BY_OUTPUT_KEY,
     OperatorOutputKey,
     OutputKey,

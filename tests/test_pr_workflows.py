@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from skyrl_hyperpod.yaml_loading import safe_load
+from skyrl_hyperpod.plumbing.yaml_loading import safe_load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from skyrl_hyperpod import runtime
+from skyrl_hyperpod.plumbing import runtime
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -42,7 +42,7 @@ def test_exit_after_synth_runs_atexit_handlers_and_flushes_output(tmp_path):
     marker = tmp_path / "atexit-ran"
     script = textwrap.dedent(f"""
         import atexit, pathlib, sys
-        from skyrl_hyperpod.runtime import exit_after_synth
+        from skyrl_hyperpod.plumbing.runtime import exit_after_synth
         atexit.register(lambda: pathlib.Path({str(marker)!r}).write_text("yes"))
         sys.stdout.write("written before exit")  # buffered: no newline, stdout is a pipe
         exit_after_synth()

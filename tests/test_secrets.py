@@ -25,7 +25,7 @@ from charts.constructs.ray_pods import RayPodProps, ray_pod_template
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import CliState
 from skyrl_hyperpod.config import ConfigError, validate_config
-from skyrl_hyperpod.stack_outputs import StackOutputs
+from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "skyrl"

@@ -1,8 +1,9 @@
 """The package's shape, kept true: imports point one way (no cycle between modules, counting imports inside
-functions and under TYPE_CHECKING too), no module reaches into another's private names, and every error the
-project raises on purpose derives from its one base, `skyrl_hyperpod.errors.ProjectError`.
+functions and under TYPE_CHECKING too), no module reaches into another's private names, every error the
+project raises on purpose derives from its one base, `skyrl_hyperpod.plumbing.errors.ProjectError`, and two
+modules share a file name only when they are one thing in two roles (docs/development.md).
 
-The drill's site module (skyrl_hyperpod/drill/site/) runs inside the drill's own interpreter, on SkyRL's and
+The drill's site module (drill/site/) runs inside the drill's own interpreter, on SkyRL's and
 Ray's classes, and is not part of the package's import graph; the Lambda handlers under stacks/ are assets.
 """
 
@@ -17,13 +18,16 @@ from pathlib import Path
 
 import pytest
 
+import drill
 import skyrl_hyperpod
-from skyrl_hyperpod.errors import ProjectError
+from skyrl_hyperpod.plumbing.errors import ProjectError
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "skyrl_hyperpod"
+# The product and, beside it, its tooling (the drill, the Makefile's tools): one import graph.
+GRAPH_ROOTS = (PACKAGE, REPO / "drill", REPO / "tools")
 # Loaded by path into another interpreter (sitecustomize), not imported by the package.
-OUTSIDE_THE_GRAPH = ("skyrl_hyperpod.drill.site",)
+OUTSIDE_THE_GRAPH = ("drill.site",)
 
 
 def module_name(path: Path) -> str:
@@ -32,7 +36,7 @@ def module_name(path: Path) -> str:
 
 
 def package_modules() -> dict[str, Path]:
-    found = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    found = {module_name(path): path for root in GRAPH_ROOTS for path in root.rglob("*.py")}
     return {name: path for name, path in found.items() if not name.startswith(OUTSIDE_THE_GRAPH)}
 
 
@@ -89,6 +93,9 @@ def import_graph() -> dict[str, set[str]]:
 def test_no_import_cycle_between_the_packages_modules() -> None:
     graph = import_graph()
     assert len(graph) > 100 and "skyrl_hyperpod.config.project" in graph["skyrl_hyperpod.config.loader"]
+    assert (
+        "drill.training_cluster" in graph["drill.scenarios"] and "tools.cli_reference" in graph["tools.generate_docs"]
+    )
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as error:
@@ -111,7 +118,7 @@ def private_imports(root: Path, modules: dict[str, Path]) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("root", ["skyrl_hyperpod", "stacks", "charts", "tests"])
+@pytest.mark.parametrize("root", ["skyrl_hyperpod", "drill", "tools", "stacks", "charts", "tests"])
 def test_no_module_imports_another_modules_private_names(root: str) -> None:
     assert private_imports(REPO / root, package_modules()) == []
 
@@ -127,9 +134,14 @@ def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
 
 
 def project_exceptions() -> dict[str, type]:
-    """Every exception class (warnings aside) defined in the package (importing each module), by qualified name."""
+    """Every exception class (warnings aside) defined in the package and the drill (importing each module), by
+    qualified name."""
     found = {}
-    for info in pkgutil.walk_packages(skyrl_hyperpod.__path__, "skyrl_hyperpod."):
+    walked = [
+        *pkgutil.walk_packages(skyrl_hyperpod.__path__, "skyrl_hyperpod."),
+        *pkgutil.walk_packages(drill.__path__, "drill."),
+    ]
+    for info in walked:
         if info.name.startswith(OUTSIDE_THE_GRAPH) or info.name.endswith("__main__"):
             continue
         module = importlib.import_module(info.name)
@@ -143,6 +155,54 @@ def project_exceptions() -> dict[str, type]:
 def test_every_error_the_package_raises_derives_from_the_one_base() -> None:
     exceptions = project_exceptions()
     assert (
-        "skyrl_hyperpod.ops.kube.KubeError" in exceptions and "skyrl_hyperpod.config.errors.ConfigError" in exceptions
+        "skyrl_hyperpod.ops.kube.KubeError" in exceptions and "skyrl_hyperpod.plumbing.errors.ConfigError" in exceptions
     )
     assert sorted(name for name, cls in exceptions.items() if not issubclass(cls, ProjectError)) == []
+
+
+# Two modules may share a file name when they are one thing in two roles, each pair of directories for a reason:
+ROLE_PAIRS = {
+    # a command (parses, prints) and the work it runs
+    frozenset({"skyrl_hyperpod/cli", "skyrl_hyperpod/ops"}),
+    # a configuration section and the CDK component it configures
+    frozenset({"skyrl_hyperpod/config", "stacks/components"}),
+    # the chart that makes a KubeRay kind and the operator's checks of that kind
+    frozenset({"charts", "skyrl_hyperpod/validation/kuberay_operator"}),
+}
+# Lambda's handler setting names the file: each function's asset directory holds an index.py ("index.handler").
+LAMBDA_ENTRY = "index.py"
+NAMED_ROOTS = ("skyrl_hyperpod", "drill", "tools", "bench", "stacks", "charts")
+
+
+def shared_names(paths: list[Path]) -> list[str]:
+    """`name: dir, dir` for each file name two directories use for different things (not a role pair)."""
+    by_name: dict[str, set[str]] = {}
+    for path in paths:
+        if path.name in ("__init__.py", "__main__.py") or path.name == LAMBDA_ENTRY and "stacks" in path.parts:
+            continue
+        by_name.setdefault(path.name, set()).add(path.parent.as_posix())
+    clashes = []
+    for name, dirs in sorted(by_name.items()):
+        ordered = sorted(dirs)
+        pairs = [frozenset({a, b}) for i, a in enumerate(ordered) for b in ordered[i + 1 :]]
+        if any(pair not in ROLE_PAIRS for pair in pairs):
+            clashes.append(f"{name}: {', '.join(ordered)}")
+    return clashes
+
+
+def test_two_modules_share_a_name_only_as_one_thing_in_two_roles() -> None:
+    paths = [
+        path.relative_to(REPO)
+        for root in NAMED_ROOTS
+        for path in (REPO / root).rglob("*.py")
+        if "__pycache__" not in path.parts
+    ]
+    assert len(paths) > 150
+    assert shared_names(paths) == []
+
+
+def test_the_shared_name_check_sees_one() -> None:
+    paths = [Path("skyrl_hyperpod/ops/serve.py"), Path("skyrl_hyperpod/cli/serve.py"), Path("drill/serve.py")]
+    assert shared_names(paths) == ["serve.py: drill, skyrl_hyperpod/cli, skyrl_hyperpod/ops"]
+    assert shared_names(paths[:2]) == []
+    assert shared_names([Path("stacks/components/a/index.py"), Path("stacks/components/b/index.py")]) == []

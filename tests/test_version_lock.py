@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from skyrl_hyperpod import pins
+from drill.training_cluster import DrillEnv, version_problems
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.version_lock import SERVING_IMAGES, SKYRL_RELEASES
-from skyrl_hyperpod.drill.run import DrillEnv, version_problems
 from skyrl_hyperpod.validation import skyrl_overrides
+from tools import skyrl_pins
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,21 +48,21 @@ def test_drill_environment_pins_the_training_images_ray_and_the_torch_skyrl_pins
 
 
 def test_skyrl_is_installed_at_the_configured_release(default_config, capsys):
-    # The Makefile cannot import the configuration: it asks skyrl_hyperpod.pins, for the validation venv and the
+    # The Makefile cannot import the configuration: it asks tools/skyrl_pins.py, for the validation venv and the
     # drill's environment.
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert makefile.count("-m skyrl_hyperpod.pins skyrl") == 2
+    assert makefile.count("$(PYTHON) -m tools.skyrl_pins") == 2
     assert not re.search(r"skyrl(-gym)?==[0-9]", makefile)
-    assert pins.main(["skyrl"]) == 0
+    assert skyrl_pins.main([]) == 0
     release = default_config.training_image.skyrl_release
     assert capsys.readouterr().out.split() == [f"skyrl=={release.version}", f"skyrl-gym=={release.skyrl_gym}"]
     assert release.version == skyrl_overrides.SKYRL_VERSION
 
 
 def test_the_manifests_ray_version_is_the_images(default_config):
-    from test_charts import one, synth
+    from chart_helpers import one, synth
 
-    from skyrl_hyperpod.drill.manifests import Manifests
+    from drill.manifests import Manifests
 
     charts = synth(default_config)
     manifests = Manifests(tuple(doc for docs in charts.values() for doc in docs))

@@ -13,7 +13,7 @@ import cdk8s
 from constructs import Construct
 
 from skyrl_hyperpod.config.shared_memory import object_store_memory_bytes
-from skyrl_hyperpod.upstream import KUBERAY_API_VERSION
+from skyrl_hyperpod.plumbing.upstream import KUBERAY_API_VERSION
 
 from .ray_pods import RayPodProps, ray_pod_template
 

@@ -20,7 +20,7 @@ import cdk8s
 from constructs import Construct
 
 from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE, KUBERAY_OPERATOR_RELEASE
-from skyrl_hyperpod.upstream import KUBERAY_OPERATOR_CHART
+from skyrl_hyperpod.plumbing.upstream import KUBERAY_OPERATOR_CHART
 
 API_VERSION = "networking.k8s.io/v1"
 COMPONENT_LABEL = "app.kubernetes.io/component"

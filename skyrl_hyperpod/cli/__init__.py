@@ -5,7 +5,7 @@ in full (generated, kept current by tests/test_docs.py).
 
 Layout: main.py holds the root group and registers the commands; each command or command group lives in the
 module named after it (chart-check in chart_check.py); common.py holds what they share (configuration, options,
-output, AWS clients, the connection to the cluster); reference.py generates docs/cli.md. The work itself is done
+output, AWS clients, the connection to the cluster); tools/cli_reference.py generates docs/cli.md. The work is done
 in skyrl_hyperpod/ops/ and the modules each command names.
 """
 

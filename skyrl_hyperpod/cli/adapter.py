@@ -1,5 +1,5 @@
 """`skyrl-hp adapter publish`: the Job that copies one experiment's LoRA adapter at one step to the S3 prefix the
-RayService loads adapters from (built by skyrl_hyperpod/publish_job.py, created and followed by
+RayService loads adapters from (built by skyrl_hyperpod/values/publish_job.py, created and followed by
 skyrl_hyperpod/ops/adapter_publish.py)."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import click
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.serving import publication
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
-from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.ops import adapter_publish as publish_module
 from skyrl_hyperpod.ops.kube import managed_labels
-from skyrl_hyperpod.publish_job import publish_job
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
-from skyrl_hyperpod.synthesized_manifests import PUBLISH_CHART, config_fingerprint, source_name
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.publish_job import publish_job
+from skyrl_hyperpod.values.stack_outputs import StackOutputs, load_stack_outputs
+from skyrl_hyperpod.values.synthesized_manifests import PUBLISH_CHART, config_fingerprint, source_name
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from skyrl_hyperpod.errors import InputError
-from skyrl_hyperpod.helm_values import gpu_instance_types
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.plumbing.runtime import fail
 from skyrl_hyperpod.validation import hyperpod_chart as chart_module
+from skyrl_hyperpod.values.helm_values import gpu_instance_types
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -25,12 +25,12 @@ import click
 
 from skyrl_hyperpod.config import CONFIG_ENV_VAR, ConfigError, ProjectConfig
 from skyrl_hyperpod.config.loader import DEFAULT_CONFIG_FILE, ConfigSource, load_config_with_source
-from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.ops import cluster_workloads, ray_api
 from skyrl_hyperpod.ops.kube import Cluster, KubeError, api_client_for, describe_eks_cluster, eks_token
 from skyrl_hyperpod.ops.portforward import LocalForward, pod_connector
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.synthesized_manifests import chart_file, outputs_note, stamp_problems
+from skyrl_hyperpod.plumbing.errors import one_line
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.synthesized_manifests import chart_file, outputs_note, stamp_problems
 
 # Exit codes: 0 = fine, 1 = the check/review found a problem, 2 = bad input (config, files, options).
 EXIT_FINDINGS = 1

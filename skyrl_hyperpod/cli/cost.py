@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.ops import cost as cost_module
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,

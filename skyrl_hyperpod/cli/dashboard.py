@@ -10,7 +10,7 @@ import click
 
 from skyrl_hyperpod.ops import ray_api
 from skyrl_hyperpod.ops.portforward import LocalForward
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.config.versions import VersionsConfig
-from skyrl_hyperpod.errors import InputError
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.upstream import HYPERPOD_CHART_PATH
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.plumbing.upstream import HYPERPOD_CHART_PATH
 from skyrl_hyperpod.validation import crds as crds_module
 from skyrl_hyperpod.validation import hyperpod_chart as chart_module
 

@@ -1,5 +1,5 @@
 """`skyrl-hp image tag | build-args | buildx-command | start-build-command`: the training image's tag and build
-commands, computed from the configuration (skyrl_hyperpod/image_commands.py); offline."""
+commands, computed from the configuration (skyrl_hyperpod/values/image_commands.py); offline."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from skyrl_hyperpod import image_commands
-from skyrl_hyperpod.errors import InputError
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values import image_commands
 
 from .common import EXIT_BAD_INPUT, config_option, echo, json_option, load_project_config, print_json, resolve_region
 

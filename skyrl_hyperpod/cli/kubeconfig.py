@@ -9,7 +9,7 @@ import click
 
 from skyrl_hyperpod.ops import kubeconfig as kubeconfig_module
 from skyrl_hyperpod.ops.kube import describe_eks_cluster
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from skyrl_hyperpod.errors import ProblemsError, ProjectError, one_line
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.errors import ProblemsError, ProjectError, one_line
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .adapter import adapter
 from .chart_check import chart_check

@@ -10,7 +10,7 @@ import click
 
 from skyrl_hyperpod.ops import nodes as nodes_module
 from skyrl_hyperpod.ops.status import ClusterNotFound
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,

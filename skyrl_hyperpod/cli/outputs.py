@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from skyrl_hyperpod.errors import InputError
 from skyrl_hyperpod.ops import fetch_outputs
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.stack_outputs import load_stack_outputs
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.stack_outputs import load_stack_outputs
 
 from .common import (
     EXIT_BAD_INPUT,

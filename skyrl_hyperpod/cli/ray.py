@@ -14,8 +14,8 @@ import click
 import yaml
 
 from skyrl_hyperpod.ops import cluster_workloads, ray_api
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.synthesized_manifests import RAYJOBS_CHART
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.synthesized_manifests import RAYJOBS_CHART
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.ops import review as review_module
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import EXIT_BAD_INPUT, EXIT_FINDINGS, config_option, echo, load_project_config
 

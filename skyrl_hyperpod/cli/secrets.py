@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.ops import secrets as secrets_module
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,

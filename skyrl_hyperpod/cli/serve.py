@@ -13,8 +13,8 @@ from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import serve as serve_module
 from skyrl_hyperpod.ops.kube import Cluster
 from skyrl_hyperpod.ops.portforward import LocalForward
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.synthesized_manifests import RAYSERVICE_CHART
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.synthesized_manifests import RAYSERVICE_CHART
 
 from .common import (
     EXIT_BAD_INPUT,

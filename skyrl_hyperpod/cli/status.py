@@ -11,7 +11,7 @@ import click
 
 from skyrl_hyperpod.ops import status as status_module
 from skyrl_hyperpod.ops.kube import KubeError
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -12,7 +12,7 @@ import click
 
 from skyrl_hyperpod.ops import preflight as preflight_module
 from skyrl_hyperpod.ops import teardown as teardown_module
-from skyrl_hyperpod.runtime import fail
+from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -13,8 +13,8 @@ from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import metrics as metrics_module
 from skyrl_hyperpod.ops import train_stop as train_stop_module
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
 
 from .common import (
     EXIT_BAD_INPUT,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from skyrl_hyperpod.errors import ProblemsError
 from skyrl_hyperpod.ops.validate import validate_manifests
-from skyrl_hyperpod.runtime import fail
-from skyrl_hyperpod.upstream import KUBERAY_TAG
+from skyrl_hyperpod.plumbing.errors import ProblemsError
+from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.plumbing.upstream import KUBERAY_TAG
 from skyrl_hyperpod.validation import crds as crds_module
 
 from .common import EXIT_BAD_INPUT, config_option, echo, json_option, load_project_config_with_source, print_findings

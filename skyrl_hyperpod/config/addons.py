@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..upstream import RAY_ENDPOINT_OPERATOR_CHART_PATH
+from ..plumbing.upstream import RAY_ENDPOINT_OPERATOR_CHART_PATH
 from .base import CommitId, StrictModel
 
 

@@ -4,7 +4,7 @@ Everything that depends on an instance type (GPU counts, EFA devices, SkyRL plac
 and through InstanceGroupConfig the pod requests) reads it from here. Sources (docs/sources.md): the EC2
 instance pages for ml.g7e.12xlarge and ml.r5d.16xlarge; the other sizes follow the sagemaker-hyperpod-cli instance
 constants (`INSTANCE_RESOURCES`). EFA counts for ml.g7e.24xlarge/48xlarge are unconfirmed.
-Only types HyperPod accepts are listed: tests/test_catalog.py checks each against the
+Only types HyperPod accepts are listed: tests/config/test_catalog.py checks each against the
 AWS::SageMaker::Cluster InstanceType values cfn-lint ships (ml.r5d.4xlarge and 8xlarge are not among them).
 """
 

@@ -1,7 +1,7 @@
 """Values derived from the validated configuration, computed once: the layer the charts and the review
 read instead of recomputing them from the raw sections.
 
-This module imports the sections and computes from them; no section imports it (tests/test_config_imports.py),
+This module imports the sections and computes from them; no section imports it (tests/config/test_config_imports.py),
 and ProjectConfig (project.py) calls `derive` with its sections.
 """
 

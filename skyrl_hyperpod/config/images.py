@@ -9,7 +9,7 @@ The base image is always built FROM `name@sha256:...`, never from a tag: with
 `base_image_digest` set that digest is used; unset (the default, because upstream publishes the
 base only under its untagged name, i.e. `latest`), every build path resolves the name's current
 digest at build time, builds FROM it, labels the image with it and prints it for pinning
-(`skyrl_hyperpod.image_commands.base_digest_steps`).
+(`skyrl_hyperpod.values.image_commands.base_digest_steps`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from ..errors import InputError
-from ..locations import DOCKER_DIR
+from ..plumbing.errors import InputError
+from ..plumbing.locations import DOCKER_DIR
 from .base import CommitId, StrictModel
 from .efa import EFA_INSTALLER_KEY_FINGERPRINT
 from .version_lock import (

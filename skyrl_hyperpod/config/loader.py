@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
-from ..yaml_loading import MAX_FILE_BYTES, YAMLLimitError, load_bounded
+from ..plumbing.errors import ConfigError
+from ..plumbing.upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
+from ..plumbing.yaml_loading import MAX_FILE_BYTES, YAMLLimitError, load_bounded
 from .base import GITHUB_REPOSITORY_PATTERN
-from .errors import ConfigError
 from .project import ProjectConfig
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
@@ -65,7 +65,7 @@ SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumpe
 
 
 # Patterns the models use, each as the sentence a user reads instead of the regular expression.
-# tests/test_config.py checks that every pattern in the configuration has one.
+# tests/config/test_config.py checks that every pattern in the configuration has one.
 PATTERN_SENTENCES: dict[str, str] = {
     DNS1123_LABEL_PATTERN: "must be a Kubernetes name: lowercase letters, digits and '-', starting and ending with a "
     "letter or digit",

@@ -1,5 +1,5 @@
 """Names this project gives things: the physical names computed from name_prefix, and its conventions (neither
-settings nor upstream facts, which are in skyrl_hyperpod/upstream.py)."""
+settings nor upstream facts, which are in skyrl_hyperpod/plumbing/upstream.py)."""
 
 from __future__ import annotations
 

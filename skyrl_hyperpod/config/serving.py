@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..upstream import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
+from ..plumbing.upstream import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
 from .base import StrictModel
 from .hyperpod import HyperPodConfig
 from .shared_memory import MIN_SHM_GIB

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
+from ..plumbing.upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .base import Cidr, StrictModel
 from .shared_memory import MIN_SHM_GIB
 from .version_lock import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES, SkyRLRelease

@@ -7,7 +7,13 @@ import re
 
 from pydantic import Field, field_validator
 
-from ..upstream import HYPERPOD_CHART_PATH, KUBERAY_COMMIT, KUBERAY_OPERATOR_CHART_PATH, KUBERAY_RELEASE, KUBERAY_TAG
+from ..plumbing.upstream import (
+    HYPERPOD_CHART_PATH,
+    KUBERAY_COMMIT,
+    KUBERAY_OPERATOR_CHART_PATH,
+    KUBERAY_RELEASE,
+    KUBERAY_TAG,
+)
 from .base import GITHUB_REPOSITORY_PATTERN, CommitId, StrictModel
 
 

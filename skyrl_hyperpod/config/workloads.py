@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from ..upstream import DNS1123_LABEL_PATTERN
+from ..plumbing.upstream import DNS1123_LABEL_PATTERN
 from .base import StrictModel
 
 K8S_NAME_PATTERN = DNS1123_LABEL_PATTERN

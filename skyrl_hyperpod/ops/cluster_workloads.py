@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.synthesized_manifests import chart_file, read_manifest_documents
+from skyrl_hyperpod.plumbing.errors import ProblemsError
+from skyrl_hyperpod.values.synthesized_manifests import chart_file, read_manifest_documents
 
 from .kube import Cluster, KubeError, describe
 

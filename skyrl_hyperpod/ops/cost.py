@@ -22,8 +22,8 @@ from skyrl_hyperpod.config import ConfigError, ProjectConfig, read_yaml
 from skyrl_hyperpod.config.base import StrictModel
 from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig
 from skyrl_hyperpod.config.training import REFERENCE_RUN_HOURS
-from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.stack_outputs import PLACEHOLDER_REGION
+from skyrl_hyperpod.plumbing.errors import ProblemsError
+from skyrl_hyperpod.values.stack_outputs import PLACEHOLDER_REGION
 
 # The price files ship inside the package (package data), so an installed `skyrl-hp cost` finds them.
 PRICES_PACKAGE = "skyrl_hyperpod.prices"

@@ -1,16 +1,13 @@
 """What one failure costs a training run, in steps, GPU-hours and dollars, from the configuration and the price file.
 
 The figures in docs/failures.md and README.md are this module's output for the default configuration and the
-shipped us-west-2 prices (tests/test_failure_docs.py fails when they drift). Regenerate them with
-`python -m skyrl_hyperpod.ops.failure_cost --write docs/failures.md README.md`.
+shipped us-west-2 prices (tests/test_failure_docs.py fails when they drift). Regenerate them with `make docs`
+(tools/generate_docs.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training_runs import FailureCost, ResolvedRun
@@ -165,32 +162,3 @@ def default_costs() -> list[RunFailureCost]:
     config = ProjectConfig()
     file, book = price_book_for(DEFAULT_PRICE_REGION, None)
     return failure_costs(config, book, display_path(file))
-
-
-def replace_block(text: str, begin: str, end: str, block: str) -> str:
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-    if not pattern.search(text):
-        raise ValueError(f"no {begin!r} ... {end!r} block")
-    return pattern.sub(lambda _: block, text)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", nargs="+", type=Path, metavar="FILE", help="docs/failures.md and/or README.md")
-    args = parser.parse_args()
-    costs = default_costs()
-    if not args.write:
-        print(render_table(costs))
-        print(render_summary(costs))
-        return
-    for path in args.write:
-        text = path.read_text(encoding="utf-8")
-        if BEGIN in text:
-            text = replace_block(text, BEGIN, END, render_table(costs))
-        if README_BEGIN in text:
-            text = replace_block(text, README_BEGIN, README_END, render_summary(costs))
-        path.write_text(text, encoding="utf-8")
-
-
-if __name__ == "__main__":
-    main()

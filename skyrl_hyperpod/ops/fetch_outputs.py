@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.errors import InputError, ProblemsError
-from skyrl_hyperpod.stack_outputs import StackOutputs, load_stack_outputs
+from skyrl_hyperpod.plumbing.errors import InputError, ProblemsError
+from skyrl_hyperpod.values.stack_outputs import StackOutputs, load_stack_outputs
 
 from .preflight import deployed_project_stacks
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from skyrl_hyperpod.errors import ProjectError
+from skyrl_hyperpod.plumbing.errors import ProjectError
 
 FIELD_MANAGER = "skyrl-hp"
 # What objects skyrl-hp creates itself (not from the synthesized manifests) are labelled with.

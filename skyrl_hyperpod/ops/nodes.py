@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from skyrl_hyperpod.errors import ProjectError
+from skyrl_hyperpod.plumbing.errors import ProjectError
 
-from ..json_types import JsonObject
+from ..plumbing.json_types import JsonObject
 from .status import ClusterNotFound
 
 RUNNING = "Running"

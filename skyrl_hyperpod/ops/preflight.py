@@ -18,8 +18,8 @@ from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.config.placeholders import placeholder_findings
 from skyrl_hyperpod.config.regions import aws_regions, az_id_prefix, region_problem
-from skyrl_hyperpod.errors import one_line
 from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
+from skyrl_hyperpod.plumbing.errors import one_line
 
 
 class AwsClients(Protocol):

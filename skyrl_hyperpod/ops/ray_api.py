@@ -16,8 +16,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from skyrl_hyperpod.errors import ProjectError
-from skyrl_hyperpod.upstream import RAY_DASHBOARD_PORT
+from skyrl_hyperpod.plumbing.errors import ProjectError
+from skyrl_hyperpod.plumbing.upstream import RAY_DASHBOARD_PORT
 
 from .kube import Cluster, KubeError
 

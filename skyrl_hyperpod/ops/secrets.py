@@ -21,7 +21,7 @@ from typing import Any
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training import SECRET_KEY_PATTERN
 from skyrl_hyperpod.config.workloads import K8S_NAME_PATTERN
-from skyrl_hyperpod.errors import ProjectError
+from skyrl_hyperpod.plumbing.errors import ProjectError
 
 from .kube import MANAGED_BY, MANAGED_BY_LABEL, Cluster, KubeError, managed_labels
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.errors import ProjectError
+from skyrl_hyperpod.plumbing.errors import ProjectError
 
 from .cluster_workloads import ORIGIN_KIND_LABEL, ORIGIN_NAME_LABEL, raycluster_path, rayjob_path, rayservice_path
 from .kube import Cluster, KubeError

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.errors import ProjectError
+from skyrl_hyperpod.plumbing.errors import ProjectError
 
-from ..json_types import JsonObject
+from ..plumbing.json_types import JsonObject
 from .cluster_workloads import RAY_API, WorkloadError, submitter_pod
 from .kube import Cluster
 

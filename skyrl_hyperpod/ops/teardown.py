@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from skyrl_hyperpod.config import CONFIG_ENV_VAR, ProjectConfig
 from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
-from skyrl_hyperpod.stack_outputs import OperatorOutputKey, OutputKey
+from skyrl_hyperpod.values.stack_outputs import OperatorOutputKey, OutputKey
 
 from .preflight import STACK_DEPENDENCIES
 

@@ -35,8 +35,8 @@ from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
-from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.plumbing.errors import ProblemsError
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 
 from .cluster_workloads import raycluster_path, rayjob_path, rayservice_path
 from .kube import Cluster

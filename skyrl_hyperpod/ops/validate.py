@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.loader import ConfigSource
-from skyrl_hyperpod.errors import InputError, ProblemsError
-from skyrl_hyperpod.synthesized_manifests import ManifestDocument, read_manifest_documents, stamp_problems
+from skyrl_hyperpod.plumbing.errors import InputError, ProblemsError
+from skyrl_hyperpod.values.synthesized_manifests import ManifestDocument, read_manifest_documents, stamp_problems
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE
 from skyrl_hyperpod.config.shared_memory import GIB, object_store_memory_bytes
-from skyrl_hyperpod.upstream import INSTANCE_TYPE_LABEL
+from skyrl_hyperpod.plumbing.upstream import INSTANCE_TYPE_LABEL
 
 from .kube import Cluster, KubeError
 from .preflight import CheckResult

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config.project import ProjectConfig
-from ..json_types import JsonObject
-from ..upstream import KUBERAY_API_VERSION
+from ..plumbing.json_types import JsonObject
+from ..plumbing.upstream import KUBERAY_API_VERSION
 from . import cel_rules, crds, kubernetes, serve_config, skyrl_overrides
 from ._report import CheckSkipped, object_label, skipped
-from .placeholders import deployability_problems
+from .placeholder_outputs import deployability_problems
 
 __all__ = [
     "CheckSkipped",

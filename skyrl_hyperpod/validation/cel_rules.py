@@ -21,7 +21,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any, Protocol
 
-from ..json_types import JsonArray, JsonObject, JsonPath
+from ..plumbing.json_types import JsonArray, JsonObject, JsonPath
 from ._report import json_path
 
 CHECK_NAME = "CRD CEL rule"

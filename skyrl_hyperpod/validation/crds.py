@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft4Validator, validators
 
-from ..errors import InputError
-from ..json_types import JsonObject
-from ..locations import default_upstream_dir
-from ..upstream import KUBERAY_API_VERSION, KUBERAY_TAG
+from ..plumbing.errors import InputError
+from ..plumbing.json_types import JsonObject
+from ..plumbing.locations import default_upstream_dir
+from ..plumbing.upstream import KUBERAY_API_VERSION, KUBERAY_TAG
 from . import cel_rules, kuberay_operator, structural
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def crd_schema(directory: Path, kind: str) -> JsonObject:
 
 def _load_yaml(data: bytes | str) -> Any:
     """Whatever the YAML holds (a CRD is a mapping; the callers check what they read)."""
-    from ..yaml_loading import safe_load
+    from ..plumbing.yaml_loading import safe_load
 
     return safe_load(data)
 
@@ -121,7 +121,7 @@ def v1_only_document(data: bytes) -> JsonObject | None:
 
     Every KubeRay CRD serves v1 and the deprecated v1alpha1, each with its own full schema: parsing only
     v1 halves the time the YAML takes (bench/run.py's cold `cdk8s synth`; docs/performance.md). The split relies on the layout of the checksum-pinned files
-    (tests/test_validation.py checks it against a full parse); None when the layout is not the expected
+    (tests/validation/test_validation.py checks it against a full parse); None when the layout is not the expected
     one, and the caller parses everything."""
     head, found, versions = data.partition(_VERSIONS_KEY)
     if not found:

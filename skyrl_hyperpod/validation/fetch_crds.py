@@ -14,7 +14,7 @@ import os
 import urllib.request
 from pathlib import Path
 
-from ..upstream import KUBERAY_TAG
+from ..plumbing.upstream import KUBERAY_TAG
 from .crds import KUBERAY_KINDS
 
 RAW_URL = "https://raw.githubusercontent.com/ray-project/kuberay/{tag}/ray-operator/config/crd/bases/{file}"

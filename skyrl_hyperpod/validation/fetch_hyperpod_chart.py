@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Literal
 
-from ..upstream import HYPERPOD_CHART_PATH
+from ..plumbing.upstream import HYPERPOD_CHART_PATH
 from .hyperpod_chart import commit_dir, sums_for
 
 ARCHIVE_URL = "https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{commit}"

@@ -57,8 +57,11 @@ from typing import Any
 import yaml
 
 from ..config import ProjectConfig
-from ..errors import InputError
-from ..helm_values import (
+from ..plumbing.errors import InputError
+from ..plumbing.locations import STACKS_DIR, default_upstream_dir
+from ..plumbing.upstream import HYPERPOD_CHART_PATH, INSTANCE_TYPE_LABEL, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from ..plumbing.yaml_loading import safe_load, safe_load_all
+from ..values.helm_values import (
     EFA_DEVICE_PLUGIN,
     HEALTH_MONITORING_AGENT,
     HYPERPOD_DEPENDENCIES_NAMESPACE,
@@ -70,9 +73,6 @@ from ..helm_values import (
     hyperpod_dependencies_values,
     ray_endpoint_operator_values,
 )
-from ..locations import STACKS_DIR, default_upstream_dir
-from ..upstream import HYPERPOD_CHART_PATH, INSTANCE_TYPE_LABEL, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from ..yaml_loading import safe_load, safe_load_all
 from . import _cache
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"

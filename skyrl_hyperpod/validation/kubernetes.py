@@ -15,8 +15,8 @@ from jsonschema import Draft202012Validator
 from packaging.version import Version
 
 from ..config import ConfigError
-from ..json_types import JsonObject
-from ..upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+from ..plumbing.json_types import JsonObject
+from ..plumbing.upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
 
 if TYPE_CHECKING:
     from referencing.jsonschema import SchemaRegistry

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
-from ..json_types import JsonObject, JsonPath
+from ..plumbing.json_types import JsonObject, JsonPath
 from . import _cache
 from ._report import did_you_mean, json_path, show
 

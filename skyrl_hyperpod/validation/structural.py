@@ -14,7 +14,7 @@ from typing import Any
 
 from jsonschema import ValidationError
 
-from ..json_types import JsonObject
+from ..plumbing.json_types import JsonObject
 from ._report import did_you_mean, show
 
 # Marks an ObjectMeta position (the root `metadata`, or that of an embedded resource): the API

@@ -23,8 +23,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from skyrl_hyperpod.config.images import TrainingImageConfig
-from skyrl_hyperpod.image_commands import base_digest_steps, docker_build_command
-from skyrl_hyperpod.locations import DOCKER_DIR
+from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+from skyrl_hyperpod.values.image_commands import base_digest_steps, docker_build_command
 
 from .iam_wildcards import nag_rule
 from .log_encryption import allow_log_groups

@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from skyrl_hyperpod.config.observability import ObservabilityConfig
-from skyrl_hyperpod.upstream import HYPERPOD_OBSERVABILITY_NAMESPACE
+from skyrl_hyperpod.plumbing.upstream import HYPERPOD_OBSERVABILITY_NAMESPACE
 
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern
 from .workload_identity import pod_identity_role
@@ -129,7 +129,7 @@ class HyperPodObservability(Construct):
         # https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-APIReference-QueryMetrics.html).
         self.prometheus_query_endpoint = f"{prometheus_endpoint}/api/v1/query"
 
-        # The alert rules (skyrl_hyperpod/alerting.py), evaluated by the workspace's ruler.
+        # The alert rules (skyrl_hyperpod/values/alerting.py), evaluated by the workspace's ruler.
         self.alert_rules = aps.CfnRuleGroupsNamespace(
             self, "AlertRules", name=f"{name_prefix}-alerts", workspace=self.prometheus.attr_arn, data=alert_rules
         )

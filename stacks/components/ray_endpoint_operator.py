@@ -20,8 +20,8 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.helm_values import archive_pins, ray_endpoint_operator_values
-from skyrl_hyperpod.upstream import RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.plumbing.upstream import RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.values.helm_values import archive_pins, ray_endpoint_operator_values
 
 from .eks_addons import managed_addon
 from .helm_from_git import HelmChartFromGit

@@ -25,15 +25,15 @@ from conftest import cdk_json_context, cfn_lint_errors
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.eks import SUPPORTED_KUBERNETES_VERSIONS
 from skyrl_hyperpod.config.names import KUBERAY_OPERATOR_RELEASE
-from skyrl_hyperpod.helm_values import (
+from skyrl_hyperpod.plumbing.upstream import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.validation.crds import KUBERAY_KINDS
+from skyrl_hyperpod.validation.hyperpod_chart import installer_module, sums_for
+from skyrl_hyperpod.values.helm_values import (
     HYPERPOD_DEPENDENCIES_NAMESPACE,
     HYPERPOD_DEPENDENCIES_RELEASE,
     UPSTREAM_ARCHIVE_SHA256,
 )
-from skyrl_hyperpod.stack_outputs import OutputKey
-from skyrl_hyperpod.upstream import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from skyrl_hyperpod.validation.crds import KUBERAY_KINDS
-from skyrl_hyperpod.validation.hyperpod_chart import installer_module, sums_for
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components import eks_addons, eks_cluster
 from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities

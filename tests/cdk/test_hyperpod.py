@@ -20,7 +20,7 @@ from cdk_nag import AwsSolutionsChecks
 from conftest import cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components.hyperpod_cluster import INSTANCE_ROLE_MANAGED_POLICY
 from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
 from stacks.hyperpod_stack import HyperPodStack

@@ -20,8 +20,8 @@ from conftest import cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.config.images import image_input_files
-from skyrl_hyperpod.locations import DOCKER_DIR
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components.image_build import TrainingImageBuild, build_script
 from stacks.image_build_stack import ImageBuildStack
 

@@ -13,9 +13,9 @@ from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 from conftest import cdk_json_context
 
-from skyrl_hyperpod import alerting
 from skyrl_hyperpod.config import ProjectConfig, validate_config
-from skyrl_hyperpod.stack_outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey
+from skyrl_hyperpod.values import alerting
+from skyrl_hyperpod.values.stack_outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey
 from stacks.components.alerts import HyperPodFailureAlerts
 from stacks.components.observability import (
     ADDON_NAME,

@@ -16,7 +16,7 @@ import pytest
 from conftest import cfn_lint_errors
 
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.upstream import RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.plumbing.upstream import RAY_ENDPOINT_OPERATOR_CHART_PATH
 from stacks.components.helm_from_git import RESOURCE_TYPE
 
 KMS_KEY = "arn:aws:kms:us-west-2:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"

@@ -11,7 +11,7 @@ from aws_cdk.assertions import Template
 from conftest import VARIANT_NAMED_BUCKET
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components.registry import MAX_IMAGES, UNTAGGED_IMAGE_RETENTION
 
 

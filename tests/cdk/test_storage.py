@@ -12,7 +12,7 @@ from conftest import VARIANT_ENV_PERSISTENT_1, VARIANT_NAMED_BUCKET
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, validate_config
 from skyrl_hyperpod.config.project import NAME_PREFIX_MAX
-from skyrl_hyperpod.stack_outputs import OutputKey
+from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components.storage import (
     CUSTOM_RESOURCE_TIMEOUT_LIMIT,
     FINAL_BACKUP_RESOURCE_TYPE,

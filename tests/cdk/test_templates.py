@@ -10,7 +10,7 @@ import pytest
 from conftest import cfn_lint_errors
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from skyrl_hyperpod.stack_outputs import FIELD_BY_OUTPUT_KEY, OutputKey, StackOutputs
+from skyrl_hyperpod.values.stack_outputs import FIELD_BY_OUTPUT_KEY, OutputKey, StackOutputs
 from stacks.components.storage import FINAL_BACKUP_RESOURCE_TYPE
 
 ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")

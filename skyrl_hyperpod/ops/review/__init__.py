@@ -29,9 +29,9 @@ share).
 from __future__ import annotations
 
 from .model import Review, ReviewError
+from .pipeline import review
 from .render import render_markdown
 from .replacement import DEFAULT_SCHEMA_REGION, DEFAULT_SERVICE_SPEC, ReplacementFacts
-from .run import review
 
 __all__ = [
     "DEFAULT_SCHEMA_REGION",

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from skyrl_hyperpod.errors import ProblemsError
+from skyrl_hyperpod.plumbing.errors import ProblemsError
 
 ResourceAction = Literal["ADD", "REMOVE", "MODIFY", "REPLACE"]
 ManifestAction = Literal["ADD", "REMOVE", "MODIFY"]

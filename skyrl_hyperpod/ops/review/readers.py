@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skyrl_hyperpod.errors import ProblemsError
-from skyrl_hyperpod.synthesized_manifests import read_manifest_documents
+from skyrl_hyperpod.plumbing.errors import ProblemsError
+from skyrl_hyperpod.values.synthesized_manifests import read_manifest_documents
 
 from .model import Node, ReviewError
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ...locations import CHECKOUT_ROOT
+from ...plumbing.locations import CHECKOUT_ROOT
 from .model import ResourceChange, ReviewError, display_path, is_intrinsic
 from .readers import read_json
 

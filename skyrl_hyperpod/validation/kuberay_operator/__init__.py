@@ -20,7 +20,7 @@ ray-operator/pkg/features/features.go). Rules behind a gate that is off stop at 
 does; the rules after such a gate (mTLS, history-server collector details) are not encoded.
 
 Layout: one module per kind (raycluster.py, rayjob.py, rayservice.py), each with CHECKS, a table of small
-check functions named after the Go functions they mirror, run in the operator's order; common.py holds what
+check functions named after the Go functions they mirror, run in the operator's order; kind_checks.py holds what
 the kinds share (the finding type, the feature gates, the name limits and the metadata check).
 """
 
@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...json_types import JsonObject
-from ...upstream import KUBERAY_TAG
+from ...plumbing.json_types import JsonObject
+from ...plumbing.upstream import KUBERAY_TAG
 from .._report import json_path
 from . import raycluster, rayjob, rayservice
-from .common import FEATURE_GATES, KUBERAY_CONTROLLER, MAX_NAME_LENGTH, KindCheck, mapping
+from .kind_checks import FEATURE_GATES, KUBERAY_CONTROLLER, MAX_NAME_LENGTH, KindCheck, mapping
 
 __all__ = ["FEATURE_GATES", "MAX_NAME_LENGTH", "operator_problems"]
 

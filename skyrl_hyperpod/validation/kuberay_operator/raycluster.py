@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from ...json_types import JsonObject, JsonPath
-from ...upstream import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
-from .common import (
+from ...plumbing.json_types import JsonObject, JsonPath
+from ...plumbing.upstream import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
+from .kind_checks import (
     Finding,
     KindCheck,
     annotations_of,

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 
 import yaml
 
-from ...json_types import JsonArray, JsonObject, JsonPath
-from .common import Finding, KindCheck, annotations_of, as_list, autoscaling, mapping, spec_of, validate_metadata
+from ...plumbing.json_types import JsonArray, JsonObject, JsonPath
+from .kind_checks import Finding, KindCheck, annotations_of, as_list, autoscaling, mapping, spec_of, validate_metadata
 from .raycluster import ClusterSpec, cluster_spec_findings, upgrade_strategy_findings
 
 SOURCE = "ValidateRayJobSpec"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from ...json_types import JsonObject, JsonPath
-from .common import Finding, KindCheck, annotations_of, autoscaling, mapping, spec_of, validate_metadata
+from ...plumbing.json_types import JsonObject, JsonPath
+from .kind_checks import Finding, KindCheck, annotations_of, autoscaling, mapping, spec_of, validate_metadata
 from .raycluster import ClusterSpec, cluster_spec_findings, upgrade_strategy_findings
 
 SOURCE = "ValidateRayServiceSpec"

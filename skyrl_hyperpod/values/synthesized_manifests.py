@@ -1,0 +1,172 @@
+"""The one reader of synthesized Kubernetes manifests (`cdk8s synth`'s dist/), for validate and review."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ..plumbing.errors import ProblemsError
+from ..plumbing.yaml_loading import safe_load_all
+
+if TYPE_CHECKING:
+    from ..config.loader import ConfigSource
+    from ..config.project import ProjectConfig
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+# The charts, in apply order (charts/__init__.py builds them; `skyrl-hp train/serve/adapter` apply them).
+PLATFORM_CHART = "01-platform"
+RAYCLUSTER_CHART = "02-raycluster"
+RAYJOBS_CHART = "03-rayjobs"
+PUBLISH_CHART = "04-publish-adapter"
+RAYSERVICE_CHART = "05-rayservice"
+
+
+def chart_file(chart_id: str) -> str:
+    """The file `cdk8s synth` writes a chart to (one file per chart)."""
+    return f"{chart_id}.k8s.yaml"
+
+
+@dataclass(frozen=True)
+class ManifestDocument:
+    file: Path
+    number: int  # 1-based position of the document in its file
+    content: Any
+
+
+def read_manifest_documents(directory: Path, *, prefix: str) -> list[ManifestDocument]:
+    """Every non-empty document of the manifest files under `directory`, in file-name order.
+
+    Problems start with `prefix` (e.g. "validation error") so each command's errors read alike."""
+    if not directory.is_dir():
+        raise ProblemsError([f"{prefix}: manifest directory {str(directory)!r} does not exist (run cdk8s synth)"])
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+    if not files:
+        raise ProblemsError([f"{prefix}: no *.yaml, *.yml or *.json manifests in {str(directory)!r}"])
+    documents: list[ManifestDocument] = []
+    for path in files:
+        try:
+            loaded = safe_load_all(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ProblemsError(
+                [f"{prefix}: {path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}"]
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProblemsError([f"{prefix}: cannot read {path}: {exc}"]) from None
+        documents += [
+            ManifestDocument(path, number, doc) for number, doc in enumerate(loaded, start=1) if doc is not None
+        ]
+    return documents
+
+
+# --- which configuration a synthesized file was made from --------------------------------------------------------
+#
+# The cdk8s app (k8s_app.py) starts every chart file it writes with one YAML comment carrying the fingerprint of
+# the configuration it was synthesized from. A comment, not an annotation or a file of its own: `kubectl apply -f
+# dist/` and every YAML reader skip it, a change of configuration does not touch the objects (review shows no
+# change on every object), and a chart file left over from an earlier synth keeps its own, older stamp.
+STAMP_PREFIX = "# skyrl-hp-config: "
+SYNTH_K8S = "make synth-k8s"
+
+
+def config_fingerprint(config: ProjectConfig) -> str:
+    """A stable hash of the validated configuration with every default filled in (the same for the same values,
+    whatever file or key order they came from)."""
+    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def source_name(path: str | Path | None) -> str:
+    """A configuration as messages name it: its file, or the defaults."""
+    return "the defaults" if path is None else str(path)
+
+
+def synth_k8s_command(source: ConfigSource, directory: Path = Path("dist")) -> str:
+    """The command that synthesizes `directory` (make synth-k8s: dist/) from this configuration."""
+    command = SYNTH_K8S if directory == Path("dist") else f"cdk8s synth --no-check-upgrade -o {directory}"
+    if source.path is None or source.origin.startswith("./"):
+        return command  # the cdk8s app finds the defaults and ./skyrl-hp.yaml on its own
+    return f"SKYRL_HP_CONFIG={source.path} {command}"
+
+
+@dataclass(frozen=True)
+class SynthStamp:
+    fingerprint: str
+    config: str | None  # the configuration file, None for the defaults
+    outputs_fingerprint: str | None  # the configuration the stack outputs were deployed from, when they say
+
+    def line(self) -> str:
+        data = {"fingerprint": self.fingerprint, "config": self.config, "outputs_fingerprint": self.outputs_fingerprint}
+        return STAMP_PREFIX + json.dumps(data, sort_keys=True) + "\n"
+
+
+def stamp_files(files: list[Path], stamp: SynthStamp) -> None:
+    """Start each chart file with the stamp (after cdk8s wrote them)."""
+    for file in files:
+        text = file.read_text(encoding="utf-8")
+        if text.startswith(STAMP_PREFIX):
+            text = text.split("\n", 1)[1] if "\n" in text else ""
+        file.write_text(stamp.line() + text, encoding="utf-8")
+
+
+def read_stamp(file: Path) -> SynthStamp | None:
+    """The stamp on a chart file's first line; None when it has none (or it cannot be read)."""
+    try:
+        with file.open(encoding="utf-8") as stream:
+            first = stream.readline()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not first.startswith(STAMP_PREFIX):
+        return None
+    try:
+        data = json.loads(first[len(STAMP_PREFIX) :])
+        return SynthStamp(str(data["fingerprint"]), data.get("config"), data.get("outputs_fingerprint"))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def stamp_problems(
+    files: list[Path], config: ProjectConfig, source: ConfigSource, *, prefix: str, required: bool = True
+) -> list[str]:
+    """One line when a synthesized file was made from another configuration than `config` (or, when `required`,
+    carries no stamp at all): both configurations, both fingerprints and the command that synthesizes again."""
+    current = config_fingerprint(config)
+    ours = f"{source_name(source.path)} (fingerprint {current})"
+    for file in files:
+        stamp = read_stamp(file)
+        if stamp is None:
+            if required:
+                return [
+                    f"{prefix}: {file} does not say which configuration it was synthesized from (no "
+                    f"'{STAMP_PREFIX.strip()}' first line): synthesize it again with this command's configuration, "
+                    f"{ours}: {synth_k8s_command(source, file.parent)}"
+                ]
+            continue
+        if stamp.fingerprint != current:
+            return [
+                f"{prefix}: {file} was synthesized from {source_name(stamp.config)} (fingerprint {stamp.fingerprint}), "
+                f"this command reads {ours}: synthesize again with this configuration: {synth_k8s_command(source, file.parent)}"
+            ]
+    return []
+
+
+def outputs_note(files: list[Path]) -> str | None:
+    """A note when the manifests were synthesized from another configuration than the one the platform was
+    deployed from (the stack outputs carry that one's fingerprint): not refused, since most changes (a knob, an
+    experiment) need no deploy, but the GPU nodes the manifests ask for come from the deployed one."""
+    for file in files:
+        stamp = read_stamp(file)
+        if stamp is not None and stamp.outputs_fingerprint and stamp.outputs_fingerprint != stamp.fingerprint:
+            return (
+                f"note: {file} is from configuration fingerprint {stamp.fingerprint}, the platform was deployed from "
+                f"fingerprint {stamp.outputs_fingerprint} (outputs.json): if the node groups or names changed, "
+                "cdk deploy this configuration first"
+            )
+    return None

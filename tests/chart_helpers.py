@@ -1,0 +1,25 @@
+"""The cdk8s charts built in-process for tests (cdk8s.App + Chart.to_json: no synth to disk, no subprocess), and
+readers of their objects; shared by the chart, drill, configuration and node-health tests."""
+
+from __future__ import annotations
+
+import cdk8s
+
+from charts import ChartInputs, build_charts
+from skyrl_hyperpod.values.stack_outputs import StackOutputs
+
+STUB_SCRIPT = "print('train_job stub')\n"
+
+
+def synth(config, outputs: StackOutputs | None = None, job_script: str = STUB_SCRIPT) -> dict[str, list[dict]]:
+    inputs = ChartInputs(config=config, outputs=outputs or StackOutputs.placeholder(config), job_script=job_script)
+    return {chart.node.id: chart.to_json() for chart in build_charts(cdk8s.App(), inputs)}
+
+
+def objects(charts: dict[str, list[dict]], kind: str) -> list[dict]:
+    return [doc for docs in charts.values() for doc in docs if doc["kind"] == kind]
+
+
+def one(charts: dict[str, list[dict]], kind: str) -> dict:
+    (found,) = objects(charts, kind)
+    return found
