@@ -38,7 +38,7 @@ STAGE_CLOCK = .build/setup-stage-$(notdir $(@D))
 STAGE_START = @echo "setup: $(1) ..."; mkdir -p .build; date +%s > $(STAGE_CLOCK)
 STAGE_END = @echo "setup: $(1) done in $$(( $$(date +%s) - $$(cat $(STAGE_CLOCK)) )) s"; rm -f $(STAGE_CLOCK)
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/version_lock.py
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/version_lock.py pyproject.toml
 	python3 -m venv $(VENV)
 	$(call STAGE_START,[1/3] Python packages into $(VENV) (CDK, cdk8s, Ray, the tools; about 2.2 GB))
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt

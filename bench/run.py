@@ -16,7 +16,7 @@ CPU from the command it watches). Ratios are what the targets are about; absolut
 machines.
 
 The manifest validation remembers on disk which serveConfigV2 passed Ray's Serve schemas, so a warm
-synth skips importing Ray (see skyrl_hyperpod/validation/_cache.py). `cdk8s synth` and the scaling runs are
+synth skips importing Ray (see skyrl_hyperpod/validation/cache.py). `cdk8s synth` and the scaling runs are
 measured both cold (SKYRL_HP_VALIDATION_CACHE=off: a fresh checkout, CI without a cache) and warm
 (a cache private to this run, filled by the warm-up run); the 1.2 x target is judged on the cold figure.
 """

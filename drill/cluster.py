@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skyrl_hyperpod.plumbing.upstream import GPU_RESOURCE
+
 from .layout import PathMap
 
 GIB = 1024**3
@@ -102,7 +104,7 @@ def kuberay_params(group: dict[str, Any], *, head: bool) -> dict[str, str]:
         params["num-cpus"] = str(int(quantity(cpu)))
     if "memory" not in params and (memory := limits.get("memory")):
         params["memory"] = str(int(quantity(memory)))
-    if "num-gpus" not in params and (gpus := limits.get("nvidia.com/gpu")):
+    if "num-gpus" not in params and (gpus := limits.get(GPU_RESOURCE)):
         params["num-gpus"] = str(int(quantity(gpus)))
     if head:
         params.setdefault("dashboard-host", "0.0.0.0")

@@ -17,6 +17,7 @@ PIN_FILES = [
     *(p.name for p in REPO_ROOT.glob("constraints*.txt")),
     "package.json",
     "package-lock.json",
+    "pyproject.toml",  # the project's own install (its `skyrl-hp` entry point)
 ]
 
 

@@ -13,9 +13,14 @@ from typing import Any
 
 from skyrl_hyperpod.config.efa import efa_environment
 from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig
-from skyrl_hyperpod.plumbing.upstream import INSTANCE_TYPE_LABEL, RAY_CLIENT_PORT, RAY_DASHBOARD_PORT, RAY_GCS_PORT
+from skyrl_hyperpod.plumbing.upstream import (
+    GPU_RESOURCE,
+    INSTANCE_TYPE_LABEL,
+    RAY_CLIENT_PORT,
+    RAY_DASHBOARD_PORT,
+    RAY_GCS_PORT,
+)
 
-GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 SHARED_VOLUME = "shared"

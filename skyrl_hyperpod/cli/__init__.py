@@ -9,6 +9,8 @@ output, AWS clients, the connection to the cluster); tools/cli_reference.py gene
 in skyrl_hyperpod/ops/ and the modules each command names.
 """
 
-from .main import cli, main
+from .main import cli
 
-__all__ = ["cli", "main"]
+# `main` (the console entry, skyrl_hyperpod.cli.main:main in pyproject.toml) is not re-exported: the name would
+# hide the submodule main.py.
+__all__ = ["cli"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.plumbing.errors import ProjectError
+from skyrl_hyperpod.plumbing.upstream import GPU_RESOURCE
 
 from .cluster_workloads import ORIGIN_KIND_LABEL, ORIGIN_NAME_LABEL, raycluster_path, rayjob_path, rayservice_path
 from .kube import Cluster, KubeError
@@ -28,7 +29,6 @@ from .kube import Cluster, KubeError
 # other it does (rayjob_controller.go: `getOrCreateRayClusterInstance` in New, Initializing and Running, a new
 # cluster after Retrying). Suspending deletes the cluster itself.
 SETTLED_DEPLOYMENT_STATES = ("Complete", "Failed", "ValidationFailed", "Suspending", "Suspended")
-GPU_RESOURCE = "nvidia.com/gpu"
 ACTIVE_JOB_STATES = ("PENDING", "RUNNING")
 REQUEST_TIMEOUT_SECONDS = 300
 

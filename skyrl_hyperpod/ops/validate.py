@@ -59,7 +59,7 @@ def cloud_assembly_line(directory: Path) -> str:
 
 def _with_files(problems: list[str], documents: list[ManifestDocument]) -> list[str]:
     """Each problem ("<kind>/<name>: ...", as the validation layers word them) prefixed with the file of its object."""
-    from skyrl_hyperpod.validation._report import object_label
+    from skyrl_hyperpod.validation.report import object_label
 
     files: dict[str, list[str]] = {}
     for index, document in enumerate(documents):

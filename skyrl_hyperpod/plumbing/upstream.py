@@ -14,6 +14,10 @@ DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"  # Services: a letter fi
 # ml.* instance type in it.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
+# The extended resource NVIDIA's device plugin advertises for each GPU (containers request it in their limits):
+# https://github.com/NVIDIA/k8s-device-plugin
+GPU_RESOURCE = "nvidia.com/gpu"
+
 # The KubeRay release this project installs and validates against: https://github.com/ray-project/kuberay/tree/v1.7.0
 # (ray-operator/controllers/ray/utils/constant.go for the name limits, ray-operator/config/crd/bases/ for the CRDs).
 # The kuberay-operator Helm chart version and the git tag (v<release>) of the CRDs that validation pins; the

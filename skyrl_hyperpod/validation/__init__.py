@@ -11,7 +11,7 @@
 - `deployability_problems`: placeholder stack outputs, for the `validate` step.
 
 Schemas are loaded once per process; a serveConfigV2 that passed Ray's check is remembered on disk
-(see `_cache`), so a synth of an unchanged RayService does not import Ray again.
+(see `cache`), so a synth of an unchanged RayService does not import Ray again.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from ..config.project import ProjectConfig
 from ..plumbing.json_types import JsonObject
 from ..plumbing.upstream import KUBERAY_API_VERSION
 from . import cel_rules, crds, kubernetes, serve_config, skyrl_overrides
-from ._report import CheckSkipped, object_label, skipped
 from .placeholder_outputs import deployability_problems
+from .report import CheckSkipped, object_label, skipped
 
 __all__ = [
     "CheckSkipped",

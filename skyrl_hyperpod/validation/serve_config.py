@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from ..plumbing.json_types import JsonObject, JsonPath
-from . import _cache
-from ._report import did_you_mean, json_path, show
+from . import cache
+from .report import did_you_mean, json_path, show
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -74,10 +74,10 @@ def serve_config_problems(text: Any, ray_version: str) -> tuple[list[str], str |
     """(problems as "<path in serveConfigV2>: <message>", reason the check was skipped or None)."""
     if not isinstance(text, str):
         return [f".: must be a YAML string, got {show(text)}"], None
-    key = _cache.digest(
+    key = cache.digest(
         text, ray_version, installed_version("ray") or "", installed_version("pydantic") or "", _CHECKER_VERSION
     )
-    if _cache.load("serve-config-ok", key) is not None:
+    if cache.load("serve-config-ok", key) is not None:
         return [], None
     import yaml
 
@@ -94,7 +94,7 @@ def serve_config_problems(text: Any, ray_version: str) -> tuple[list[str], str |
         return [], reason
     problems = _check(config)
     if not problems:
-        _cache.store("serve-config-ok", key, True)
+        cache.store("serve-config-ok", key, True)
     return problems, None
 
 

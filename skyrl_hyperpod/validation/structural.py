@@ -15,7 +15,7 @@ from typing import Any
 from jsonschema import ValidationError
 
 from ..plumbing.json_types import JsonObject
-from ._report import did_you_mean, show
+from .report import did_you_mean, show
 
 # Marks an ObjectMeta position (the root `metadata`, or that of an embedded resource): the API
 # server validates it as ObjectMeta, not with the CRD schema (which only says `type: object`).

@@ -22,7 +22,7 @@ Which source decides which verdict (see docs/review-gate.md):
 
 Where what lives: readers.py (both sides from disk), replacement.py (the replacement facts above), diff.py (the
 diff and the cross-stack propagation), rules/ (one rule per file; rules/__init__.py is the registry and says how
-to add one), render.py (the Markdown), run.py (`review()`: read, diff, run the rules), model.py (the types they
+to add one), render.py (the Markdown), pipeline.py (`review()`: read, diff, run the rules), model.py (the types they
 share).
 """
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 from ...plumbing.json_types import JsonObject
 from ...plumbing.upstream import KUBERAY_TAG
-from .._report import json_path
+from ..report import json_path
 from . import raycluster, rayjob, rayservice
 from .kind_checks import FEATURE_GATES, KUBERAY_CONTROLLER, MAX_NAME_LENGTH, KindCheck, mapping
 

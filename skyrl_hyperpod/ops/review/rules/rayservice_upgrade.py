@@ -7,6 +7,8 @@ import contextlib
 import json
 from typing import Any
 
+from ....plumbing.upstream import GPU_RESOURCE, INSTANCE_TYPE_LABEL
+from ....validation.kuberay_operator.rayservice import UPGRADE_TYPES
 from ..model import Disruption, ReviewContext, ReviewRule
 from ..readers import hyperpod_clusters, instance_groups
 
@@ -17,9 +19,8 @@ from ..readers import hyperpod_clusters, instance_groups
 KUBERAY_SOURCE = (
     "https://github.com/ray-project/kuberay/blob/v1.7.0/ray-operator/controllers/ray/rayservice_controller.go"
 )
-NEW_CLUSTER_STRATEGIES = frozenset({"NewCluster", "NewClusterWithIncrementalUpgrade"})
-GPU_RESOURCE = "nvidia.com/gpu"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# Every upgradeStrategy.type KubeRay accepts but "None" builds the new cluster.
+NEW_CLUSTER_STRATEGIES = frozenset(UPGRADE_TYPES) - {"None"}
 
 
 def _strip_fields(spec: dict[str, Any]) -> dict[str, Any]:
