@@ -129,6 +129,27 @@ def session_shared(kind: str, key: str, compute: Callable[[], str]) -> str:
     return value
 
 
+@pytest.fixture
+def kube():
+    """A fake Kubernetes API server on 127.0.0.1 (tests/fake_kube.py), stopped when the test ends."""
+    from fake_kube import FakeKube
+
+    fake = FakeKube().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def http():
+    """A JSON HTTP server on 127.0.0.1 standing in for a pod's port behind a port-forward (tests/fake_http.py),
+    stopped when the test ends."""
+    from fake_http import FakeHttp
+
+    fake = FakeHttp().start()
+    yield fake
+    fake.stop()
+
+
 # Placeholders for the AWS account and region the CLI tests talk to.
 TEST_ACCOUNT = "111111111111"
 TEST_REGION = "us-west-2"

@@ -191,13 +191,6 @@ def isolated(monkeypatch, tmp_path, fake_aws_env):
     (tmp_path / "skyrl-hp.yaml").write_text(yaml.safe_dump(WITH_SECRETS))
 
 
-@pytest.fixture
-def kube():
-    fake = FakeKube().start()
-    yield fake
-    fake.stop()
-
-
 def run(kube: FakeKube, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None):
     return CliRunner().invoke(cli, list(args), obj=CliState(kube=kube.api_client()), input=input, env=env)
 

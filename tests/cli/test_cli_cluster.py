@@ -37,13 +37,6 @@ def isolated(monkeypatch, tmp_path):
     (tmp_path / "skyrl-hp.yaml").write_text(yaml.safe_dump(SHARED_CLUSTER))
 
 
-@pytest.fixture
-def kube():
-    fake = FakeKube().start()
-    yield fake
-    fake.stop()
-
-
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     return write_dist(tmp_path_factory.mktemp("deployed") / "dist", validate_config(SHARED_CLUSTER))

@@ -29,20 +29,6 @@ def isolated(monkeypatch, tmp_path):
     (tmp_path / "skyrl-hp.yaml").write_text(yaml.safe_dump(SHARED_CLUSTER))
 
 
-@pytest.fixture
-def kube():
-    fake = FakeKube().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def http():
-    fake = FakeHttp().start()
-    yield fake
-    fake.stop()
-
-
 def run(kube: FakeKube, http: FakeHttp | None, *args: str):
     state = CliState(kube=kube.api_client(), poll_seconds=0)
     state.connector = http.connector if http else None

@@ -34,20 +34,6 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.setenv("SKYRL_HP_OUTPUTS", str(tmp_path / "outputs.json"))
 
 
-@pytest.fixture
-def kube():
-    fake = FakeKube().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def http():
-    fake = FakeHttp().start()
-    yield fake
-    fake.stop()
-
-
 def run(kube: FakeKube | None, *args: str, http: FakeHttp | None = None, input: str | None = None):
     state = CliState(kube=kube.api_client() if kube else None, poll_seconds=0)
     state.connector = http.connector if http else None

@@ -48,13 +48,6 @@ def isolated(monkeypatch, tmp_path):
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(SMALL))
 
 
-@pytest.fixture
-def kube():
-    fake = FakeKube().start()
-    yield fake
-    fake.stop()
-
-
 class NoAws(AwsClients):
     """Fails the test on any AWS client: the refusals come before any AWS call."""
 

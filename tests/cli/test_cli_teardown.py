@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
 import yaml
 from click.testing import CliRunner
 from conftest import REPO_ROOT, TEST_REGION
-from fake_kube import FakeKube
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, CliState
@@ -85,13 +83,6 @@ PROJECT_STACKS = [
     stack("other-team-network"),  # another configuration's stack: never touched
     *(stack(name) for name in NESTED_DEPLOYMENT),
 ]
-
-
-@pytest.fixture
-def kube():
-    fake = FakeKube().start()
-    yield fake
-    fake.stop()
 
 
 def gone(stubber, name: str) -> None:
