@@ -51,3 +51,20 @@ def test_a_changed_budget_changes_the_numbers():
     # 80-step epochs: the budget's 10-step interval is now the bound.
     assert cost.run.failure_cost.worst_case_steps == 10
     assert failure_cost.render_table([cost]) != failure_cost.render_table(failure_cost.default_costs())
+
+
+def test_make_docs_rewrites_a_stale_block_and_nothing_else(tmp_path: Path) -> None:
+    from tools.generate_docs import write_failure_costs
+
+    copies = []
+    for source, begin, end in [
+        (ROOT / "docs" / "failures.md", failure_cost.BEGIN, failure_cost.END),
+        (ROOT / "README.md", failure_cost.README_BEGIN, failure_cost.README_END),
+    ]:
+        text = source.read_text(encoding="utf-8")
+        stale = text.replace(block(text, begin, end), f"{begin}\n| stale |\n{end}")
+        copy = tmp_path / source.name
+        copy.write_text(stale, encoding="utf-8")
+        copies.append((copy, text))
+    write_failure_costs([copy for copy, _ in copies])
+    assert [copy.read_text(encoding="utf-8") for copy, _ in copies] == [text for _, text in copies]
