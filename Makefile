@@ -115,8 +115,9 @@ promtool:
 test: setup crds hyperpod-chart promtool lint chart-check
 	$(PYTHON) -m pytest
 
-# The edit loop (docs/development.md): every test module not marked long_running (no real Ray cluster, Helm
-# installer handler, checkov, chart render, lifecycle scripts or PR review run), no lint. `make test` and CI run all.
+# The edit loop (docs/development.md): every test not marked long_running (no real Ray cluster, Helm
+# installer handler, checkov, chart render, lifecycle scripts, PR review run or trainer left to hang until the
+# watchdog ends it), no lint. `make test` and CI run all.
 test-fast: setup crds
 	$(PYTHON) -m pytest -m "not long_running"
 

@@ -314,25 +314,27 @@ def assembly_for():
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "long_running(memory_heavy=False): a module that runs far longer than most (real engines, processes that "
-        "must hang); its tests are handed to a worker first, memory-heavy ones before the others",
+        "long_running(memory_heavy=False): a module (or a test) that runs far longer than most (real engines, "
+        "processes that must hang); `make test-fast` leaves it out, and `make test` hands a module with one to a "
+        "worker first, memory-heavy ones before the others",
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The order pytest-xdist hands out whole modules (`--dist loadfile --no-loadscope-reorder`): modules marked
-    long_running first, then the others by number of tests, most first. A long module handed out last keeps
-    one worker busy while the other has nothing left to do. Memory-heavy ones go first of all: the workers'
-    own memory grows with the synths they keep, so the suite's peak is lowest when those run early."""
+    """The order pytest-xdist hands out whole modules (`--dist loadfile --no-loadscope-reorder`): modules with a
+    long_running test (or marked long_running as a whole) first, then the others by number of tests, most first.
+    A long module handed out last keeps one worker busy while the other has nothing left to do. Memory-heavy ones
+    go first of all: the workers' own memory grows with the synths they keep, so the suite's peak is lowest when
+    those run early."""
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
 
     def order(entry: tuple[str, list[pytest.Item]]) -> tuple[bool, bool, int]:
         module_items = entry[1]
-        marker = module_items[0].get_closest_marker("long_running")
-        memory_heavy = marker is not None and marker.kwargs.get("memory_heavy", False)
-        return (marker is None, not memory_heavy, -len(module_items))
+        markers = [marker for item in module_items if (marker := item.get_closest_marker("long_running"))]
+        memory_heavy = any(marker.kwargs.get("memory_heavy", False) for marker in markers)
+        return (not markers, not memory_heavy, -len(module_items))
 
     items[:] = [item for _, module_items in sorted(modules.items(), key=order) for item in module_items]
 

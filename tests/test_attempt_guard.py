@@ -208,8 +208,11 @@ def last_line(result: subprocess.CompletedProcess) -> str:
 
 
 # --- the watchdog, end to end ---------------------------------------------------------------------------------
+# The runs that wait out a real bound (seconds each, nearly all of this module's time) are long_running: the edit
+# loop (`make test-fast`) leaves them to `make test`.
 
 
+@pytest.mark.long_running
 @pytest.mark.parametrize("import_first", [False, True], ids=["trainer-imported-after-init", "imported-before"])
 def test_a_trainer_that_stops_stepping_ends_the_attempt_in_one_line(job, import_first):
     plan = {"steps": 6, "hang_at": 3, "hang_s": 60}
@@ -224,6 +227,7 @@ def test_a_trainer_that_stops_stepping_ends_the_attempt_in_one_line(job, import_
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.long_running
 def test_a_trainer_that_never_finishes_its_first_step_ends_the_attempt(job):
     # 3 s: long enough for the stand-in trainer to report its start on a loaded machine.
     result = job({"steps": 20, "resume": 16, "hang_at": 17, "hang_s": 60}, "--stall-timeout-first-step", "3")
@@ -242,6 +246,7 @@ def test_a_trainer_that_keeps_stepping_runs_to_the_end(job):
     assert (progress["event"], progress["step"]) == ("train_end", 5)
 
 
+@pytest.mark.long_running
 def test_without_bounds_no_watchdog_ends_a_slow_trainer(job):
     # The same slow step with the watchdog off finishes: what ends the attempts above is the watchdog.
     result = job({"steps": 3, "hang_at": 2, "hang_s": 1.5})
