@@ -35,16 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.ops import serve as serve_client
+from skyrl_hyperpod.plumbing.upstream import RAY_SERVE_HTTP_PORT
 
 from . import kuberay
 from .cluster import RunningCluster, plan_cluster, start_cluster
+from .cpu_training import TINY_MODEL
 from .layout import PathMap, pod_mounts, write_standin_tokenizer
 from .manifests import Manifests
 from .publish import LOOPBACK, S3Server, plan_publish, run_publish, start_s3
 from .serving_cluster import wait_for_settled
 from .training_cluster import Outcome
 
-SERVE_PORT = 8000  # charts/constructs/ray_pods.py SERVE_PORT: Serve's HTTP proxy on the head
 CLUSTER_TIMEOUT_SECONDS = 300
 DEPLOY_TIMEOUT_SECONDS = 1200
 MAX_TOKENS = 16
@@ -344,7 +345,7 @@ def _serve(
             image = run_dir / "maze.png"
             image.write_bytes(maze_png())
             image_url = serve_client.image_data_url(image)
-        base_url = f"http://{LOOPBACK}:{SERVE_PORT}"
+        base_url = f"http://{LOOPBACK}:{RAY_SERVE_HTTP_PORT}"
         try:
             base = ask(base_url, model_id, image_url)
             adapted = ask(base_url, f"{model_id}:{adapter}", image_url)
@@ -417,8 +418,7 @@ def standin_run(manifests: Manifests, run_dir: Path, serve_env: Path) -> tuple[P
     export_dir, model_dir, option = run_paths(manifests, run_dir)
     env = {"PATH": f"{serve_env / 'bin'}:/usr/bin:/bin", "HOME": str(run_dir), "HF_HUB_OFFLINE": "1", "LANG": "C.UTF-8"}
     write_standin_tokenizer(model_dir)
-    tiny = Path(__file__).with_name("tiny_model.py")
-    subprocess.run([str(serve_env / "bin" / "python"), str(tiny), str(model_dir)], env=env, check=True)
+    subprocess.run([str(serve_env / "bin" / "python"), str(TINY_MODEL), str(model_dir)], env=env, check=True)
     policy = export_dir / "global_step_1" / "policy"
     subprocess.run([str(serve_env / "bin" / "python"), "-c", _STANDIN_ADAPTER, str(model_dir), str(policy),
                     option["trainer.policy.model.lora.rank"], option["trainer.policy.model.lora.alpha"]],

@@ -19,6 +19,7 @@ from skyrl_hyperpod.plumbing.upstream import (
     RAY_CLIENT_PORT,
     RAY_DASHBOARD_PORT,
     RAY_GCS_PORT,
+    RAY_SERVE_HTTP_PORT,
 )
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -29,7 +30,7 @@ JOB_SCRIPT_VOLUME = "job-script"
 
 # Ray's default ports; KubeRay's head Service publishes the named ones.
 HEAD_PORTS = (("gcs-server", RAY_GCS_PORT), ("dashboard", RAY_DASHBOARD_PORT), ("client", RAY_CLIENT_PORT))
-SERVE_PORT = ("serve", 8000)
+SERVE_PORT = ("serve", RAY_SERVE_HTTP_PORT)
 
 # HyperPod labels every node with its health; AWS recommends selecting `Schedulable` for workloads, which
 # keeps pods off nodes under deep health checks or waiting for a reboot or a replacement

@@ -55,6 +55,10 @@ HYPERPOD_OBSERVABILITY_NAMESPACE = "hyperpod-observability"
 RAY_GCS_PORT = 6379
 RAY_DASHBOARD_PORT = 8265  # dashboard and job submission API
 RAY_CLIENT_PORT = 10001
+# Ray Serve's HTTP proxies (HTTPOptions.port, default 8000:
+# https://docs.ray.io/en/latest/serve/api/doc/ray.serve.config.HTTPOptions.html); the RayService's serveConfigV2
+# leaves it at the default, so the head pod publishes this port.
+RAY_SERVE_HTTP_PORT = 8000
 
 # Chart locations inside aws/sagemaker-hyperpod-cli (helm_chart/HyperPodHelmChart at release v3.9.0; the
 # operator's sub-chart from release v3.10.0 on).
