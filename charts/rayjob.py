@@ -69,6 +69,7 @@ def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
         "--skyrl-dir", config.training_image.skyrl_dir,
         "--stall-timeout-first-step", str(training.jobs.effective_stall_timeout_first_step_s),
         "--stall-timeout-step", str(training.jobs.effective_stall_timeout_step_s),
+        "--query-example", run.query_example_path,
         "--",
         *(f"{key}={value}" for key, value in run.overrides().items()),
     ]  # fmt: skip

@@ -12,8 +12,9 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import RAY_HEAD_CONTAINER
-from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len
+from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len, effective_multimodal_limits
 from skyrl_hyperpod.config.training_runs import model_path
+from skyrl_hyperpod.config.vllm_memory import MULTIMODAL_LIMITS_ARGUMENT
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 from .constructs.kuberay_resources import RayClusterSpecProps, RayService
@@ -41,6 +42,9 @@ def serve_config(config: ProjectConfig, outputs: StackOutputs) -> dict:
             "max_model_len": max_model_len,
             "tensor_parallel_size": serving.tensor_parallel_size,
             "gpu_memory_utilization": serving.gpu_memory_utilization,
+            # One maze frame per turn of the conversations the adapters were trained on, no video (vLLM profiles its
+            # memory for 999 of each otherwise).
+            MULTIMODAL_LIMITS_ARGUMENT: effective_multimodal_limits(config.derived.runs),
         },
         "lora_config": {
             "dynamic_lora_loading_path": lora_loading_path(config, outputs),

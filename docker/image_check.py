@@ -13,6 +13,23 @@ import sys
 from pathlib import Path
 
 
+def first_observation_problem(env_id: str) -> str | None:
+    """Why SkyRL's VisGym environment (examples/train/visgym/env_sft.py, from the checkout on PYTHONPATH) cannot open
+    an episode of `env_id` with its task text and a rendered frame, headless; None when it can."""
+    try:
+        from examples.train.visgym.env_sft import VisGymEnv
+
+        env = VisGymEnv(extras={"visgym_env_id": env_id, "seed": 0})
+        (message,), _ = env.init([])
+        env.close()
+    except Exception as exc:  # VisGym, pygame and SDL raise many types; report one line
+        return f"VisGym {env_id} did not open an episode through SkyRL's VisGymEnv: {exc}"
+    kinds = [part.get("type") for part in message.get("content", [])]
+    if kinds != ["text", "image_url"]:
+        return f"VisGym {env_id}'s first observation is {kinds}, not a text and an image"
+    return None
+
+
 def main() -> int:
     ray_version = os.environ["RAY_VERSION"]
     pygame_version = os.environ["PYGAME_VERSION"]
@@ -59,12 +76,11 @@ def main() -> int:
     import skyrl  # noqa: F401
     import skyrl_gym  # noqa: F401
 
+    env_ids = os.environ["VISGYM_ENV_IDS"].split()
     if not Path(gymnasium.__file__).resolve().is_relative_to(visgym_dir):
         problems.append(f"gymnasium is imported from {gymnasium.__file__}, not from VisGym at {visgym_dir}")
     else:
-        env = gymnasium.make("maze_2d/easy")
-        env.reset(seed=0)
-        env.close()
+        problems += [problem for env_id in env_ids if (problem := first_observation_problem(env_id))]
 
     for problem in problems:
         print(f"image check failed: {problem}", file=sys.stderr)
@@ -72,7 +88,7 @@ def main() -> int:
         print(
             f"image check passed: ray {ray_version}, skyrl {pinned['skyrl']} (torch {pinned['torch']}, vllm "
             f"{pinned['vllm']}), pygame {pygame_version}, aws-ofi-nccl and libfabric load by name, "
-            "VisGym maze_2d/easy loads"
+            f"SkyRL's VisGymEnv opens {', '.join(env_ids)} with a rendered frame"
         )
     return 1 if problems else 0
 

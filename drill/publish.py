@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skyrl_hyperpod.config.training_runs import QUERY_EXAMPLE_FILE
 from skyrl_hyperpod.values.publish_job import publish_script
 
 from .layout import PathMap, pod_mounts
@@ -153,13 +154,14 @@ def plan_publish(manifests: Manifests, export_dir: Path, run_dir: Path) -> Publi
             "trainer.export_path, mapped like the pods' /shared?)"
         )
     job, command, source, target, run_export, paths = found[0]
-    if publish_script(source, target) != command[-1]:
+    query_example = posixpath.join(run_export, QUERY_EXAMPLE_FILE)
+    if publish_script(source, target, query_example) != command[-1]:
         raise ValueError(
             f"Job {job['metadata']['name']}: its script is not publish_script's; the drill cannot rebuild it"
         )
     manifest_step = int(_STEP_DIR.match(posixpath.basename(posixpath.dirname(source))).group(1))  # type: ignore[union-attr]
     step_source = posixpath.join(run_export, f"global_step_{step}", "policy")
-    script = publish_script(step_source, target)
+    script = publish_script(step_source, target, query_example)
     return PublishPlan(
         job=job,
         experiment=job["metadata"]["labels"]["skyrl-hp/experiment"],
@@ -236,9 +238,20 @@ def run_publish(plan: PublishPlan, serve_bin: Path, s3: S3Server, run_dir: Path)
         detail = " ".join((result.stderr or result.stdout).split())[:300]
         raise RuntimeError(f"Job {plan.job['metadata']['name']}'s command failed (exit {result.returncode}): {detail}")
     files = tuple(sorted(line.split()[-1] for line in result.stdout.splitlines() if line.strip()))
-    if "adapter_config.json" not in files:
-        raise RuntimeError(f"{plan.target}: `aws s3 ls` lists no adapter_config.json after the sync: {files}")
+    for wanted in ("adapter_config.json", QUERY_EXAMPLE_FILE):
+        if wanted not in files:
+            raise RuntimeError(f"{plan.target}: `aws s3 ls` lists no {wanted} after the Job's copy: {files}")
     return Published(plan=plan, listing=result.stdout, files=files, seconds=seconds, aws_version=aws_version)
+
+
+def upload_folder(serve_bin: Path, s3: S3Server, region: str, source: Path, target: str, log: Path) -> None:
+    """`aws s3 sync` of a local folder to moto (the drill's own uploads, e.g. a mutated adapter)."""
+    env = {"PATH": f"{serve_bin}:/usr/bin:/bin", "HOME": str(log.parent), **s3.client_env(region)}
+    with log.open("a", encoding="utf-8") as out:
+        result = subprocess.run([str(serve_bin / "aws"), "s3", "sync", str(source), target, "--only-show-errors"],
+                                env=env, stdout=out, stderr=out, check=False, timeout=PUBLISH_TIMEOUT_SECONDS)  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"uploading {source} to {target} failed (exit {result.returncode}; see {log})")
 
 
 def publish(manifests: Manifests, export_dir: Path, run_dir: Path, serve_bin: Path, s3: S3Server) -> Published:

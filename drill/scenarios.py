@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import shlex
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -103,6 +104,35 @@ def job_env_vars(drill: Drill) -> list[Outcome]:
     return [Outcome(split, f"drill: job variables ({where}): {name}: {verdict}")]
 
 
+# What the checkpoint stand-in loses for the mutation: the processor's configuration (image processor and all).
+PROCESSOR_FILE = "processor_config.json"
+
+
+def mutation_checkpoint_without_processor(drill: Drill) -> list[Outcome]:
+    """The drill must catch a checkpoint that is no vision-language checkpoint: the same RayJob on a copy of the SFT
+    checkpoint's stand-in without its processor stops in train_job.py's checkpoint check, in one line, before SkyRL
+    starts (on the cluster: before any GPU work; vLLM would otherwise meet it at the first rollout)."""
+    rayjob = drill.rayjobs[0]
+    name = rayjob["metadata"]["name"]
+    options = drill.training.train_job.parse_args(Entrypoint.parse(rayjob["spec"]["entrypoint"]).args)
+    broken_dir = f"{options.model_dir}-without-processor"
+    edited = cpu_training.with_job_args(rayjob, {"--model-dir": broken_dir})
+    mapped = drill.training.paths.path(broken_dir)
+    model = drill.training.prepare(drill.training.paths.text(rayjob["spec"]["entrypoint"]))
+    shutil.rmtree(mapped, ignore_errors=True)
+    shutil.copytree(model["model_dir"], mapped)
+    (mapped / PROCESSOR_FILE).unlink()
+    run = drill.training.submit(edited, timeout=JOB_TIMEOUT_SECONDS)
+    said = [line for line in run.logs.splitlines() if line.startswith("train_job: error: checkpoint ")]
+    ok = run.status == "FAILED" and run.stop is None and len(said) == 1 and "processor" in said[0]
+    verdict = (
+        f"stops in train_job.py's checkpoint check before SkyRL starts, as it must: {said[0].removeprefix('train_job: error: ')[:300]}"
+        if ok
+        else f"was not stopped by the checkpoint check (status {run.status}, trainer {'started' if run.stop else 'not started'}: {run.first_error})"
+    )
+    return [Outcome(ok, f"drill: mutation (checkpoint without {PROCESSOR_FILE}): {name} {verdict}")]
+
+
 def rayservice(drill: Drill) -> list[Outcome]:
     """The RayService's serveConfigV2 on real Ray Serve at the serving image's Ray version, deployed as KubeRay
     deploys it, up to the application's build, which needs vLLM."""
@@ -155,7 +185,9 @@ def publish_and_serve(drill: Drill) -> list[Outcome]:
             else f"no adapter under {export_dir}"
         )
         return [Outcome(False, f"drill: publish and serve: {why}; train-on-cpu exports the adapter")]
-    return serve_llm.publish_and_serve(export_dir, model_dir, drill.manifests, drill.run_dir, drill.env.serve_llm_env)
+    return serve_llm.publish_and_serve(
+        export_dir, model_dir, drill.manifests, drill.run_dir, drill.env.serve_llm_env, drill.env.train_python
+    )
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -166,6 +198,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("job-env-vars", "training", job_env_vars, job_env_vars.__doc__ or ""),
         Scenario(
             "mutation-old-runtime-env", "training", mutation_old_runtime_env, mutation_old_runtime_env.__doc__ or ""
+        ),
+        Scenario(
+            "mutation-checkpoint-without-processor",
+            "training",
+            mutation_checkpoint_without_processor,
+            mutation_checkpoint_without_processor.__doc__ or "",
         ),
         # After the others on the training cluster: it replaces that cluster with a new one, as KubeRay's retry does.
         Scenario(

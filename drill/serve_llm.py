@@ -23,32 +23,34 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skyrl_hyperpod.config.lora_targets import TOWER_FLAG
+from skyrl_hyperpod.config.training_runs import QUERY_EXAMPLE_FILE
 from skyrl_hyperpod.ops import serve as serve_client
 from skyrl_hyperpod.plumbing.upstream import RAY_SERVE_HTTP_PORT
 
 from . import kuberay
 from .cluster import RunningCluster, plan_cluster, start_cluster
-from .cpu_training import TINY_MODEL
-from .layout import PathMap, pod_mounts, write_standin_tokenizer
+from .layout import PathMap, pod_mounts
 from .manifests import Manifests
-from .publish import LOOPBACK, S3Server, plan_publish, run_publish, start_s3
+from .parity import TOLERANCE, Parity, Served, compare, score, tower_mutant
+from .publish import LOOPBACK, PublishPlan, S3Server, plan_publish, run_publish, start_s3, upload_folder
 from .serving_cluster import wait_for_settled
 from .training_cluster import Outcome
 
 CLUSTER_TIMEOUT_SECONDS = 300
 DEPLOY_TIMEOUT_SECONDS = 1200
+# When the query example names no max_generate_length.
 MAX_TOKENS = 16
+MUTANT_SUFFIX = "-tower-mutant"
 
 
 @dataclass(frozen=True)
@@ -104,30 +106,6 @@ def llm_config_of(serve_config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return apps[0]
 
 
-def is_vision_language(model_dir: Path) -> bool:
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    return "vision_config" in config
-
-
-def maze_png(cells: int = 7, scale: int = 8) -> bytes:
-    """A small maze picture in VisGym's colours (gray walls, white paths, blue agent, red goal), as PNG bytes."""
-    gray, white, blue, red = (128, 128, 128), (255, 255, 255), (0, 0, 255), (255, 0, 0)
-    grid = [[gray if r in (0, cells - 1) or c in (0, cells - 1) or (r % 2 == 0 and c % 3 == 0) else white
-             for c in range(cells)] for r in range(cells)]  # fmt: skip
-    grid[1][1], grid[cells - 2][cells - 2] = blue, red
-    rows = b"".join(
-        b"\x00" + b"".join(bytes(grid[y // scale][x // scale]) for x in range(cells * scale))
-        for y in range(cells * scale)
-    )
-    size = cells * scale
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
-
-
 class MemoryPeak:
     """The peak of the summed proportional set size (shared pages split between their processes) of every process
     this PID namespace sees: the drill's own."""
@@ -170,6 +148,7 @@ class LlmServingCluster:
     paths: PathMap = field(init=False)
     cluster: RunningCluster = field(init=False)
     token: str = field(init=False)
+    region: str = field(init=False)
 
     def start(self) -> str:
         spec = self.rayservice["spec"]["rayClusterConfig"]
@@ -181,8 +160,8 @@ class LlmServingCluster:
         home, tmp = self.run_dir / "home-serving-llm", self.run_dir / "tmp"
         home.mkdir(exist_ok=True)
         tmp.mkdir(exist_ok=True)
-        region = next((e["value"] for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0].get("env", [])
-                       if e["name"] == "AWS_REGION"), "us-west-2")  # fmt: skip
+        self.region = region = next((e["value"] for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+                                     .get("env", []) if e["name"] == "AWS_REGION"), "us-west-2")  # fmt: skip
         base_env = {
             "PATH": f"{self.serve_env / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(home),
@@ -236,38 +215,23 @@ def link_model(model_dir: Path, mapped_source: Path) -> None:
     mapped_source.symlink_to(model_dir.resolve(), target_is_directory=True)
 
 
-@dataclass(frozen=True)
-class Answer:
-    text: str
-    # (token, log-probability) of each generated token: the same greedy text can come from different weights.
-    logprobs: tuple[tuple[str, float], ...]
-
-    def largest_logprob_gap(self, other: Answer) -> float:
-        pairs = zip(self.logprobs, other.logprobs, strict=False)
-        return max((abs(a[1] - b[1]) for a, b in pairs), default=0.0)
-
-
-def ask(base_url: str, model: str, image_url: str | None) -> Answer:
-    """One `skyrl-hp serve query` request, greedy, with the tokens' log-probabilities (OpenAI `logprobs`); a text-only
-    model gets the same message without the image part."""
-    body = serve_client.chat_request(model, serve_client.DEFAULT_PROMPT, image_url or "", max_tokens=MAX_TOKENS,
-                                     temperature=0.0)  # fmt: skip
-    body["logprobs"] = True
-    if image_url is None:
-        message = body["messages"][0]
-        message["content"] = [part for part in message["content"] if part["type"] == "text"]
-    response = serve_client.send_chat(base_url, body)
-    content = ((response.get("choices") or [{}])[0].get("logprobs") or {}).get("content") or []
-    logprobs = tuple((str(item.get("token")), float(item.get("logprob", 0.0))) for item in content)
-    return Answer(serve_client.answer_text(response), logprobs)
+def ask(base_url: str, model: str, example: serve_client.QueryExample) -> Served:
+    """One `skyrl-hp serve query` request with the run's query example, greedy, asking vLLM for the tokens and their
+    log-probabilities (OpenAI's `logprobs`, vLLM's `return_token_ids`): what the parity gate compares."""
+    body = serve_client.chat_request(
+        model, serve_client.query_messages(example, None, None), max_tokens=example.max_tokens or MAX_TOKENS,
+        temperature=0.0,
+    )  # fmt: skip
+    body.update({"logprobs": True, "return_token_ids": True})
+    return Served.from_response(serve_client.send_chat(base_url, body))
 
 
-def verdict(base: Answer, again: Answer, adapted: Answer) -> tuple[bool, str]:
+def verdict(base: Served, again: Served, adapted: Served) -> tuple[bool, str]:
     """Whether the adapter's answer differs from the base model's: its text, or else its tokens' log-probabilities
     when the base model's own are reproducible (a few RL steps on a random tiny model rarely move a greedy token)."""
     if adapted.text != base.text:
         return True, "the answers differ"
-    gap = adapted.largest_logprob_gap(base)
+    gap = max((abs(a - b) for a, b in zip(adapted.logprobs, base.logprobs, strict=False)), default=0.0)
     if again != base:
         return False, "same text, and the base model's log-probabilities vary between two identical requests"
     if gap > 0:
@@ -285,10 +249,11 @@ def versions(serve_env: Path) -> str:
 
 
 def publish_and_serve(
-    export_dir: Path, model_dir: Path, manifests: Manifests, run_dir: Path, serve_env: Path
+    export_dir: Path, model_dir: Path, manifests: Manifests, run_dir: Path, serve_env: Path, train_python: Path
 ) -> list[Outcome]:
-    """The drill's publish-and-serve check: one Outcome for the publication, one for the answers. Runs after the
-    training cluster has stopped (the serving cluster takes the same ports), inside the drill's namespaces."""
+    """The drill's publish-and-serve checks: the publication, the answers, the parity gate and its mutation. Runs
+    after the training cluster has stopped (the serving cluster takes the same ports), inside the drill's namespaces;
+    `train_python` (the drill environment's) scores the trained policy."""
     serve_bin = serve_env / "bin"
     if not (serve_bin / "python").is_file():
         return [
@@ -304,91 +269,136 @@ def publish_and_serve(
         except RuntimeError as error:
             return [Outcome(False, f"drill: {rayjob}: publishing {plan.experiment} failed: {error}")]
         outcomes.append(Outcome(True, f"drill: {rayjob}: {published.line}"))
-        outcomes.append(serve(plan.target.rstrip("/").rsplit("/", 1)[-1], model_dir, manifests, run_dir, serve_env, s3))
+        serving = ServeRun(plan, model_dir, manifests, run_dir, serve_env, s3, train_python)
+        outcomes += serving.checks()
     finally:
         s3.stop()
     return outcomes
 
 
-def serve(adapter: str, model_dir: Path, manifests: Manifests, run_dir: Path, serve_env: Path, s3: S3Server) -> Outcome:
-    name = manifests.one("RayService")["metadata"]["name"]
-    try:
-        return _serve(adapter, model_dir, manifests, run_dir, serve_env, s3)
-    except (RuntimeError, ValueError, OSError) as error:
-        return Outcome(False, f"drill: {name}: {error}")
+@dataclass
+class ServeRun:
+    """The RayService's serveConfigV2 serving the published adapter, asked the run's query example, and the parity
+    gate between what it answers and what the trained policy scores."""
 
+    plan: PublishPlan
+    model_dir: Path
+    manifests: Manifests
+    run_dir: Path
+    serve_env: Path
+    s3: S3Server
+    train_python: Path
 
-def _serve(
-    adapter: str, model_dir: Path, manifests: Manifests, run_dir: Path, serve_env: Path, s3: S3Server
-) -> Outcome:
-    rayservice = manifests.one("RayService")
-    name = rayservice["metadata"]["name"]
-    product = kuberay.serve_config_json(rayservice)
-    app_name, llm_config = llm_config_of(product)
-    model_id = llm_config["model_loading_config"]["model_id"]
-    cluster = LlmServingCluster(run_dir, manifests, serve_env, s3, rayservice)
-    started = time.monotonic()
-    shape = cluster.start()
-    try:
-        link_model(model_dir, cluster.paths.path(llm_config["model_loading_config"]["model_source"]))
-        status, body = cluster.deploy(cpu_serve_config(product))
-        if status != 200:
-            return Outcome(False, f"drill: {name}: PUT serveConfigV2 -> HTTP {status}: {' '.join(body.split())[:300]}")
-        details = cluster.wait(DEPLOY_TIMEOUT_SECONDS)
-        app = (details.get("applications") or {}).get(app_name) or {}
-        if app.get("status") != "RUNNING":
-            message = " ".join((app.get("message") or "no status").split())[:400]
-            return Outcome(False, f"drill: {name}: application {app_name!r} is {app.get('status')}: {message}")
-        up = time.monotonic() - started
-        image_url = None
-        if is_vision_language(model_dir):
-            image = run_dir / "maze.png"
-            image.write_bytes(maze_png())
-            image_url = serve_client.image_data_url(image)
-        base_url = f"http://{LOOPBACK}:{RAY_SERVE_HTTP_PORT}"
+    @property
+    def adapter(self) -> str:
+        return self.plan.target.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifests.one("RayService")["metadata"]["name"])
+
+    def checks(self) -> list[Outcome]:
         try:
-            base = ask(base_url, model_id, image_url)
-            adapted = ask(base_url, f"{model_id}:{adapter}", image_url)
-            again = ask(base_url, model_id, image_url)
-        except serve_client.ServeError as error:
-            return Outcome(False, f"drill: {name}: {error}")
-        answered = time.monotonic() - started
-    finally:
-        cluster.stop()
-    request = "text and a maze image" if image_url else "text only (a text model: the image part is dropped)"
-    ok, how = verdict(base, again, adapted)
+            return self._checks()
+        except (RuntimeError, ValueError, OSError, serve_client.ServeError) as error:
+            return [Outcome(False, f"drill: {self.name}: {error}")]
+
+    def query_example(self, region: str) -> serve_client.QueryExample:
+        """The example as `skyrl-hp serve query` reads it: from the adapter's S3 folder (moto)."""
+        import boto3
+
+        env = self.s3.client_env(region)
+        s3 = boto3.client(
+            "s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=region,
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )  # fmt: skip
+        uri = f"{self.plan.target}{QUERY_EXAMPLE_FILE}"
+        return serve_client.parse_query_example(serve_client.read_s3_text(s3, uri), uri)
+
+    def _checks(self) -> list[Outcome]:
+        rayservice = self.manifests.one("RayService")
+        product = kuberay.serve_config_json(rayservice)
+        app_name, llm_config = llm_config_of(product)
+        model_id = llm_config["model_loading_config"]["model_id"]
+        cluster = LlmServingCluster(self.run_dir, self.manifests, self.serve_env, self.s3, rayservice)
+        started = time.monotonic()
+        shape = cluster.start()
+        policy = self.plan.paths.path(self.plan.source)
+        mutant_name = f"{self.adapter}{MUTANT_SUFFIX}"
+        try:
+            link_model(self.model_dir, cluster.paths.path(llm_config["model_loading_config"]["model_source"]))
+            status, body = cluster.deploy(cpu_serve_config(product))
+            if status != 200:
+                raise RuntimeError(f"PUT serveConfigV2 -> HTTP {status}: {' '.join(body.split())[:300]}")
+            details = cluster.wait(DEPLOY_TIMEOUT_SECONDS)
+            app = (details.get("applications") or {}).get(app_name) or {}
+            if app.get("status") != "RUNNING":
+                message = " ".join((app.get("message") or "no status").split())[:400]
+                raise RuntimeError(f"application {app_name!r} is {app.get('status')}: {message}")
+            up = time.monotonic() - started
+            example = self.query_example(cluster.region)
+            base_url = f"http://{LOOPBACK}:{RAY_SERVE_HTTP_PORT}"
+            base = ask(base_url, model_id, example)
+            adapted = ask(base_url, f"{model_id}:{self.adapter}", example)
+            again = ask(base_url, model_id, example)
+            answered = time.monotonic() - started
+            mutant_dir = self.run_dir / "mutant" / mutant_name
+            module = tower_mutant(self.train_python, policy, mutant_dir, self.model_dir)
+            upload_folder(self.serve_env / "bin", self.s3, cluster.region, mutant_dir,
+                          f"{self.plan.target.rstrip('/').rsplit('/', 1)[0]}/{mutant_name}/",
+                          self.run_dir / "publish-mutant.log")  # fmt: skip
+            mutant = ask(base_url, f"{model_id}:{mutant_name}", example)
+        finally:
+            cluster.stop()
+        ok, how = verdict(base, again, adapted)
+        facts = (
+            f"{how}: {model_id}:{self.adapter} -> {adapted.text!r}, {model_id} -> {base.text!r}; the skyrl-hp serve "
+            f"query client with the run's query example from the adapter's S3 folder (VisGym {example.env_id}, seed "
+            f"{example.seed}: the task and the maze frame, {len(base.prompt)} prompt tokens), greedy, "
+            f"{len(adapted.generated)} tokens; {versions(self.serve_env)} on {shape}, the adapter loaded from "
+            f"{self.s3.endpoint} (moto); CPU changes to the copy: {'; '.join(change.what for change in CPU_CHANGES)}; "
+            f"app up in {up:.0f} s, answered at {answered:.0f} s"
+        )
+        answer = (
+            Outcome(True, f"drill: {self.name}: answered with adapter {self.adapter} for an image ({facts})")
+            if ok
+            else Outcome(
+                False, f"drill: {self.name}: the adapter's answer does not differ from the base model's ({facts})"
+            )
+        )
+        messages = example.messages
+        floor = compare(base, score(self.train_python, self.model_dir, None, messages, base))
+        trained = compare(adapted, score(self.train_python, self.model_dir, policy, messages, adapted))
+        ignored = compare(mutant, score(self.train_python, self.model_dir, mutant_dir, messages, mutant))
+        return [answer, parity_outcome(trained, floor, policy), mutation_outcome(ignored, module)]
+
+
+def parity_outcome(trained: Parity, floor: Parity, policy: Path) -> Outcome:
+    if trained.problem or floor.problem:
+        return Outcome(False, f"drill: parity: not compared: {trained.problem or floor.problem}")
     facts = (
-        f"{how}: {model_id}:{adapter} -> {adapted.text!r}, {model_id} -> {base.text!r}; the skyrl-hp serve query "
-        f"client, {request}, greedy, {MAX_TOKENS} tokens; {versions(serve_env)} on {shape}, the adapter loaded from "
-        f"{s3.endpoint} (moto); CPU changes to the copy: {'; '.join(change.what for change in CPU_CHANGES)}; app up "
-        f"in {up:.0f} s, answered at {answered:.0f} s"
+        f"max |dlogp| {trained.gap:.3g} over {trained.tokens} tokens, tolerance {TOLERANCE}; the base model's own gap "
+        f"{floor.gap:.3g}; trained policy: the checkpoint FSDP wrote ({policy.parent.name}/{policy.name}) through "
+        "transformers + PEFT, float32; served: Ray Serve LLM's answer, vLLM's log-probabilities"
     )
-    if not ok:
-        return Outcome(False, f"drill: {name}: the adapter's answer does not differ from the base model's ({facts})")
-    return Outcome(True, f"drill: {name}: answered with adapter {adapter} ({facts})")
+    if trained.agrees:
+        return Outcome(True, f"drill: parity: served and trained policy agree ({facts})")
+    return Outcome(False, f"drill: parity: served and trained policy differ ({facts})")
 
 
-# --- standalone: stand-ins for a trained run, in namespaces of its own -------------------------------------------
+def mutation_outcome(ignored: Parity, module: str) -> Outcome:
+    what = f"drill: mutation (an adapter with LoRA on the vision tower's {module}, no {TOWER_FLAG})"
+    if ignored.problem:
+        return Outcome(False, f"{what}: not compared: {ignored.problem}")
+    facts = f"max |dlogp| {ignored.gap:.3g} over {ignored.tokens} tokens, tolerance {TOLERANCE}"
+    if ignored.agrees:
+        return Outcome(
+            False, f"{what}: the parity gate passed, but vLLM serves that adapter without the module ({facts})"
+        )
+    return Outcome(True, f"{what}: the parity gate fails, as it must: vLLM served it without the module ({facts})")
 
-_STANDIN_ADAPTER = """
-import sys, torch
-from pathlib import Path
-from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer
-model_dir, out, rank, alpha = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-torch.manual_seed(1)
-model = AutoModelForCausalLM.from_pretrained(model_dir)
-# Random A and B (peft's default zero B would make the adapter a no-op): a stand-in for trained weights.
-config = LoraConfig(r=rank, lora_alpha=alpha, target_modules="all-linear", init_lora_weights=False)
-peft_model = get_peft_model(model, config)
-# Large enough to move the tiny model's greedy tokens, as a trained adapter moves a real model's answer.
-with torch.no_grad():
-    for name, parameter in peft_model.named_parameters():
-        if "lora_B" in name:
-            parameter.mul_(50)
-peft_model.save_pretrained(out)
-AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
-"""
+
+# --- standalone: a kept drill run's model and exports, in namespaces of its own ------------------------------------
 
 
 def run_paths(manifests: Manifests, run_dir: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -412,28 +422,13 @@ def copied_run(manifests: Manifests, run_dir: Path, export_src: Path, model_src:
     return export_dir, model_dir
 
 
-def standin_run(manifests: Manifests, run_dir: Path, serve_env: Path) -> tuple[Path, Path]:
-    """A tiny model where the RayJob's --model-dir maps to and a peft adapter in SkyRL's export layout
-    (<trainer.export_path>/global_step_1/policy), both made here: stand-ins until the drill trains one."""
-    export_dir, model_dir, option = run_paths(manifests, run_dir)
-    env = {"PATH": f"{serve_env / 'bin'}:/usr/bin:/bin", "HOME": str(run_dir), "HF_HUB_OFFLINE": "1", "LANG": "C.UTF-8"}
-    write_standin_tokenizer(model_dir)
-    subprocess.run([str(serve_env / "bin" / "python"), str(TINY_MODEL), str(model_dir)], env=env, check=True)
-    policy = export_dir / "global_step_1" / "policy"
-    subprocess.run([str(serve_env / "bin" / "python"), "-c", _STANDIN_ADAPTER, str(model_dir), str(policy),
-                    option["trainer.policy.model.lora.rank"], option["trainer.policy.model.lora.alpha"]],
-                   env=env, check=True)  # fmt: skip
-    return export_dir, model_dir
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m drill.serve_llm", description=__doc__.split("\n")[0])
     parser.add_argument("--serve-env", required=True, type=Path, help="make drill-serve-env prints it")
     parser.add_argument("--manifests", default=Path("dist"), type=Path)
-    parser.add_argument(
-        "--export-dir", type=Path, help="a kept drill run's trainer.export_path, copied (default: a stand-in)"
-    )
-    parser.add_argument("--model-dir", type=Path, help="that run's base model, copied (default: a stand-in tiny model)")
+    parser.add_argument("--env", required=True, type=Path, help="the drill environment (make drill-env prints it)")
+    parser.add_argument("--export-dir", required=True, type=Path, help="a kept drill run's trainer.export_path, copied")
+    parser.add_argument("--model-dir", required=True, type=Path, help="that run's base model, copied")
     parser.add_argument("--run-dir", type=Path, help="default: a new /tmp/hpd-*")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
@@ -458,13 +453,8 @@ def main() -> int:
     serve_env = args.serve_env.resolve()
     with MemoryPeak() as memory:
         started = time.monotonic()
-        if args.export_dir is None or args.model_dir is None:
-            export_dir, model_dir = standin_run(manifests, run_dir, serve_env)
-            print(f"serve_llm: stand-in run: tiny model {model_dir}, peft adapter under {export_dir} "
-                  f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
-        else:
-            export_dir, model_dir = copied_run(manifests, run_dir, args.export_dir, args.model_dir)
-        outcomes = publish_and_serve(export_dir, model_dir, manifests, run_dir, serve_env)
+        export_dir, model_dir = copied_run(manifests, run_dir, args.export_dir, args.model_dir)
+        outcomes = publish_and_serve(export_dir, model_dir, manifests, run_dir, serve_env, args.env / "bin" / "python")
     for outcome in outcomes:
         print(outcome.line, flush=True)
     print(f"serve_llm: {time.monotonic() - started:.0f} s, peak memory of its processes (PSS) "

@@ -26,6 +26,8 @@ class Drill:
     manifests: Manifests
     env: DrillEnv
     run_dir: Path
+    # SkyRL's VisGym example (the verified copy): the image's checkout holds it.
+    example_dir: Path
     _training: TrainingCluster | None = field(default=None, init=False)
     _serving: ServingCluster | None = field(default=None, init=False)
 
@@ -45,7 +47,7 @@ class Drill:
         if len(specs) != 1:
             raise ValueError(f"the RayJobs run on {len(specs)} different cluster specs; the drill starts one cluster")
         spec = json.loads(specs.pop())
-        cluster = TrainingCluster(self.run_dir, self.manifests, self.config, self.env, spec)
+        cluster = TrainingCluster(self.run_dir, self.manifests, self.config, self.env, spec, self.example_dir)
         if cpu_training:
             cluster.inference_node, cluster.extra_env = True, dict(CPU_NODE_ENV)
         cluster.start(CLUSTER_TIMEOUT_SECONDS)

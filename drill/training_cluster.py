@@ -15,13 +15,17 @@ import yaml
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+from skyrl_hyperpod.plumbing.upstream import VISGYM_COMMIT
 
 from . import kuberay
 from .cluster import RayNode, RunningCluster, plan_cluster, start_cluster
-from .layout import Entrypoint, PathMap, image_env, load_train_job, pod_mounts, prepare_job_state
+from .layout import Entrypoint, ModelMaker, PathMap, image_env, load_train_job, pod_mounts, prepare_job_state
 from .manifests import Manifests
 
 SITE_DIR = Path(__file__).with_name("site")
+TINY_MODEL = Path(__file__).with_name("tiny_model.py")
+# The drill environment records the VisGym commit it installed (the Makefile's drill-env).
+VISGYM_COMMIT_FILE = "visgym.commit"
 STOP_MARKER = "SKYRL_HP_DRILL_STOP"
 GPU_BOUNDARY = "gpu-boundary"
 TRAINER_START = "trainer-start"
@@ -56,6 +60,28 @@ class DrillEnv:
     def serve_bin(self) -> Path:
         return self.serve_python.parent
 
+    def model_maker(self, skyrl_dir: Path, run_dir: Path) -> ModelMaker:
+        """Makes the SFT checkpoint's stand-in (tiny_model.py) with this environment's interpreter, SkyRL's VisGym
+        example from the checkout at `skyrl_dir` on its path."""
+
+        def make(model_dir: Path, env_id: str) -> None:
+            env = {
+                "PATH": f"{self.train_bin}:/usr/bin:/bin",
+                "HOME": str(run_dir),
+                "LANG": "C.UTF-8",
+                "PYTHONPATH": str(skyrl_dir),
+                "SDL_VIDEODRIVER": "dummy",
+                "HF_HUB_OFFLINE": "1",
+            }
+            result = subprocess.run(
+                [str(self.train_python), str(TINY_MODEL), str(model_dir), env_id],
+                env=env, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if result.returncode != 0:
+                raise RuntimeError(f"tiny model: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+
+        return make
+
     def versions(self, python: Path, distributions: tuple[str, ...]) -> dict[str, str | None]:
         code = (
             "import json, sys, importlib.metadata as m\n"
@@ -68,7 +94,8 @@ class DrillEnv:
 
 
 def version_problems(env: DrillEnv, config: ProjectConfig) -> list[str]:
-    """One line per installed version that differs from the version lock (config/version_lock.py)."""
+    """One line per installed version that differs from the version lock (config/version_lock.py), and the VisGym
+    commit the environment installed when it is not the one upstream.py pins."""
     release = config.training_image.skyrl_release
     wanted = {
         "ray": config.training_image.ray_version,
@@ -85,6 +112,13 @@ def version_problems(env: DrillEnv, config: ProjectConfig) -> list[str]:
                 f"drill environment {env.train_python.parent.parent}: {name} {installed[name] or 'is missing'}, "
                 f"the version lock says {version} (rebuild it: make drill-env)"
             )
+    commit_file = env.train_python.parent.parent / VISGYM_COMMIT_FILE
+    installed_visgym = commit_file.read_text(encoding="utf-8").strip() if commit_file.is_file() else "none"
+    if installed_visgym != VISGYM_COMMIT:
+        problems.append(
+            f"drill environment {env.train_python.parent.parent}: VisGym {installed_visgym} installed, "
+            f"{VISGYM_COMMIT} pinned (rebuild it: make drill-env)"
+        )
     serving_ray = env.versions(env.serve_python, ("ray",))["ray"]
     if serving_ray != config.serving_image.ray_version:
         problems.append(
@@ -179,12 +213,16 @@ class TrainingCluster:
     config: ProjectConfig
     env: DrillEnv
     cluster_spec: dict[str, Any]
+    # SkyRL's VisGym example, the verified copy the image's checkout is given.
+    example_dir: Path
     # Real training on CPU (cpu_training.py): one more worker node, a copy of a GPU worker, for the inference engine
     # (not colocated, it needs a GPU bundle of its own), and the nodes' extra environment.
     inference_node: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
     paths: PathMap = field(init=False)
     cluster: RunningCluster = field(init=False)
+    # The environment every Ray node's processes start with (the image's ENV, paths mapped, the drill's own).
+    node_env: dict[str, str] = field(init=False)
     train_job: ModuleType = field(init=False)
     skyrl_dir: Path = field(init=False)
     token: str = field(init=False)
@@ -213,6 +251,7 @@ class TrainingCluster:
             **self.extra_env,
         }
         base_env["PYTHONPATH"] = f"{SITE_DIR}:{base_env.get('PYTHONPATH', '')}".rstrip(":")
+        self.node_env = base_env
         (self.run_dir / "home").mkdir(exist_ok=True)
         (self.run_dir / "tmp").mkdir(exist_ok=True)
         nodes = plan_cluster(
@@ -228,6 +267,12 @@ class TrainingCluster:
             log=self.run_dir / "cluster.log",
             timeout=timeout,
         )
+
+    def prepare(self, entrypoint: str) -> dict[str, Any]:
+        """What the job finds prepared (layout.prepare_job_state) for this entrypoint, paths mapped."""
+        make_model = self.env.model_maker(self.skyrl_dir, self.run_dir)
+        return prepare_job_state(Entrypoint.parse(entrypoint), self.train_job, self.skyrl_dir, self.example_dir,
+                                 make_model)  # fmt: skip
 
     def run_init_containers(self) -> None:
         """The head's init containers' shell commands, paths mapped (they create the shared directories)."""
@@ -264,7 +309,7 @@ class TrainingCluster:
         stop its driver, before `Submission.wait`). Each launch is a new submission id, as each KubeRay attempt is."""
         name = rayjob["metadata"]["name"]
         entrypoint = self.paths.text(rayjob["spec"]["entrypoint"])
-        prepare_job_state(Entrypoint.parse(entrypoint), self.train_job, self.skyrl_dir)
+        self.prepare(entrypoint)
         expected = job_env(rayjob)
         (self.run_dir / "report-env-names").write_text("\n".join(sorted(expected)) + "\n", encoding="utf-8")
         (self.run_dir / "stop-at").write_text(stop_at + "\n", encoding="utf-8")

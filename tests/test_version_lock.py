@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from drill.training_cluster import DrillEnv, version_problems
+from drill.training_cluster import VISGYM_COMMIT_FILE, DrillEnv, version_problems
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.version_lock import SERVING_IMAGES, SKYRL_RELEASES
+from skyrl_hyperpod.plumbing.upstream import VISGYM_COMMIT
 from skyrl_hyperpod.validation import skyrl_overrides
 from tools import skyrl_pins
 
@@ -47,11 +48,22 @@ def test_drill_environment_pins_the_training_images_ray_and_the_torch_skyrl_pins
         assert pinned(path, "torch") == release.torch, path
 
 
+def test_the_tests_model_code_is_the_drills(default_config):
+    # tests/config/test_lora_targets.py runs PEFT on transformers' Qwen3-VL in .venv; the drill trains with them.
+    assert pinned("requirements-dev.txt", "torch") == default_config.training_image.skyrl_release.torch
+    for distribution in ("torch", "transformers", "peft"):
+        assert pinned("requirements-dev.txt", distribution) == pinned("constraints.txt", distribution)
+        assert pinned("requirements-dev.txt", distribution) == pinned("requirements-drill.txt", distribution)
+
+
 def test_skyrl_is_installed_at_the_configured_release(default_config, capsys):
     # The Makefile cannot import the configuration: it asks tools/skyrl_pins.py, for the validation venv and the
     # drill's environment.
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert makefile.count("$(PYTHON) -m tools.skyrl_pins") == 2
+    assert makefile.count("$(PYTHON) -m tools.skyrl_pins)") == 2
+    # and for pygame beside VisGym in the drill's environment, at the image's version (training_image.pygame_version).
+    assert makefile.count("$(PYTHON) -m tools.skyrl_pins --visgym)") == 1
+    assert not re.search(r"pygame==[0-9]", makefile)
     assert not re.search(r"skyrl(-gym)?==[0-9]", makefile)
     assert skyrl_pins.main([]) == 0
     release = default_config.training_image.skyrl_release
@@ -119,14 +131,19 @@ def test_an_unknown_serving_image_names_its_own_ray():
     assert config.serving_image.vllm_version is None
 
 
-def test_the_drill_refuses_an_environment_off_the_lock(default_config, monkeypatch):
+def test_the_drill_refuses_an_environment_off_the_lock(default_config, monkeypatch, tmp_path):
     installed = {"ray": "2.57.0", "skyrl": "0.4.0", "skyrl-gym": "0.4.0", "torch": "2.13.0+cu130"}
 
     def versions(self, python, distributions):
         return {name: installed.get(name) for name in distributions} if python.name == "python" else {"ray": "2.58.0"}
 
     monkeypatch.setattr(DrillEnv, "versions", versions)
-    env = DrillEnv(train_python=Path("/drill/bin/python"), serve_python=Path("/venv/bin/python3"))
+    env = DrillEnv(train_python=tmp_path / "drill" / "bin" / "python", serve_python=Path("/venv/bin/python3"))
+    # The VisGym commit the Makefile installed (and recorded) must be the one upstream.py pins.
+    [line] = version_problems(env, default_config)
+    assert line.endswith(f"VisGym none installed, {VISGYM_COMMIT} pinned (rebuild it: make drill-env)")
+    (tmp_path / "drill").mkdir()
+    (tmp_path / "drill" / VISGYM_COMMIT_FILE).write_text(VISGYM_COMMIT + "\n")
     assert version_problems(env, default_config) == []
     installed.update({"ray": "2.56.0", "skyrl": None})
     problems = version_problems(env, default_config)

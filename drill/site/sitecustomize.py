@@ -402,6 +402,10 @@ CUDA_MODULES = (
 # only with trainer.remove_microbatch_padding=true, which the manifests set to false.
 MODEL_WRAPPER = "skyrl.backends.skyrl_train.workers.model_wrapper"
 WEIGHT_SENDERS = "skyrl.backends.skyrl_train.weight_sync.weight_senders"
+# SkyRL's VisGym environment of the SFT recipe (examples/train/visgym/env_sft.py), which the entry point registers.
+VISGYM_ENV_MODULE = "examples.train.visgym.env_sft"
+# The shaping stand-in's reward per cell a step brings the agent closer to the goal (away: the same, negative).
+SHAPING_PER_CELL = 0.5
 _TORCH_PATCHED = False
 
 
@@ -502,6 +506,33 @@ def _patch_weight_senders(module: Any) -> None:
     module.build_trainer_engine = build_trainer_engine
 
 
+def _distance_to_goal(env: Any) -> int:
+    """The agent's distance to the goal in VisGym's maze, in cells (Manhattan), from the environment's own state
+    (maze_2d's get_init_state: the current agent and target locations)."""
+    state = env.visgym_env.unwrapped.get_init_state()
+    agent, target = state["agent_location"], state["target_location"]
+    return int(abs(agent[0] - target[0]) + abs(agent[1] - target[1]))
+
+
+def _patch_visgym_env(module: Any) -> None:
+    """BEHAVIOUR CHANGE, not a hardware stand-in: each step of SkyRL's VisGymEnv also earns SHAPING_PER_CELL for every
+    cell it brings the agent closer to the goal (and loses it for every cell away). The recipe's reward (0.8 x reaching
+    the goal + 0.2 x answers in the SFT format, at the episode's end) is 0 for every sample of a random-weight model,
+    so GRPO's advantages, and the update, would be 0; this gives the samples of a group different rewards."""
+    environment = module.VisGymEnv
+    original_step = environment.step
+
+    def step(self: Any, action: str) -> Any:
+        before = _distance_to_goal(self)
+        output = original_step(self, action)
+        shaping = SHAPING_PER_CELL * (before - _distance_to_goal(self))
+        output["reward"] = float(output["reward"]) + shaping
+        output["metadata"] = {**(output.get("metadata") or {}), "drill_reward_shaping": shaping}
+        return output
+
+    environment.step = step
+
+
 def _train_on_cpu() -> bool:
     return os.environ.get("HP_DRILL_BOUNDARY") == "1" and _stop_at() == TRAIN_ON_CPU
 
@@ -510,7 +541,8 @@ class _PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the patched modules through the other finders, then patches them around their execution."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != TARGET and not (fullname in (*CUDA_MODULES, MODEL_WRAPPER, WEIGHT_SENDERS) and _train_on_cpu()):
+        patched_on_cpu = (*CUDA_MODULES, MODEL_WRAPPER, WEIGHT_SENDERS, VISGYM_ENV_MODULE)
+        if fullname != TARGET and not (fullname in patched_on_cpu and _train_on_cpu()):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
@@ -529,6 +561,10 @@ class _PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name == TARGET:
             loader.exec_module(module)
             _patch(module)
+            return
+        if name == VISGYM_ENV_MODULE:
+            loader.exec_module(module)
+            _patch_visgym_env(module)
             return
         _patch_torch_for_cpu()
         if name == MODEL_WRAPPER:

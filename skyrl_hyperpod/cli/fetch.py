@@ -1,5 +1,6 @@
-"""`skyrl-hp fetch crds | hyperpod-chart`: download and verify the upstream files the offline checks read (the
-pinned KubeRay CRDs, the HyperPod dependencies chart; skyrl_hyperpod/validation/)."""
+"""`skyrl-hp fetch crds | hyperpod-chart | visgym`: download and verify the upstream files the offline checks and the
+drill read (the pinned KubeRay CRDs, the HyperPod dependencies chart, VisGym and SkyRL's VisGym example;
+skyrl_hyperpod/validation/)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,28 @@ def fetch_hyperpod_chart_command(dest: Path | None, commit: str, if_missing: boo
     if outcome == "fetched":
         echo(f"verified {directory / HYPERPOD_CHART_PATH}")
         echo(f"export {chart_module.CHARTS_DIR_ENV_VAR}={target.resolve()}")
+
+
+@fetch.command("visgym")
+@click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory of upstream copies, one folder per source and commit (default: "
+                   "$UPSTREAM_SOURCES_DIR, else the default location).")  # fmt: skip
+@click.option("--if-missing", is_flag=True, help="Only verify the copies DEST already holds.")
+def fetch_visgym_command(dest: Path | None, if_missing: bool) -> None:
+    """Download VisGym's environments and SkyRL's VisGym example at the commits `make drill` runs, and verify every
+    file's sha256."""
+    from skyrl_hyperpod.validation import fetch_visgym
+
+    target = fetch_visgym.resolve_sources_dir(dest)
+    for copy in fetch_visgym.COPIES:
+        try:
+            outcome, directory = fetch_visgym.ensure(copy, target, if_missing=if_missing)
+        except InputError as exc:
+            fail(exc.problems, EXIT_FINDINGS)
+        except ValueError as exc:
+            fail(str(exc).splitlines(), EXIT_FINDINGS)
+        except OSError as exc:
+            fail([f"fetch_visgym: cannot write to {target}: {exc}"], EXIT_FINDINGS)
+        if outcome == "fetched":
+            echo(f"verified {directory} ({copy.repository} at {copy.commit})")
+    echo(f"export {fetch_visgym.SOURCES_DIR_ENV_VAR}={target.resolve()}")

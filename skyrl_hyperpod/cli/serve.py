@@ -14,11 +14,14 @@ from skyrl_hyperpod.ops import serve as serve_module
 from skyrl_hyperpod.ops.kube import Cluster
 from skyrl_hyperpod.ops.portforward import LocalForward
 from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.publish_job import lora_loading_path
 from skyrl_hyperpod.values.synthesized_manifests import RAYSERVICE_CHART
 
+from .adapter import deployed_outputs
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    clients_from_context,
     cluster_errors,
     config_option,
     connect,
@@ -107,14 +110,20 @@ def serve_endpoint(cluster: Cluster, config: ProjectConfig, ctx: click.Context) 
 @region_option
 @profile_option
 @click.option("--adapter", "adapter_name", default=None, help="Adapter name (default: the base model alone).")
-@click.option("--image", "image_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True,
-              help="The maze picture (PNG or JPEG).")  # fmt: skip
-@click.option("--prompt", default=None, help="Task text (default: VisGym's maze task in this project's words).")
+@click.option("--example-from", "example_adapter", default=None,
+              help="The published adapter whose query example to send (default: --adapter's).")  # fmt: skip
+@click.option("--example-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="A query example on disk instead (a run's query-example.json).")  # fmt: skip
+@click.option("--image", "image_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="A maze picture (PNG or JPEG) instead of the example's.")  # fmt: skip
+@click.option("--prompt", default=None, help="Task text instead of the example's.")
 @click.option("--prompt-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Read the task text from a file (e.g. VisGym's own get_prompt()).")  # fmt: skip
+              help="Read the task text from a file instead.")  # fmt: skip
 @click.option("--url", default=None, help="Serve endpoint (default: a port-forward to the RayService).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.7, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None,
+              help="Default: the example's, the run's generator.sampling_params.max_generate_length.")  # fmt: skip
+@click.option("--temperature", type=click.FloatRange(min=0), default=None,
+              help="Default: the example's, the run's generator.sampling_params.temperature.")  # fmt: skip
 @json_option
 @click.pass_context
 def serve_query(
@@ -123,25 +132,45 @@ def serve_query(
     region: str | None,
     profile: str | None,
     adapter_name: str | None,
-    image_file: Path,
+    example_adapter: str | None,
+    example_file: Path | None,
+    image_file: Path | None,
     prompt: str | None,
     prompt_file: Path | None,
     url: str | None,
-    max_tokens: int,
-    temperature: float,
+    max_tokens: int | None,
+    temperature: float | None,
     as_json: bool,
 ) -> None:
-    """Send one OpenAI-style chat request in VisGym's format (task text + maze image) and print the answer."""
+    """Send one OpenAI-style chat request in VisGym's format (task text + maze image) and print the answer.
+
+    By default it is the training's own first turn: the query example the training job wrote when it checked the
+    checkpoint (VisGym's task with SkyRL's format instruction, and the frame VisGym drew of the run's first eval maze,
+    with the run's max_generate_length and temperature), which `adapter publish` copied into the adapter's S3 folder.
+    --image and --prompt replace its picture and its text."""
     config = load_project_config(config_path, region=region)
     if prompt and prompt_file:
         fail(["serve query: pass --prompt or --prompt-file, not both"], EXIT_BAD_INPUT)
-    text = prompt_file.read_text(encoding="utf-8") if prompt_file else (prompt or serve_module.DEFAULT_PROMPT)
+    text = prompt_file.read_text(encoding="utf-8") if prompt_file else prompt
+    example = None
+    if image_file is None or text is None:
+        example = query_example(ctx, config, profile, example_file, example_adapter or adapter_name)
     try:
-        image_url = serve_module.image_data_url(image_file)
+        image_url = serve_module.image_data_url(image_file) if image_file else None
     except ValueError as error:
         fail([f"serve query: {error}"], EXIT_BAD_INPUT)
+    messages = serve_module.query_messages(example, text, image_url)
+    knobs = config.training.knobs
     model = f"{config.serving.model_id}:{adapter_name}" if adapter_name else config.serving.model_id
-    body = serve_module.chat_request(model, text, image_url, max_tokens=max_tokens, temperature=temperature)
+    if example is not None:
+        max_tokens = max_tokens or example.max_tokens
+        temperature = example.temperature if temperature is None else temperature
+    body = serve_module.chat_request(
+        model,
+        messages,
+        max_tokens=max_tokens or knobs.max_generate_length,
+        temperature=knobs.temperature if temperature is None else temperature,
+    )
     forward: LocalForward | None = None
     try:
         if url is None:
@@ -159,3 +188,28 @@ def serve_query(
         print_json({"model": model, "answer": answer, "response": response})
         return
     echo(f"{model}: {answer}")
+
+
+def query_example(
+    ctx: click.Context, config: ProjectConfig, profile: str | None, path: Path | None, adapter: str | None
+) -> serve_module.QueryExample:
+    """The query example from `path`, else from `adapter`'s S3 folder; one line saying what to pass otherwise."""
+    try:
+        if path is not None:
+            return serve_module.parse_query_example(path.read_text(encoding="utf-8"), str(path))
+        if adapter is None:
+            fail(
+                [
+                    "serve query: the base model has no query example of its own: name a published adapter whose "
+                    "example to send (--example-from NAME), a run's query-example.json (--example-file), or give "
+                    "--image and --prompt"
+                ],
+                EXIT_BAD_INPUT,
+            )
+        outputs = deployed_outputs(config)
+        uri = serve_module.query_example_uri(lora_loading_path(config, outputs), adapter)
+        s3 = clients_from_context(ctx, profile, outputs.region)("s3", outputs.region)
+        return serve_module.parse_query_example(serve_module.read_s3_text(s3, uri), uri)
+    except serve_module.ServeError as error:
+        fail([f"serve query: {error} (adapter publish copies it; or give --image and --prompt)"], EXIT_FINDINGS)
+        raise

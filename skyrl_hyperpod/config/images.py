@@ -18,12 +18,13 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ..plumbing.errors import InputError
 from ..plumbing.locations import DOCKER_DIR
+from ..plumbing.upstream import SKYRL_REPOSITORY
 from .base import CommitId, StrictModel
 from .efa import EFA_INSTALLER_KEY_FINGERPRINT
 from .version_lock import (
@@ -35,6 +36,13 @@ from .version_lock import (
     SkyRLRelease,
     dotted,
 )
+
+# The VisGym environments the training image can run: VisGym's 2-D mazes draw with pygame alone (installed beside
+# VisGym, headless with SDL's dummy drivers), while its other environments need display and OpenGL libraries the image
+# does not carry. The image's build check (docker/image_check.py) renders each through SkyRL's VisGymEnv, so
+# training.data.env_id is one of these or the build fails first.
+VisGymEnvId = Literal["maze_2d/easy", "maze_2d/hard"]
+VISGYM_ENV_IDS: tuple[str, ...] = get_args(VisGymEnvId)
 
 # The build context; the repository layout puts it next to the Python package.
 
@@ -103,7 +111,7 @@ class TrainingImageConfig(StrictModel):
         default=SKYRL_RELEASES[DEFAULT_SKYRL_VERSION].ray,
         description="2.52.0 or newer (Ray token authentication); the Ray that skyrl_version pins.",
     )
-    skyrl_repository: str = "https://github.com/NovaSky-AI/SkyRL"
+    skyrl_repository: str = f"https://github.com/{SKYRL_REPOSITORY}"
     skyrl_version: Literal[tuple(SKYRL_RELEASES)] = Field(  # type: ignore[valid-type]
         default=DEFAULT_SKYRL_VERSION,
         description="The SkyRL release (PyPI `skyrl`) the image builds from its git tag skyrl-v<version>; the drill "
@@ -228,6 +236,7 @@ class TrainingImageConfig(StrictModel):
             "VISGYM_REPOSITORY": self.visgym_repository,
             "VISGYM_REF": self.visgym_ref,
             "PYGAME_VERSION": self.pygame_version,
+            "VISGYM_ENV_IDS": " ".join(VISGYM_ENV_IDS),
             "EFA_INSTALLER_VERSION": self.efa_installer_version,
             "EFA_INSTALLER_KEY_FINGERPRINT": EFA_INSTALLER_KEY_FINGERPRINT,
             "DEFAULT_MODEL_ID": self.default_model_id,

@@ -229,6 +229,11 @@ def effective_max_lora_rank(serving: ServingConfig, runs: Sequence[ResolvedRun])
     return next((rank for rank in VLLM_LORA_RANKS if rank >= largest), VLLM_LORA_RANKS[-1])
 
 
+def effective_multimodal_limits(runs: Sequence[ResolvedRun]) -> dict[str, int]:
+    """The serving engine's limit_mm_per_prompt: what the longest of the runs' conversations holds, as training's."""
+    return max((run.multimodal_limits for run in runs), key=lambda limits: limits["image"])
+
+
 def check_serving(
     serving: ServingConfig,
     *,

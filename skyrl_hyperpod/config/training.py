@@ -21,8 +21,11 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from ..plumbing.upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .base import Cidr, StrictModel
+from .images import VisGymEnvId
+from .lora_targets import LANGUAGE_MODEL_LORA_MODULES, TARGET_MODULES_KEY, parse_target_modules
 from .shared_memory import MIN_SHM_GIB
 from .version_lock import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES, SkyRLRelease
+from .vllm_memory import MULTIMODAL_LIMITS_ARGUMENT, multimodal_limits
 from .workloads import K8S_NAME_PATTERN, relative_path
 
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
@@ -89,7 +92,11 @@ class SkyRLKnobs(StrictModel):
     lora_rank: int = _key("trainer.policy.model.lora.rank", 32, "0 = full fine-tune (no adapter to serve).", ge=0)
     lora_alpha: int = _key("trainer.policy.model.lora.alpha", 32, gt=0)
     lora_dropout: float | None = _key("trainer.policy.model.lora.dropout", None, ge=0, lt=1)
-    lora_target_modules: str | None = _key("trainer.policy.model.lora.target_modules", None)
+    lora_target_modules: tuple[str, ...] = _key(
+        TARGET_MODULES_KEY,
+        LANGUAGE_MODEL_LORA_MODULES,
+        "A list; the modules every vLLM engine applies (SkyRL's all-linear would also train the vision tower).",
+    )
     # The VisGym recipe's 1e-6 is for a full fine-tune; the Qwen3-VL-8B LoRA recipe uses 3e-5.
     learning_rate: float = _key("trainer.policy.optimizer_config.lr", 3e-5, "LoRA recipe value.", gt=0)
     strategy: str = _key("trainer.strategy", "fsdp")
@@ -153,10 +160,18 @@ class SkyRLKnobs(StrictModel):
     remove_microbatch_padding: bool = _key("trainer.remove_microbatch_padding", False)
     env_class: str = _key("environment.env_class", "visgym")
 
+    @field_validator("lora_target_modules", mode="before")
+    @classmethod
+    def _target_modules_list(cls, value: Any) -> Any:
+        return parse_target_modules(value)
+
 
 # Not overridable: the charts derive the run's paths and name per experiment, and train_job.py
 # points the model path and the data files at what it prepared on the shared file system.
+# vLLM's limit_mm_per_prompt in SkyRL's engines, one key per modality: derived from generator.max_turns.
+MULTIMODAL_LIMITS_KEY = f"generator.inference_engine.engine_init_kwargs.{MULTIMODAL_LIMITS_ARGUMENT}"
 DERIVED_KEYS = (
+    *(f"{MULTIMODAL_LIMITS_KEY}.{modality}" for modality in multimodal_limits(1)),
     "trainer.policy.model.path",
     "trainer.policy.model.lora.lora_sync_path",
     "trainer.ckpt_path",
@@ -223,7 +238,9 @@ class Experiment(StrictModel):
             if key.startswith("+"):
                 raise ValueError(f"{key!r}: SkyRL rejects the '+' prefix; name an existing key")
             if key in DERIVED_KEYS:
-                raise ValueError(f"{key!r} is derived from the experiment (paths, run name, data): not overridable")
+                raise ValueError(
+                    f"{key!r} is derived from the experiment (paths, run name, data; the engines' multimodal limits from generator.max_turns): not overridable"
+                )
             knob = SkyRLKnobs.model_fields.get(key)
             if knob is not None and knob.alias:
                 raise ValueError(
@@ -256,7 +273,9 @@ class TrainingDataConfig(StrictModel):
         default="datasets/visgym-maze", description="Dataset directory, relative to the shared mount."
     )
     runs_dir: str = Field(default="runs", description="Per-run outputs, relative to the shared mount.")
-    env_id: str = Field(default="maze_2d/easy", description="VisGym environment id.")
+    env_id: VisGymEnvId = Field(
+        default="maze_2d/easy", description="VisGym environment id: one the training image checks at build time."
+    )
     train_rows: int = Field(default=256, gt=0)
     eval_rows: int = Field(default=64, gt=0)
     eval_seed: int = Field(default=42, ge=0)
@@ -634,7 +653,8 @@ class TrainingConfig(StrictModel):
             except ValidationError as exc:
                 first = exc.errors(include_url=False)[0]
                 key = ".".join(str(p) for p in first["loc"])
-                raise ValueError(f"{where}.overrides[{key!r}] = {first.get('input')!r}: {first['msg']}") from None
+                message = first["msg"].removeprefix("Value error, ")
+                raise ValueError(f"{where}.overrides[{key!r}] = {first.get('input')!r}: {message}") from None
         return self
 
 

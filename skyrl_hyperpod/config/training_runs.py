@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from .catalog import InstanceSpec
 from .hyperpod import HyperPodConfig, InstanceGroupConfig
+from .lora_targets import skyrl_value, target_modules_problem
 from .training import (
+    MULTIMODAL_LIMITS_KEY,
     RECIPE_MICRO_BATCH_SIZE,
     RECIPE_MINI_BATCH_SIZE,
     RECIPE_TRAIN_BATCH_SIZE,
@@ -23,7 +25,7 @@ from .training import (
     TrainingJobsConfig,
     rayjob_name,
 )
-from .vllm_memory import engine_memory, lora_target_modules_problem, max_model_len_problem
+from .vllm_memory import engine_memory, max_model_len_problem, multimodal_limits
 from .workloads import WorkloadsConfig
 
 
@@ -94,6 +96,16 @@ class ResolvedRun:
             step_seconds=self.step_seconds,
         )
 
+    @property
+    def query_example_path(self) -> str:
+        """Where train_job.py writes the run's query example (its first VisGym observation and generation settings)."""
+        return posixpath.join(self.run_dir, QUERY_EXAMPLE_FILE)
+
+    @property
+    def multimodal_limits(self) -> dict[str, int]:
+        """The training engines' limit_mm_per_prompt: a maze frame per turn."""
+        return multimodal_limits(self.knobs.max_turns)
+
     def overrides(self) -> dict[str, str]:
         """SkyRL `key=value` pairs in a stable order: every knob, then the run's paths. The model
         path and the data files are added by train_job.py, which prepares them."""
@@ -105,6 +117,9 @@ class ResolvedRun:
                     "null" if value == "none" and name == "resume_mode" else _skyrl_value(value)
                 )
         values.update(
+            {f"{MULTIMODAL_LIMITS_KEY}.{modality}": str(count) for modality, count in self.multimodal_limits.items()}
+        )
+        values.update(
             {
                 "trainer.policy.model.lora.lora_sync_path": self.lora_sync_path,
                 "trainer.ckpt_path": self.ckpt_path,
@@ -115,9 +130,16 @@ class ResolvedRun:
         return values
 
 
-def _skyrl_value(value: Scalar) -> str:
+# The run's query example: docker/train_job.py's checkpoint check writes it (--query-example), the publish Job copies it
+# into the adapter's S3 folder under the same name, `skyrl-hp serve query` reads it from there.
+QUERY_EXAMPLE_FILE = "query-example.json"
+
+
+def _skyrl_value(value: Scalar | tuple[str, ...]) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, tuple):
+        return skyrl_value(value)
     return str(value)
 
 
@@ -429,8 +451,10 @@ def _check_run(knobs: SkyRLKnobs, layout: WorkerLayout, training: TrainingConfig
     problem = batch_sizes(knobs).problem()
     if problem:
         raise ValueError(problem)
-    if knobs.lora_rank and (problem := lora_target_modules_problem(knobs.lora_target_modules)):
-        raise ValueError(f"trainer.policy.model.lora.target_modules = {knobs.lora_target_modules!r}: {problem}")
+    if knobs.lora_rank and (problem := target_modules_problem(knobs.lora_target_modules)):
+        raise ValueError(
+            f"trainer.policy.model.lora.target_modules = {skyrl_value(knobs.lora_target_modules)}: {problem}"
+        )
     # SkyRL's engines load the one adapter being trained (SkyRL's lora.max_loras default, 1).
     memory = engine_memory(
         gpu_memory_gb=layout.spec.gpu_memory_gib,

@@ -25,8 +25,6 @@ GIB = 1024**3
 BF16_BYTES = 2
 # vLLM's memory beyond weights, adapters and KV cache; an estimate (see the module docstring).
 ACTIVATION_RESERVE_GIB = 6.0
-# The projections vLLM applies LoRA to in Qwen3's language model (PEFT's "all-linear" covers them).
-LANGUAGE_MODEL_LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
@@ -132,16 +130,12 @@ def max_model_len_problem(
     )
 
 
-def lora_target_modules_problem(target_modules: str | None) -> str | None:
-    """SkyRL's `trainer.policy.model.lora.target_modules` must name modules vLLM can load an adapter
-    for: PEFT's "all-linear" (SkyRL's default) or a comma-separated subset of the projections above."""
-    if target_modules is None or target_modules == "all-linear":
-        return None
-    names = [name.strip() for name in target_modules.strip("[]").split(",") if name.strip()]
-    unknown = [name for name in names if name not in LANGUAGE_MODEL_LORA_MODULES]
-    if names and not unknown:
-        return None
-    return (
-        f"vLLM loads LoRA adapters on {', '.join(LANGUAGE_MODEL_LORA_MODULES)} (or SkyRL's all-linear); "
-        f"{', '.join(unknown) or 'an empty list'} would not be served"
-    )
+# vLLM's items per prompt per modality (its engine argument limit_mm_per_prompt; 999 of each when unset,
+# vllm/config/multimodal.py), which its start-up profiling and the scheduler's encoder budget assume. A VisGym
+# conversation holds one maze frame per turn and no video.
+MULTIMODAL_LIMITS_ARGUMENT = "limit_mm_per_prompt"
+
+
+def multimodal_limits(max_turns: int) -> dict[str, int]:
+    """limit_mm_per_prompt for a conversation of at most `max_turns` turns: one image each, no video."""
+    return {"image": max_turns, "video": 0}

@@ -3,7 +3,10 @@ pod and port behind its Serve Service, and one OpenAI-style request in VisGym's 
 
 The request is the message VisGym's SkyRL environment builds (SkyRL examples/train/visgym/utils.py,
 `make_image_message`): one user message whose content is the task text and the maze image as a
-`data:image/png;base64,...` URL; the model answers with one action tuple such as ('move', 0).
+`data:image/png;base64,...` URL; the model answers with one action tuple such as ('move', 0). By default it is the
+run's own query example: the first observation of its first eval maze (VisGym's task with SkyRL's format
+instruction, and the maze frame VisGym drew), with the run's max_generate_length and temperature, which the training
+job writes when it checks the checkpoint (docker/train_job.py) and the publish Job copies beside the adapter.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.training_runs import QUERY_EXAMPLE_FILE
 from skyrl_hyperpod.plumbing.errors import ProjectError
 from skyrl_hyperpod.plumbing.upstream import GPU_RESOURCE
 
@@ -31,16 +35,6 @@ from .kube import Cluster, KubeError
 SETTLED_DEPLOYMENT_STATES = ("Complete", "Failed", "ValidationFailed", "Suspending", "Suspended")
 ACTIVE_JOB_STATES = ("PENDING", "RUNNING")
 REQUEST_TIMEOUT_SECONDS = 300
-
-# The task as VisGym's maze_2d environment states it (gymnasium/envs/maze_2d/maze_2d.py, get_prompt, image
-# mode) and SkyRL's VisGym environment asks for the answer (examples/train/visgym/env_sft.py), in this
-# project's words; `serve query --prompt-file` sends VisGym's own text instead.
-DEFAULT_PROMPT = (
-    "You are navigating a maze shown in the image: walls are gray, paths are white, you are the blue circle and "
-    "the goal is the red square. Actions: ('move', d) moves one cell, with d = 0 right, 1 up, 2 left, 3 down; "
-    "('stop', 'stop') ends the episode. You succeed if you stop on the red square. Answer with exactly one "
-    "action as a Python tuple, for example ('move', 0), without backticks or other formatting."
-)
 
 
 @dataclass(frozen=True)
@@ -178,25 +172,85 @@ def image_data_url(path: Path) -> str:
     return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
 
 
-def chat_request(model: str, prompt: str, image_url: str, *, max_tokens: int, temperature: float) -> dict[str, Any]:
+class ServeError(ProjectError):
+    """A request the endpoint refused or could not answer, as one line."""
+
+
+def image_message(prompt: str, image_url: str) -> dict[str, Any]:
+    """One user turn as SkyRL's VisGym environment builds it: the text, then the image."""
     return {
-        "model": model,
-        "messages": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": prompt},
-                    {"type": "image_url", "image_url": {"url": image_url}},
-                ],
-            }
-        ],
-        "max_tokens": max_tokens,
-        "temperature": temperature,
+        "role": "user",
+        "content": [{"type": "text", "text": prompt}, {"type": "image_url", "image_url": {"url": image_url}}],
     }
 
 
-class ServeError(ProjectError):
-    """A request the endpoint refused or could not answer, as one line."""
+def chat_request(model: str, messages: list[dict[str, Any]], *, max_tokens: int, temperature: float) -> dict[str, Any]:
+    return {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
+
+
+@dataclass(frozen=True)
+class QueryExample:
+    """A run's query example (docker/train_job.py `write_query_example`): the conversation and generation settings
+    of its first eval episode's first turn."""
+
+    env_id: str
+    seed: int
+    messages: list[dict[str, Any]]
+    max_tokens: int | None
+    temperature: float | None
+
+    @property
+    def prompt(self) -> str:
+        """The text of its first turn."""
+        content = self.messages[0]["content"] if self.messages else []
+        return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+def parse_query_example(text: str, where: str) -> QueryExample:
+    """The example in `text` (JSON), or a one-line ServeError naming `where`."""
+    try:
+        data = json.loads(text)
+        messages = data["messages"]
+        if not (isinstance(messages, list) and messages and isinstance(messages[0].get("content"), list)):
+            raise ValueError("its messages are not one user turn of text and image parts")
+        return QueryExample(
+            env_id=str(data["env_id"]),
+            seed=int(data["seed"]),
+            messages=messages,
+            max_tokens=int(data["max_tokens"]) if data.get("max_tokens") is not None else None,
+            temperature=float(data["temperature"]) if data.get("temperature") is not None else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ServeError(f"{where} is not a query example train_job.py wrote: {error}") from None
+
+
+def query_messages(example: QueryExample | None, prompt: str | None, image_url: str | None) -> list[dict[str, Any]]:
+    """The example's first turn with `prompt` and `image_url` in place of its text and picture where given."""
+    if example is None:
+        if prompt is None or image_url is None:
+            raise ValueError("without a query example, both the text and the picture are needed")
+        return [image_message(prompt, image_url)]
+    if prompt is None and image_url is None:
+        return example.messages
+    first = example.messages[0]
+    picture = image_url or next(
+        part["image_url"]["url"] for part in first["content"] if part.get("type") == "image_url"
+    )
+    return [image_message(prompt if prompt is not None else example.prompt, picture), *example.messages[1:]]
+
+
+def query_example_uri(adapters_path: str, adapter: str) -> str:
+    """Where the publish Job put an adapter's query example: its folder under dynamic_lora_loading_path."""
+    return f"{adapters_path.rstrip('/')}/{adapter}/{QUERY_EXAMPLE_FILE}"
+
+
+def read_s3_text(s3: Any, uri: str) -> str:
+    """The object at s3://bucket/key as text, or a one-line ServeError."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    try:
+        return str(s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8"))
+    except Exception as error:  # botocore's ClientError and transport errors; one line
+        raise ServeError(f"cannot read {uri}: {error}") from None
 
 
 def send_chat(base_url: str, body: dict[str, Any]) -> dict[str, Any]:

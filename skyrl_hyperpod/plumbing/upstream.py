@@ -60,6 +60,18 @@ RAY_CLIENT_PORT = 10001
 # leaves it at the default, so the head pod publishes this port.
 RAY_SERVE_HTTP_PORT = 8000
 
+# VisGym's environments (https://github.com/visgym/VisGym, its own `gymnasium` package) and SkyRL's VisGym example
+# (examples/train/visgym of https://github.com/NovaSky-AI/SkyRL: entrypoint.py, env_sft.py, dataset.py, ...) at the
+# commits `make drill` runs, every file checked against skyrl_hyperpod/validation/upstream_sums/<name>-<commit>.sha256
+# (`skyrl-hp fetch visgym`). The training image builds VisGym from the fork its configuration pins
+# (training_image.visgym_repository, visgym_ref) and the example from SkyRL's release tag; these are the newest
+# upstream commits whose files this project lists (docs/drill.md says what may differ).
+VISGYM_REPOSITORY = "visgym/VisGym"
+VISGYM_COMMIT = "0289034b0cefa6fbbad27f7dd8c01545df324afd"
+SKYRL_REPOSITORY = "NovaSky-AI/SkyRL"
+SKYRL_VISGYM_EXAMPLE_COMMIT = "a9564572eb8e91076be43c1bd5e4615e3de17265"
+SKYRL_VISGYM_EXAMPLE_PATH = "examples/train/visgym"
+
 # Chart locations inside aws/sagemaker-hyperpod-cli (helm_chart/HyperPodHelmChart at release v3.9.0; the
 # operator's sub-chart from release v3.10.0 on).
 HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import io
 import json
@@ -57,6 +56,7 @@ from typing import Any
 import yaml
 
 from ..config import ProjectConfig
+from ..config.versions import VersionsConfig
 from ..plumbing.errors import InputError
 from ..plumbing.locations import STACKS_DIR, default_upstream_dir
 from ..plumbing.upstream import HYPERPOD_CHART_PATH, INSTANCE_TYPE_LABEL, RAY_ENDPOINT_OPERATOR_CHART_PATH
@@ -74,12 +74,15 @@ from ..values.helm_values import (
     ray_endpoint_operator_values,
 )
 from . import cache
+from .verified_archive import ArchiveFiles, copy_problem, read_sums
 
 CHARTS_DIR_ENV_VAR = "HYPERPOD_CHARTS_DIR"
 HELM_ENV_VAR = "SKYRL_HP_HELM"
 DEFAULT_CHARTS_DIR = default_upstream_dir("hyperpod-helm-chart")
 SUMS_DIR = Path(__file__).with_name("chart_sums")
 FETCH_COMMAND = "skyrl-hp fetch hyperpod-chart --commit {commit} --dest DIR"
+# owner/name of the repository whose archives the sha256 lists describe (the configuration's default).
+HYPERPOD_CLI_REPOSITORY = VersionsConfig().hyperpod_cli_repository.removeprefix("https://github.com/")
 # The git Helm installer's Lambda asset (a checkout's files): its handler, and the chart assembly (and command
 # runner) chart-check --render runs, which the handler imports as the top-level module CHART_ASSEMBLY_MODULE.
 INSTALLER_DIR = STACKS_DIR / "components" / "git_helm_installer_handler"
@@ -102,15 +105,7 @@ class ChartReport:
 
 def sums_for(commit: str) -> dict[str, str] | None:
     """{relative path: sha256} of every file of the chart at `commit`, when this project lists them."""
-    listing = SUMS_DIR / f"{commit}.sha256"
-    if not listing.is_file():
-        return None
-    sums = {}
-    for line in listing.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            sums[name.strip()] = digest
-    return sums
+    return read_sums(SUMS_DIR / f"{commit}.sha256")
 
 
 def chart_file_digests(commit: str, chart_path: str) -> dict[str, str] | None:
@@ -122,10 +117,6 @@ def chart_file_digests(commit: str, chart_path: str) -> dict[str, str] | None:
     prefix = chart_path.rstrip("/") + "/"
     inside = {name.removeprefix(prefix): digest for name, digest in sums.items() if name.startswith(prefix)}
     return dict(sorted(inside.items())) or None
-
-
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def resolve_charts_dir(charts_dir: Path | str | None = None) -> Path:
@@ -147,15 +138,25 @@ def commit_dir(commit: str, charts_dir: Path | str | None = None) -> Path:
                 f"(set ${CHARTS_DIR_ENV_VAR} or run `{FETCH_COMMAND.format(commit=commit)}`)"
             ]
         )
-    sums = sums_for(commit)
-    if sums is not None:
-        for name, digest in sorted(sums.items()):
-            path = root / name
-            if not path.is_file() or sha256_of(path) != digest:
-                raise InputError(
-                    [f"chart check: {path} is missing or its sha256 differs from the list for commit {commit}: refused"]
-                )
+    spec = chart_archive(commit)
+    if spec is not None and (problem := copy_problem(spec, root)):
+        raise InputError([f"chart check: {problem}"])
     return root
+
+
+def chart_archive(commit: str) -> ArchiveFiles | None:
+    """What of aws/sagemaker-hyperpod-cli's archive at `commit` is the chart, when this project lists that commit:
+    every file of HYPERPOD_CHART_PATH, and nothing else in that folder."""
+    sums = sums_for(commit)
+    if sums is None:
+        return None
+    return ArchiveFiles(
+        label="fetch_hyperpod_chart",
+        repository=HYPERPOD_CLI_REPOSITORY,
+        commit=commit,
+        sums=sums,
+        closed_prefixes=(f"{HYPERPOD_CHART_PATH}/",),
+    )
 
 
 def _load_yaml(path: Path) -> Any:

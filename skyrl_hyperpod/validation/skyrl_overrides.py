@@ -174,6 +174,12 @@ def _raised_importing_backends(exc: BaseException) -> bool:
     return isinstance(exc, ImportError) and (exc.name or "").startswith(_BACKENDS_MODULE)
 
 
+def parse_skyrl_overrides(overrides: list[str]) -> Any:
+    """SkyRL's typed configuration from `key=value` overrides, as SkyRL's own entry point builds it
+    (`SkyRLTrainConfig.from_cli_overrides`); SkyRL's errors propagate."""
+    return _offline_config_class().from_cli_overrides(list(overrides))
+
+
 def skyrl_override_problems(overrides: list[str]) -> tuple[list[str], str | None]:
     """(problems, reason the check was skipped or None)."""
     malformed = [o for o in overrides if "=" not in o]
@@ -183,7 +189,7 @@ def skyrl_override_problems(overrides: list[str]) -> tuple[list[str], str | None
     if reason is not None:
         return [], reason
     try:
-        config = _offline_config_class().from_cli_overrides(list(overrides))
+        config = parse_skyrl_overrides(overrides)
     except Exception as exc:  # SkyRL reports every rule as ValueError/TypeError/omegaconf errors
         message = " ".join(str(exc).split())
         return [f"SkyRL overrides: {type(exc).__name__}: {message}"], None

@@ -4,7 +4,9 @@ builds it without starting jsii.
 
 It copies /shared/<runs>/<run_id>/global_step_<N>/policy to s3://<bucket>/<prefix>/<adapter>/ with the
 TRAINING service account: its Pod Identity role may write the adapters prefix, while the serving identity
-is read-only by design. The folder name is the adapter's name in requests.
+is read-only by design. The folder name is the adapter's name in requests. The run's query example (its first
+VisGym observation and generation settings, which train_job.py writes) goes into the same folder, where
+`skyrl-hp serve query` reads it; vLLM loads only the adapter's own files from there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from ..config import ProjectConfig
 from ..config.serving import Publication
+from ..config.training_runs import QUERY_EXAMPLE_FILE
 from .stack_outputs import StackOutputs
 
 
@@ -37,12 +40,15 @@ def publish_source_and_target(config: ProjectConfig, outputs: StackOutputs, pub:
     return source, target
 
 
-def publish_script(source: str, target: str) -> str:
-    src, dst = shlex.quote(source), shlex.quote(target)
+def publish_script(source: str, target: str, query_example: str) -> str:
+    src, dst, example = shlex.quote(source), shlex.quote(target), shlex.quote(query_example)
+    example_target = shlex.quote(f"{target}{QUERY_EXAMPLE_FILE}")
     return (
         f'test -f {src}/adapter_config.json || {{ echo "no adapter in {source}: is that step exported '
         f'(trainer.hf_save_interval) and LoRA on?" >&2; exit 1; }}\n'
         f"aws s3 sync {src} {dst} --only-show-errors\n"
+        f"if test -f {example}; then aws s3 cp {example} {example_target} --only-show-errors; "
+        f'else echo "note: no query example at {query_example}: serve query needs --image and --prompt" >&2; fi\n'
         f"aws s3 ls {dst}\n"
     )
 
@@ -80,7 +86,7 @@ def publish_job(
                             "name": "publish",
                             "image": publish.image,
                             "imagePullPolicy": "IfNotPresent",
-                            "command": ["/bin/sh", "-ec", publish_script(source, target)],
+                            "command": ["/bin/sh", "-ec", publish_script(source, target, pub.run.query_example_path)],
                             "env": [
                                 {"name": "HOME", "value": "/tmp"},
                                 {"name": "AWS_REGION", "value": outputs.region},

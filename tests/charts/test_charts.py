@@ -210,6 +210,8 @@ def test_rayjob_entrypoint_runs_the_mounted_script_with_typed_values(default_cha
         # The stall watchdog's bounds (training.jobs.stall_timeout_*, derived from the reference step time).
         "--stall-timeout-first-step": str(training.jobs.effective_stall_timeout_first_step_s),
         "--stall-timeout-step": str(training.jobs.effective_stall_timeout_step_s),
+        # The checkpoint check's query example, in the run's directory (the publish Job copies it from there).
+        "--query-example": "/shared/runs/maze-grpo/query-example.json",
     }
     overrides = skyrl_overrides(job)
     assert overrides["trainer.policy.model.lora.rank"] == "32"
@@ -222,6 +224,29 @@ def test_rayjob_entrypoint_runs_the_mounted_script_with_typed_values(default_cha
     assert overrides["generator.vision_language_generator"] == "true"
     assert overrides["trainer.remove_microbatch_padding"] == "false"
     assert overrides["trainer.resume_mode"] == "latest"
+    # The adapter adapts what vLLM applies, as a list SkyRL parses (tests/config/test_lora_targets.py), and the
+    # engines profile for the conversations the job sends: one maze frame per turn, no video.
+    assert (
+        overrides["trainer.policy.model.lora.target_modules"]
+        == "[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]"
+    )
+    limits = "generator.inference_engine.engine_init_kwargs.limit_mm_per_prompt"
+    assert (overrides[f"{limits}.image"], overrides[f"{limits}.video"]) == (str(training.knobs.max_turns), "0")
+
+
+def test_the_serving_engine_profiles_for_the_training_conversations(default_charts, default_config):
+    serve_config = yaml.safe_load(one(default_charts, "RayService")["spec"]["serveConfigV2"])
+    [llm_config] = serve_config["applications"][0]["args"]["llm_configs"]
+    max_turns = default_config.training.knobs.max_turns
+    assert llm_config["engine_kwargs"]["limit_mm_per_prompt"] == {"image": max_turns, "video": 0}
+    longer = validate_config({"training": {"experiments": [
+        {"name": "short", "overrides": {"generator.max_turns": 4}},
+        {"name": "long", "overrides": {"generator.max_turns": 20}},
+    ]}})  # fmt: skip
+    [llm_config] = yaml.safe_load(one(synth(longer), "RayService")["spec"]["serveConfigV2"])["applications"][0]["args"][
+        "llm_configs"
+    ]
+    assert llm_config["engine_kwargs"]["limit_mm_per_prompt"] == {"image": 20, "video": 0}
 
 
 def test_entrypoint_is_accepted_by_the_training_script(default_config):

@@ -4,17 +4,21 @@ fake API server, Ray Serve's OpenAI endpoint as a fake HTTP server reached throu
 from __future__ import annotations
 
 import base64
+import io
 import json
 
+import boto3
 import pytest
 import yaml
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
 from click.testing import CliRunner
 from deployed_cluster import NAMESPACE, RAYCLUSTER, deployed_outputs, write_dist
 from fake_http import FakeHttp
 from fake_kube import FakeKube, pod
 
 from skyrl_hyperpod.cli import cli
-from skyrl_hyperpod.cli.common import CliState
+from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import load_config
 from skyrl_hyperpod.values.stack_outputs import FIELD_BY_OUTPUT_KEY
 
@@ -238,26 +242,110 @@ def test_serve_up_with_serving_off_is_bad_input(kube, tmp_path, dist):
 # --- serve query -----------------------------------------------------------------------------------------------
 
 ANSWER = {"choices": [{"message": {"role": "assistant", "content": "('move', 3)"}}]}
+FRAME = "data:image/png;base64," + base64.b64encode(PNG).decode()
+# A run's query example as docker/train_job.py writes it (tests/test_train_job.py checks the writer).
+EXAMPLE = {
+    "env_id": "maze_2d/easy",
+    "seed": 42,
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "You are navigating a 9x9 maze. ... IMPORTANT: Respond with exactly one action",
+                },
+                {"type": "image_url", "image_url": {"url": FRAME}},
+            ],
+        }
+    ],  # fmt: skip
+    "prompt_tokens": 452,
+    "image_tokens": 64,
+    "max_tokens": 1024,
+    "temperature": 0.7,
+}
+EXAMPLE_KEY = "adapters/maze-grpo/query-example.json"
 
 
-def test_query_sends_visgyms_message_format_and_prints_the_answer(http, tmp_path):
+def stubbed_s3(objects: dict[str, bytes]) -> AwsClients:
+    """An S3 client answering get_object for `objects` in the artifacts bucket (and NoSuchKey once otherwise)."""
+    s3 = boto3.client("s3", region_name="us-west-2")
+    stubber = Stubber(s3)
+    bucket = deployed_outputs(load_config(None)).artifacts_bucket_name
+    for key, data in objects.items():
+        stubber.add_response("get_object", {"Body": StreamingBody(io.BytesIO(data), len(data))},
+                             {"Bucket": bucket, "Key": key})  # fmt: skip
+    if not objects:
+        stubber.add_client_error("get_object", "NoSuchKey", "The specified key does not exist.", 404)
+    stubber.activate()
+    return AwsClients(overrides={"s3": s3})
+
+
+def run_with_s3(aws: AwsClients, *args: str):
+    return CliRunner().invoke(cli, list(args), obj=CliState(aws=aws, poll_seconds=0))
+
+
+def test_query_sends_the_runs_own_first_turn_and_settings_by_default(http):
     http.routes[("POST", "/v1/chat/completions")] = (200, ANSWER)
-    image = tmp_path / "maze.png"
-    image.write_bytes(PNG)
-    result = run(None, "serve", "query", "--adapter", "maze-grpo", "--image", str(image), "--url", http.url)
+    aws = stubbed_s3({EXAMPLE_KEY: json.dumps(EXAMPLE).encode()})
+    result = run_with_s3(aws, "serve", "query", "--adapter", "maze-grpo", "--url", http.url)
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "visgym-qwen3vl:maze-grpo: ('move', 3)"
     [request] = http.requests
-    body = request.body
-    assert body["model"] == "visgym-qwen3vl:maze-grpo"
-    [message] = body["messages"]
-    assert message["role"] == "user"
-    text, picture = message["content"]
-    assert text["type"] == "text" and "('move', 0)" in text["text"] and "red square" in text["text"]
-    assert picture == {
-        "type": "image_url",
-        "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+    # The example the publish Job copied beside the adapter: the training's message, max_generate_length, temperature.
+    assert request.body == {
+        "model": "visgym-qwen3vl:maze-grpo",
+        "messages": EXAMPLE["messages"],
+        "max_tokens": 1024,
+        "temperature": 0.7,
     }
+
+
+def test_query_replaces_the_examples_picture_and_keeps_its_text(http, tmp_path):
+    http.routes[("POST", "/v1/chat/completions")] = (200, ANSWER)
+    image = tmp_path / "maze.png"
+    image.write_bytes(PNG[:8] + b"\x01" * 32)
+    example = tmp_path / "query-example.json"
+    example.write_text(json.dumps(EXAMPLE))
+    result = run(None, "serve", "query", "--example-file", str(example), "--image", str(image), "--max-tokens", "16",
+                 "--url", http.url)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    body = http.requests[0].body
+    assert body["model"] == "visgym-qwen3vl" and body["max_tokens"] == 16 and body["temperature"] == 0.7
+    [message] = body["messages"]
+    text, picture = message["content"]
+    assert text == EXAMPLE["messages"][0]["content"][0]
+    assert picture["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(image.read_bytes()).decode()
+
+
+def test_query_with_a_picture_and_a_text_needs_no_example(http, tmp_path):
+    http.routes[("POST", "/v1/chat/completions")] = (200, ANSWER)
+    image = tmp_path / "maze.png"
+    image.write_bytes(PNG)
+    result = run(None, "serve", "query", "--adapter", "maze-grpo", "--image", str(image), "--prompt", "task",
+                 "--url", http.url)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    body = http.requests[0].body
+    assert body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "task"}, {"type": "image_url", "image_url": {"url": FRAME}}]}]  # fmt: skip
+    # Without an example: the configuration's generation settings (the training's).
+    knobs = load_config(None).training.knobs
+    assert (body["max_tokens"], body["temperature"]) == (knobs.max_generate_length, knobs.temperature)
+
+
+def test_query_without_a_published_example_says_where_it_comes_from(http):
+    result = run_with_s3(stubbed_s3({}), "serve", "query", "--adapter", "maze-grpo", "--url", http.url)
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert f"cannot read s3://skyrl-hp-artifacts-111111111111/{EXAMPLE_KEY}" in line
+    assert "(adapter publish copies it; or give --image and --prompt)" in line
+    assert http.requests == []
+
+
+def test_query_of_the_base_model_names_an_adapter_whose_example_to_send(http):
+    result = run(None, "serve", "query", "--url", http.url)
+    assert result.exit_code == 2
+    assert "name a published adapter whose example to send (--example-from NAME)" in result.stderr
 
 
 def test_query_through_the_port_forward_to_the_serve_service(kube, http, tmp_path):
@@ -274,7 +362,7 @@ def test_query_through_the_port_forward_to_the_serve_service(kube, http, tmp_pat
     kube.put(f"/api/v1/namespaces/{NAMESPACE}/pods/serve-head", pod("serve-head", NAMESPACE, {"ray.io/serve": "true"}))
     image = tmp_path / "maze.png"
     image.write_bytes(PNG)
-    result = run(kube, "serve", "query", "--image", str(image), http=http)
+    result = run(kube, "serve", "query", "--image", str(image), "--prompt", "task", http=http)
     assert result.exit_code == 0, result.output
     assert http.forwarded == [(NAMESPACE, "serve-head", 8000)]
     assert http.requests[0].body["model"] == "visgym-qwen3vl"  # no --adapter: the base model
@@ -284,7 +372,8 @@ def test_query_for_an_unpublished_adapter_is_one_line(http, tmp_path):
     http.routes[("POST", "/v1/chat/completions")] = (404, {"error": {"message": "LoRA adapter not found"}})
     image = tmp_path / "maze.png"
     image.write_bytes(PNG)
-    result = run(None, "serve", "query", "--adapter", "nope", "--image", str(image), "--url", http.url)
+    result = run(None, "serve", "query", "--adapter", "nope", "--image", str(image), "--prompt", "task",
+                 "--url", http.url)  # fmt: skip
     assert result.exit_code == 1
     [line] = result.stderr.strip().splitlines()
     assert "HTTP 404: no adapter 'nope' in the adapters prefix (skyrl-hp adapter publish)" in line
@@ -293,6 +382,6 @@ def test_query_for_an_unpublished_adapter_is_one_line(http, tmp_path):
 def test_query_refuses_a_file_that_is_not_an_image(tmp_path):
     text = tmp_path / "maze.png"
     text.write_text("not a picture")
-    result = run(None, "serve", "query", "--image", str(text), "--url", "http://127.0.0.1:9")
+    result = run(None, "serve", "query", "--image", str(text), "--prompt", "task", "--url", "http://127.0.0.1:9")
     assert result.exit_code == 2
     assert result.stderr.strip() == f"serve query: --image {text}: not a PNG or JPEG file"

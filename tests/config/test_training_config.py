@@ -461,11 +461,11 @@ def test_a_max_model_len_that_does_not_fit_the_gpu_is_refused():
 
 
 def test_lora_target_modules_must_be_ones_vllm_serves():
-    attention_only = "q_proj,k_proj,v_proj,o_proj"
+    attention_only = ["q_proj", "k_proj", "v_proj", "o_proj"]
     validate_config({"training": {"knobs": {"trainer.policy.model.lora.target_modules": attention_only}}})
-    message = only_problem(experiment(**{"trainer.policy.model.lora.target_modules": "q_proj,visual.merger"}))
-    assert "trainer.policy.model.lora.target_modules = 'q_proj,visual.merger'" in message
-    assert "visual.merger would not be served" in message
+    message = only_problem(experiment(**{"trainer.policy.model.lora.target_modules": "[q_proj,visual.merger]"}))
+    assert "trainer.policy.model.lora.target_modules = [q_proj,visual.merger]" in message
+    assert "visual.merger would not be applied" in message
 
 
 def test_serving_lora_settings_match_every_trained_adapter():

@@ -23,7 +23,7 @@ from conftest import REPO_ROOT
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.plumbing.errors import InputError
 from skyrl_hyperpod.plumbing.upstream import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
-from skyrl_hyperpod.validation import fetch_hyperpod_chart, hyperpod_chart
+from skyrl_hyperpod.validation import hyperpod_chart, verified_archive
 from skyrl_hyperpod.validation.hyperpod_chart import (
     chart_assembly_module,
     check_charts,
@@ -386,7 +386,7 @@ class ArchiveOpener:
 
 def test_fetch_writes_the_verified_chart(monkeypatch, tmp_path):
     opener = ArchiveOpener(archive_of(CHARTS_DIR / PINNED, PINNED))
-    monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
+    monkeypatch.setattr(verified_archive, "opener", opener)
     assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path / "charts")) == 0
     assert opener.urls == [f"https://codeload.github.com/aws/sagemaker-hyperpod-cli/tar.gz/{PINNED}"]
     written = tmp_path / "charts" / PINNED / HYPERPOD_CHART_PATH / "values.yaml"
@@ -398,7 +398,7 @@ def test_fetch_writes_the_verified_chart(monkeypatch, tmp_path):
 
 def test_fetch_refuses_a_tampered_archive_and_writes_nothing(monkeypatch, tmp_path, capsys):
     tampered = copy_chart(tmp_path / "src", PINNED, {"Chart.yaml": lambda t: t + "\n# tampered\n"})
-    monkeypatch.setattr(fetch_hyperpod_chart, "opener", ArchiveOpener(archive_of(tampered / PINNED, PINNED)))
+    monkeypatch.setattr(verified_archive, "opener", ArchiveOpener(archive_of(tampered / PINNED, PINNED)))
     assert skyrl_hp("fetch", "hyperpod-chart", "--dest", str(tmp_path / "charts")) == 1
     [line] = capsys.readouterr().err.strip().splitlines()
     assert f"{HYPERPOD_CHART_PATH}/Chart.yaml has sha256" in line and "refused" in line
@@ -412,7 +412,7 @@ def test_fetch_refuses_a_commit_without_a_sha256_list(tmp_path, capsys):
 
 def test_fetch_if_missing_keeps_a_verified_copy_and_refuses_a_tampered_one(monkeypatch, tmp_path, capsys):
     opener = ArchiveOpener(b"")
-    monkeypatch.setattr(fetch_hyperpod_chart, "opener", opener)
+    monkeypatch.setattr(verified_archive, "opener", opener)
     charts = copy_chart(tmp_path, PINNED)
     assert skyrl_hp("fetch", "hyperpod-chart", "--if-missing", "--dest", str(charts)) == 0
     assert opener.urls == []  # nothing downloaded
