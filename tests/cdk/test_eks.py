@@ -35,7 +35,7 @@ from skyrl_hyperpod.values.helm_values import (
 )
 from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components import eks_addons, eks_cluster
-from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
+from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, GitHelmInstaller, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
 from stacks.eks_stack import (
     KUBERAY_COMMIT,
@@ -222,6 +222,42 @@ def test_one_kubectl_layer_and_one_installer_serve_every_release(variant):
     assert len(resources(variant.template, "AWS::Lambda::Function")) == 3
     tokens = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(variant.template).values()}
     assert len(tokens) == 1
+
+
+def installer_of(template: dict) -> tuple[str, dict]:
+    """(logical id, properties) of the function every git chart of `template` names as its ServiceToken."""
+    [function_id] = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(template).values()}
+    return function_id, template["Resources"][function_id]["Properties"]
+
+
+def chart_spec(chart: dict) -> dict:
+    """The release spec the handler builds from this chart's event (its properties, the region as a placeholder)."""
+    properties = {**chart["Properties"], "Values": json.dumps(rendered_json(chart["Properties"]["Values"]))}
+    return installer_module().event_spec(properties)
+
+
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_the_installer_may_install_exactly_the_releases_of_its_charts(fixture, request):
+    synth = request.getfixturevalue(fixture)
+    handler = installer_module()
+    _, function = installer_of(synth.template)
+    environment = function["Environment"]["Variables"]
+    # Its own cluster, by reference ...
+    assert environment[handler.CLUSTER_ENV] == {"Ref": one(synth.template, "AWS::EKS::Cluster")[0]}
+    # ... and what each chart's resource sends, as the handler compares an event: those, nothing else.
+    allowed = rendered_json(environment[handler.ALLOWED_RELEASES_ENV])
+    charts = git_charts(synth.template).values()
+    assert sorted(map(handler.canonical_json, allowed)) == sorted(handler.canonical_json(chart_spec(c)) for c in charts)
+    assert len(allowed) == 2
+    # Within Lambda's 4 KB of environment, with room for a region name in place of the placeholder.
+    assert len(json.dumps(environment)) < handler.ENVIRONMENT_LIMIT_BYTES / 2
+
+
+def test_releases_over_lambdas_environment_limit_are_refused_at_synth():
+    installer = SimpleNamespace(allowed_releases=[])
+    spec = installer_module().release_spec({"Release": "r", "Namespace": "n", "Values": {"large": "x" * 4000}})
+    with pytest.raises(ConfigError, match=r"\(n/r\) take \d+ bytes of its Lambda environment, over Lambda's 4096"):
+        GitHelmInstaller.allow(installer, spec)
 
 
 # --- control plane -----------------------------------------------------------------------------
