@@ -22,11 +22,13 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shlex
 import sys
 import tarfile
 import time
 import urllib.error
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -203,13 +205,15 @@ elif tool == "kubectl":
     elif args[0] == "patch":
         if cm is None:
             print(f'Error from server (NotFound): configmaps "{name}" not found', file=sys.stderr); sys.exit(1)
-        cm["data"] = {**(cm.get("data") or {}), **json.loads(flag("--patch"))["data"]}
+        # A JSON merge patch: null removes a key.
+        merged = {**(cm.get("data") or {}), **json.loads(flag("--patch"))["data"]}
+        cm["data"] = {key: value for key, value in merged.items() if value is not None}
         save(f"configmap-{name}.json", cm)
     elif args[0] == "create":
         if cm is not None:
             print(f'Error from server (AlreadyExists): configmaps "{name}" already exists', file=sys.stderr); sys.exit(1)
-        key, value = [a for a in args if a.startswith("--from-literal=")][0].split("=", 1)[1].split("=", 1)
-        save(f"configmap-{name}.json", {"metadata": {"name": name}, "data": {key: value}})
+        literals = [a.split("=", 1)[1].split("=", 1) for a in args if a.startswith("--from-literal=")]
+        save(f"configmap-{name}.json", {"metadata": {"name": name}, "data": dict(literals)})
 elif args[0] == "pull":
     flaky("pull")
     name = args[1].rsplit("/", 1)[-1]
@@ -246,7 +250,7 @@ elif args[0] == "upgrade":
         print("Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress", file=sys.stderr)
         sys.exit(1)
     flaky("upgrade")
-    labels = dict([flag("--labels").split("=", 1)])
+    labels = dict(pair.split("=", 1) for pair in flag("--labels").split(","))
     behaviour = scenario.get("upgrade", "ok")
     if behaviour == "error":
         new_revision("failed", labels)
@@ -276,6 +280,26 @@ elif args[0] == "upgrade":
     new_revision("deployed", labels)
     save("manifest.json", rendered.stdout)
 """
+
+
+CLUSTER = "skyrl-hp-eks"
+STACK_ID = "arn:aws:cloudformation:us-west-2:111111111111:stack/skyrl-hp-eks/0a1b2c3d"
+# A pre-signed URL of CloudFormation's response bucket in us-west-2, as CloudFormation sends it.
+RESPONSE_URL = (
+    "https://cloudformation-custom-resource-response-uswest2.s3.us-west-2.amazonaws.com/"
+    "arn%3Aaws%3Acloudformation%3Aus-west-2%3A111111111111%3Astack/skyrl-hp-eks/0a1b2c3d%7CHyperPodDependencies%7C"
+    "request-0?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=7200&X-Amz-Signature=0123abcd"
+)
+
+
+def chart_properties(**overrides) -> dict:
+    """A HelmChartFromGit's properties as CloudFormation sends them (without the ServiceToken), with `overrides`."""
+    return {
+        "ClusterName": CLUSTER, "Repository": REPOSITORY, "Commit": COMMIT, "ChartPath": CHART_PATH,
+        "Release": "hyperpod-dependencies", "Namespace": "kube-system", "Values": "{}",
+        "ArchiveDigests": json.dumps(PINS), "RequirePinnedDigests": "true", "ChartFileDigests": json.dumps(FILE_DIGESTS),
+        "ArchiveMirror": "", **overrides,
+    }  # fmt: skip
 
 
 def load_handler():
@@ -339,6 +363,9 @@ class Harness:
         monkeypatch.setenv("FAKE_ARCHIVES", str(archives))
         monkeypatch.setenv("REAL_HELM", str(REAL_HELM))
         monkeypatch.setenv("AWS_REGION", "us-west-2")
+        monkeypatch.setenv(h.CLUSTER_ENV, CLUSTER)
+        self.monkeypatch = monkeypatch
+        self.allow({})
         self.download_failures = 0
         self.urls: list[str] = []
         self.files = {f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{COMMIT}.tar.gz": TARBALL}
@@ -350,6 +377,11 @@ class Harness:
         self.physical_id: str | None = None
         self.last_properties: dict = {}
         self.scenario({})
+
+    def allow(self, *overrides: dict) -> None:
+        """The function's configuration: the releases of these chart_properties overrides, as the synth writes it."""
+        specs = [self.handler.event_spec(chart_properties(**override)) for override in overrides]
+        self.monkeypatch.setenv(self.handler.ALLOWED_RELEASES_ENV, json.dumps(specs))
 
     def send(self, event: dict, data: bytes) -> None:
         self.sizes.append(len(data))
@@ -397,9 +429,17 @@ class Harness:
         return self.config_map(self.handler.DIGESTS_CONFIGMAP)
 
     @property
+    def retired_labels(self) -> set[str]:
+        """Every owner label recorded as deleted (for any release: the tests' is always the same)."""
+        return {key.partition(".")[0] for key in self.config_map(self.handler.OWNERS_CONFIGMAP)}
+
+    @property
     def retired(self) -> set[str]:
-        """Owner labels of resources whose Delete has run."""
-        return set(self.config_map(self.handler.OWNERS_CONFIGMAP))
+        """Owner labels of resources whose Delete has run; not the labels versions before owner_label gave their
+        physical ids, which a Delete records as well (test_a_delete_also_retires_its_physical_ids_earlier_label)."""
+        legacy = {self.handler.legacy_owner_label(r["PhysicalResourceId"]) for r in self.responses}
+        legacy.add(self.handler.legacy_owner_label(self.physical_id or "kube-system/hyperpod-dependencies"))
+        return self.retired_labels - legacy
 
     def labels(self) -> list[str | None]:
         """The owner label of each revision, oldest first."""
@@ -416,24 +456,21 @@ class Harness:
         return [" ".join(args[:2]) if args[0] == "get" else args[0] for args in self.calls()]
 
     def owner(self, physical_id: str) -> str:
-        return self.handler.owner_label(physical_id)
+        """The owner label of the resource that answered with `physical_id` (<stack id>/<logical id>/<request>)."""
+        stack_id, logical_id, _ = physical_id.rsplit("/", 2)
+        return hashlib.sha256(f"{stack_id}/{logical_id}".encode()).hexdigest()[:40]
 
     def invoke(
         self,
         request_type: str = "Create",
         seconds: float = INVOCATION_S,
         logical_id: str = "HyperPodDependencies",
+        response_url: str = RESPONSE_URL,
         **properties,
     ) -> dict:
-        resource_properties = {
-            "ServiceToken": "arn", "ClusterName": "skyrl-hp-eks", "Repository": REPOSITORY, "Commit": COMMIT,
-            "ChartPath": CHART_PATH, "Release": "hyperpod-dependencies", "Namespace": "kube-system", "Values": "{}",
-            "ArchiveDigests": json.dumps(PINS), "RequirePinnedDigests": "true",
-            "ChartFileDigests": json.dumps(FILE_DIGESTS), **properties,
-        }  # fmt: skip
+        resource_properties = {"ServiceToken": "arn", **chart_properties(**properties)}
         event = {
-            "RequestType": request_type, "ResponseURL": "https://example.invalid",
-            "StackId": "arn:aws:cloudformation:us-west-2:111111111111:stack/skyrl-hp-eks/0a1b2c3d",
+            "RequestType": request_type, "ResponseURL": response_url, "StackId": STACK_ID,
             "RequestId": f"request-{len(self.responses)}", "LogicalResourceId": logical_id,
             "ResourceProperties": resource_properties,
         }  # fmt: skip
@@ -442,7 +479,10 @@ class Harness:
         if request_type == "Update":
             event["OldResourceProperties"] = self.last_properties or resource_properties
         self.context = Context(seconds)
-        self.handler.handler(event, self.context)
+        sent = len(self.responses)
+        returned = self.handler.handler(event, self.context)
+        if len(self.responses) == sent:  # nothing sent: what the function returned to its invoker
+            return returned
         response = self.responses[-1]
         if response["Status"] == "SUCCESS" and request_type != "Delete":
             self.physical_id, self.last_properties = response["PhysicalResourceId"], resource_properties
@@ -469,7 +509,10 @@ def test_create_assembles_the_chart_as_helm_loads_it_and_installs_without_waitin
     upgrade = [args for args in harness.calls() if args[0] == "upgrade"][-1]
     assert upgrade[:3] == ["upgrade", "--install", "hyperpod-dependencies"]
     assert not {"--wait", "--atomic", "--wait-for-jobs", "--rollback-on-failure"} & set(upgrade)
-    assert upgrade[upgrade.index("--labels") + 1] == f"skyrl-hp-owner={harness.owner(response['PhysicalResourceId'])}"
+    owner, spec = upgrade[upgrade.index("--labels") + 1].split(",")
+    assert owner == f"skyrl-hp-owner={harness.owner(response['PhysicalResourceId'])}"
+    # ... and the spec it applied, which a rollback of a later update may re-apply.
+    assert spec == f"skyrl-hp-spec={harness.handler.spec_label(harness.handler.event_spec(chart_properties()))}"
     # The stale archive is gone (Helm would load it next to the folder and render either, at random), so the real
     # Helm rendered the file:// folder's templates.
     log = capsys.readouterr().out
@@ -499,6 +542,7 @@ def test_helm_timeout_ends_before_the_function_does(harness):
 
 def test_an_update_keeps_the_physical_id(harness):
     created = harness.invoke()["PhysicalResourceId"]
+    harness.allow({"Values": json.dumps({"mlflow": {"enabled": False}})})  # the deploy updates the function first
     response = harness.invoke("Update", Values=json.dumps({"mlflow": {"enabled": False}}))
     assert response["Status"] == "SUCCESS", response["Reason"]
     assert response["PhysicalResourceId"] == created
@@ -525,7 +569,7 @@ def test_a_replacement_takes_the_release_over_and_the_old_resources_delete_leave
     assert response["Status"] == "SUCCESS", response["Reason"]
     assert "left installed" in response["Reason"] and "uninstall" not in harness.helm_verbs()
     assert harness.status == "deployed"
-    assert harness.release["history"][-1]["labels"] == {"skyrl-hp-owner": harness.owner(second)}
+    assert harness.release["history"][-1]["labels"]["skyrl-hp-owner"] == harness.owner(second)
 
 
 def test_a_failed_takeover_rolled_back_by_cloudformation_leaves_the_live_release(harness):
@@ -540,7 +584,7 @@ def test_a_failed_takeover_rolled_back_by_cloudformation_leaves_the_live_release
     response = harness.invoke("Delete", logical_id="HyperPodDependenciesRenamed")
     assert "left installed" in response["Reason"] and harness.release is not None
     deployed = [h for h in harness.release["history"] if h["status"] == "deployed"]
-    assert deployed[-1]["labels"] == {"skyrl-hp-owner": harness.owner(first)}
+    assert deployed[-1]["labels"]["skyrl-hp-owner"] == harness.owner(first)
 
 
 def test_a_rolled_back_takeover_hands_the_release_back_instead_of_uninstalling_it(harness):
@@ -579,6 +623,7 @@ def test_after_a_completed_takeover_the_new_owner_alone_uninstalls(harness):
 
 
 def test_a_release_is_handed_back_to_the_owner_before_the_rolled_back_one_not_to_a_deleted_one(harness):
+    harness.allow({}, {"Values": json.dumps({"mlflow": {"enabled": False}})})
     first = harness.invoke()["PhysicalResourceId"]
     second = harness.invoke(logical_id="Renamed")["PhysicalResourceId"]
     harness.physical_id = first
@@ -611,16 +656,219 @@ def test_a_release_taken_over_from_an_unlabelled_installer_is_handed_back_not_un
     assert harness.labels()[-1] is None
 
 
-def test_a_failed_hand_back_leaves_the_release_installed_and_says_so(harness):
-    harness.invoke()
+def test_a_failed_hand_back_fails_the_delete_and_leaves_the_release_installed(harness):
+    first = harness.invoke()["PhysicalResourceId"]
     second = harness.invoke(logical_id="Renamed")["PhysicalResourceId"]
     harness.physical_id = second
     harness.scenario({"rollback_failures": 99, "transient": TRANSIENT})
     response = harness.invoke("Delete", logical_id="Renamed")
-    # A Delete never fails the stack; the release stays, and this resource is not recorded as gone.
-    assert response["Status"] == "SUCCESS" and response["Reason"].startswith("uninstall skipped")
+    # The release is owed to the first resource, still in the stack: SUCCESS would leave it with a resource
+    # CloudFormation no longer has. The release stays, and this resource is not recorded as gone.
+    assert response["Status"] == "FAILED"
+    assert f"it belongs back to skyrl-hp-owner={harness.owner(first)} (revision 1)" in response["Reason"]
     assert "helm rollback: gave up" in response["Reason"] and harness.status == "deployed"
+    assert "\n" not in response["Reason"] and "delete again" in response["Reason"]
     assert "uninstall" not in harness.helm_verbs() and harness.retired == set()
+    # Deleted again once the cluster answers: handed back, and only now recorded as deleted.
+    harness.scenario({})
+    response = harness.invoke("Delete", logical_id="Renamed")
+    assert response["Status"] == "SUCCESS" and "handed back" in response["Reason"], response["Reason"]
+    assert harness.labels()[-1] == harness.owner(first) and harness.retired == {harness.owner(second)}
+
+
+def test_a_rename_rolled_back_stays_the_resources_own_and_goes_with_it(harness):
+    old_name = {"Release": "dependencies"}
+    harness.allow(old_name)
+    first = harness.invoke(**old_name)["PhysicalResourceId"]
+    old_release = harness.release
+    # The update renames the release. The function gets its new configuration first; the resource answers with a new
+    # physical id (a replacement: the new release is installed, the old one uninstalled by the clean-up).
+    harness.allow({})
+    (harness.state / "release.json").unlink()  # the new name is a new release (the stand-in keeps one)
+    renamed = harness.invoke("Update")["PhysicalResourceId"]
+    assert renamed != first
+    new_release = harness.release
+    # A later resource of the update fails. CloudFormation's rollback sends the old properties to the renamed
+    # resource, under the function's new configuration: an identity change again, so yet another physical id. The
+    # old name is no longer in the configuration; this resource applied it before, so it is re-applied.
+    (harness.state / "release.json").write_text(json.dumps(old_release))
+    response = harness.invoke("Update", **old_name)
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    restored = response["PhysicalResourceId"]
+    assert restored not in (first, renamed)
+    old_release = harness.release
+    # The rollback's clean-up deletes the renamed resource's id, with its release.
+    (harness.state / "release.json").write_text(json.dumps(new_release))
+    harness.physical_id = renamed
+    response = harness.invoke("Delete")
+    assert "uninstalled" in response["Reason"] and harness.release is None
+    # Deleting the stack later: every revision of the old release is this resource's (the first physical id is in no
+    # stack any more), so its Delete uninstalls it rather than handing it back to that id.
+    (harness.state / "release.json").write_text(json.dumps(old_release))
+    harness.physical_id = restored
+    response = harness.invoke("Delete", **old_name)
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert "release kube-system/dependencies uninstalled" in response["Reason"] and harness.release is None
+    assert "rollback" not in harness.helm_verbs()
+
+
+def test_a_delete_also_retires_its_physical_ids_earlier_label(harness):
+    # Deployed by a version that labelled each revision with its physical id's hash.
+    physical_id = f"{STACK_ID}/HyperPodDependencies/request-from-an-earlier-version"
+    earlier_label = harness.handler.legacy_owner_label(physical_id)
+    harness.set_release(["deployed"], owner=earlier_label)
+    harness.physical_id = physical_id
+    harness.last_properties = {"ServiceToken": "arn", **chart_properties()}
+    response = harness.invoke("Update", Values="{}")
+    assert response["Status"] == "SUCCESS" and response["PhysicalResourceId"] == physical_id, response["Reason"]
+    assert harness.labels() == [earlier_label, harness.owner(physical_id)]
+    # Both revisions are this resource's: uninstalled (not handed back to itself), and both labels recorded.
+    response = harness.invoke("Delete")
+    assert "uninstalled" in response["Reason"] and harness.release is None
+    assert harness.retired_labels == {earlier_label, harness.owner(physical_id)}
+
+
+def test_a_logical_id_used_again_is_an_owner_again(harness):
+    first = harness.invoke()["PhysicalResourceId"]
+    second = harness.invoke(logical_id="Renamed")["PhysicalResourceId"]
+    harness.physical_id = first
+    harness.invoke("Delete")  # the renaming update completes: the old resource's clean-up
+    assert harness.retired == {harness.owner(first)}
+    # A later update renames it back: the old logical id exists again, and takes the release over.
+    again = harness.invoke()["PhysicalResourceId"]
+    assert harness.owner(again) == harness.owner(first) and harness.retired == set()
+    harness.physical_id = second
+    assert "left installed" in harness.invoke("Delete", logical_id="Renamed")["Reason"]
+    # A takeover by a third resource, rolled back, goes back to it, not away.
+    third = harness.invoke(logical_id="Third")["PhysicalResourceId"]
+    harness.physical_id = third
+    response = harness.invoke("Delete", logical_id="Third")
+    assert f"handed back to skyrl-hp-owner={harness.owner(again)}" in response["Reason"], response["Reason"]
+    assert harness.status == "deployed" and harness.labels()[-1] == harness.owner(again)
+
+
+# --- authority: what the function installs, and to whom it answers ------------------------------------
+
+EVIL_REPOSITORY = "https://github.com/someone-else/evil-charts"
+EVIL_FILES = {**CHART_FILES, "templates/backdoor.yaml": config_map("backdoor")}
+EVIL_DIGESTS = {name: sha256(content) for name, content in EVIL_FILES.items()}
+EVIL_TARBALL = targz({f"evil-charts-{COMMIT}/{CHART_PATH}/{name}": c for name, c in EVIL_FILES.items()})
+
+
+def test_an_event_naming_a_foreign_repository_and_release_installs_nothing(harness):
+    # Its own file list, matching the foreign chart: the digests the event carries prove nothing.
+    harness.files[f"{EVIL_REPOSITORY}/archive/{COMMIT}.tar.gz"] = EVIL_TARBALL
+    response = harness.invoke(Repository=EVIL_REPOSITORY, Release="backdoor", ChartFileDigests=json.dumps(EVIL_DIGESTS))
+    assert response["Status"] == "FAILED"
+    assert response["Reason"].startswith(
+        "release kube-system/backdoor is not one this installer was deployed to install"
+    )
+    assert "allowed: kube-system/hyperpod-dependencies" in response["Reason"] and "\n" not in response["Reason"]
+    # Refused before anything was downloaded or the cluster was reached.
+    assert harness.urls == [] and harness.calls("helm") == [] and harness.calls("aws") == []
+    assert harness.release is None
+
+
+@pytest.mark.parametrize(
+    ("foreign", "named"),
+    [
+        ({"Repository": EVIL_REPOSITORY, "ChartFileDigests": json.dumps(EVIL_DIGESTS)}, "Repository"),
+        ({"Commit": "f" * 40}, "Commit"),
+        ({"ChartPath": "helm_chart"}, "ChartPath"),
+        ({"ChartFileDigests": json.dumps(EVIL_DIGESTS)}, "ChartFileDigestsSha256"),
+        ({"ArchiveDigests": json.dumps({NVIDIA: "0" * 64, KEDA: PINS[KEDA]})}, "ArchiveDigestsSha256"),
+        ({"Values": json.dumps({"mlflow": {"image": "attacker.example.com/shell"}})}, "Values"),
+        ({"RequirePinnedDigests": "false", "ArchiveDigests": "{}"}, "RequirePinnedDigests"),
+        ({"ArchiveMirror": "https://attacker.example.com/charts"}, "ArchiveMirror"),
+        ({"Namespace": "default"}, "default/hyperpod-dependencies is not one"),
+        ({"Release": "backdoor"}, "kube-system/backdoor is not one"),
+        ({"ClusterName": "someone-elses-cluster"}, "ClusterName 'someone-elses-cluster'"),
+    ],
+)
+def test_anything_but_the_configured_release_is_refused(harness, foreign, named):
+    response = harness.invoke(**foreign)
+    assert response["Status"] == "FAILED" and "refused" in response["Reason"] and named in response["Reason"]
+    assert "\n" not in response["Reason"]
+    assert harness.urls == [] and harness.calls("helm") == [] and harness.calls("aws") == []
+
+
+def test_a_foreign_update_of_a_configured_release_is_refused(harness):
+    harness.invoke()
+    evil = json.dumps({"mlflow": {"image": "attacker.example.com/shell"}})
+    response = harness.invoke("Update", Values=evil)
+    assert response["Status"] == "FAILED" and "nor applied to it before by this resource" in response["Reason"]
+    assert 'Values \'{"mlflow"' in response["Reason"] and "deployed '{}'" in response["Reason"]
+    assert harness.helm_verbs().count("upgrade") == 1 and "attacker" not in harness.manifest
+
+
+def test_a_rolled_back_update_re_applies_what_this_resource_applied_before_and_nothing_else(harness):
+    disabled = {"Values": json.dumps({"mlflow": {"enabled": False}})}
+    harness.invoke()
+    harness.allow(disabled)  # the deploy that disables mlflow updates the function first
+    assert harness.invoke("Update", **disabled)["Status"] == "SUCCESS"
+    assert "mlflow-from-the-folder" not in harness.manifest
+    # A later resource fails: CloudFormation sends the previous properties, the function has the new configuration.
+    response = harness.invoke("Update")
+    assert response["Status"] == "SUCCESS", response["Reason"]
+    assert "mlflow-from-the-folder" in harness.manifest
+    # Another resource never applied it: the same properties are refused to it.
+    response = harness.invoke("Update", logical_id="SomeoneElse")
+    assert response["Status"] == "FAILED" and "nor applied to it before by this resource" in response["Reason"]
+    assert harness.helm_verbs().count("upgrade") == 3
+
+
+def test_a_delete_on_another_cluster_does_nothing(harness):
+    harness.physical_id = f"{STACK_ID}/HyperPodDependencies/request-0"
+    response = harness.invoke("Delete", ClusterName="someone-elses-cluster")
+    assert response["Status"] == "SUCCESS" and "not this installer's cluster" in response["Reason"]
+    assert harness.calls("aws") == [] and harness.calls("helm") == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://attacker.example.com/collect",
+        "http://cloudformation-custom-resource-response-uswest2.s3.us-west-2.amazonaws.com/key",
+        "https://cloudformation-custom-resource-response-uswest2.s3.us-west-2.amazonaws.com.attacker.example.com/key",
+        "https://cloudformation-custom-resource-response-uswest2.s3.us-west-2.amazonaws.com@attacker.example.com/key",
+        "https://cloudformation-custom-resource-response-uswest2.s3.us-west-2.amazonaws.com:8443/key",
+        "https://cloudformation-custom-resource-response-useast1.s3.us-east-1.amazonaws.com/key",  # another region's
+        "https://s3.us-west-2.amazonaws.com/attacker-bucket/cloudformation-custom-resource-response-uswest2/key",
+        "https://attacker-bucket.s3.us-west-2.amazonaws.com/cloudformation-custom-resource-response-uswest2/key",
+        "https://169.254.169.254/latest/meta-data/",
+        "not a url",
+    ],
+)
+def test_a_foreign_response_url_gets_no_request_and_nothing_is_done(harness, url):
+    returned = harness.invoke(response_url=url)
+    assert harness.responses == []  # nothing sent there
+    assert returned["Status"] == "FAILED" and returned["Reason"].endswith("refused, no response sent")
+    assert harness.urls == [] and harness.calls("helm") == [] and harness.calls("aws") == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        RESPONSE_URL,
+        "https://cloudformation-custom-resource-response-uswest2.s3.amazonaws.com/key?X-Amz-Signature=0",
+        "https://cloudformation-custom-resource-response-uswest2.s3-us-west-2.amazonaws.com/key?Signature=0",
+        "https://s3.us-west-2.amazonaws.com/cloudformation-custom-resource-response-uswest2/key",
+        "https://s3-us-west-2.amazonaws.com/cloudformation-custom-resource-response-uswest2/key",
+        "https://s3.amazonaws.com/cloudformation-custom-resource-response-uswest2/key",
+        "https://Cloudformation-Custom-Resource-Response-USWest2.S3.us-west-2.amazonaws.com:443/key",
+    ],
+)
+def test_cloudformations_response_endpoints_are_answered(url):
+    assert handler.response_url_problem(url, "us-west-2") is None
+
+
+def test_the_response_is_never_sent_to_a_foreign_url(monkeypatch):
+    opened: list[str] = []
+    monkeypatch.setattr(urllib.request, "urlopen", lambda request, timeout: opened.append(request.full_url))
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    with pytest.raises(handler.Refused, match="refused, no response sent"):
+        handler.send_response({"ResponseURL": "https://attacker.example.com/collect"}, b"{}")
+    assert opened == []
 
 
 def test_a_release_nobody_labelled_is_never_uninstalled(harness):
@@ -633,6 +881,7 @@ def test_a_release_nobody_labelled_is_never_uninstalled(harness):
 
 
 def test_renaming_the_release_replaces_the_resource_and_uninstalls_only_the_old_release(harness):
+    harness.allow({"Release": "dependencies"}, {})
     old_id = harness.invoke(Release="dependencies")["PhysicalResourceId"]
     old_state = harness.release
     (harness.state / "release.json").unlink()  # the new name is a new release (the stand-in keeps one)
@@ -644,9 +893,9 @@ def test_renaming_the_release_replaces_the_resource_and_uninstalls_only_the_old_
     harness.physical_id = old_id
     response = harness.invoke("Delete", Release="dependencies")
     assert "uninstalled" in response["Reason"] and harness.release is None
-    assert new_state["history"][-1]["labels"] == {
-        "skyrl-hp-owner": harness.owner(harness.responses[1]["PhysicalResourceId"])
-    }
+    assert new_state["history"][-1]["labels"]["skyrl-hp-owner"] == harness.owner(
+        harness.responses[1]["PhysicalResourceId"]
+    )
 
 
 def test_objects_another_release_owns_fail_with_the_way_out(harness):
@@ -660,6 +909,7 @@ def test_objects_another_release_owns_fail_with_the_way_out(harness):
 
 
 def test_a_failed_update_answers_with_the_id_it_had(harness):
+    harness.allow({"Release": "dependencies"}, {})
     created = harness.invoke(Release="dependencies")["PhysicalResourceId"]
     harness.scenario({"upgrade": "error"})
     response = harness.invoke("Update")  # a new release name, which fails to install
@@ -796,6 +1046,7 @@ def test_a_chart_error_is_not_retried(harness):
 
 
 def test_a_missing_archive_is_not_retried(harness):
+    harness.allow({"Commit": "0" * 40})
     response = harness.invoke(Commit="0" * 40)
     assert response["Status"] == "FAILED" and "404" in response["Reason"]
     assert len(harness.urls) == 1 and "upgrade" not in harness.helm_verbs()
@@ -853,17 +1104,20 @@ def test_an_extra_or_missing_chart_file_fails(harness):
 
 
 def test_a_commit_without_a_file_list_needs_the_tarball_pinned(harness):
+    pinned = json.dumps({**PINS, SOURCE_NAME: sha256(TARBALL)})
+    harness.allow({"ChartFileDigests": "{}"}, {"ChartFileDigests": "{}", "ArchiveDigests": pinned})
     response = harness.invoke(ChartFileDigests="{}")
     assert (
         response["Status"] == "FAILED"
         and f"archive {SOURCE_NAME} (sha256 {sha256(TARBALL)}) has no pin" in response["Reason"]
     )
     assert harness.calls() == []
-    response = harness.invoke(ChartFileDigests="{}", ArchiveDigests=json.dumps({**PINS, SOURCE_NAME: sha256(TARBALL)}))
+    response = harness.invoke(ChartFileDigests="{}", ArchiveDigests=pinned)
     assert response["Status"] == "SUCCESS", response["Reason"]
 
 
 def test_a_remote_archive_without_a_pin_is_refused_by_default(harness):
+    harness.allow({"ArchiveDigests": json.dumps({KEDA: PINS[KEDA]})})
     response = harness.invoke(ArchiveDigests=json.dumps({KEDA: PINS[KEDA]}))
     assert response["Status"] == "FAILED"
     assert f"archive {NVIDIA} (sha256 {PINS[NVIDIA]}) has no pin" in response["Reason"]
@@ -881,6 +1135,7 @@ def test_a_changed_remote_archive_fails_against_its_pin(harness, tmp_path):
 
 
 def test_without_required_pins_archives_are_trusted_on_first_use_then_enforced(harness, tmp_path):
+    harness.allow({"ArchiveDigests": "{}", "RequirePinnedDigests": "false"})
     response = harness.invoke(ArchiveDigests="{}", RequirePinnedDigests="false")
     assert response["Status"] == "SUCCESS", response["Reason"]
     assert harness.recorded == PINS
@@ -897,6 +1152,7 @@ def test_a_mirror_supplies_every_archive_under_its_upstream_name_without_helm_pu
     harness.files = {f"{mirror}/nvidia-device-plugin-v0.16.1.tgz": ARCHIVES[NVIDIA], f"{mirror}/{KEDA}": ARCHIVES[KEDA],
                      f"{mirror}/{SOURCE_NAME}": TARBALL}  # fmt: skip
     pins = {"nvidia-device-plugin-v0.16.1.tgz": PINS[NVIDIA], KEDA: PINS[KEDA]}
+    harness.allow({"ArchiveMirror": mirror + "/", "ArchiveDigests": json.dumps(pins)})
     response = harness.invoke(ArchiveMirror=mirror + "/", ArchiveDigests=json.dumps(pins))
     assert response["Status"] == "SUCCESS", response["Reason"]
     assert harness.urls == [f"{mirror}/{SOURCE_NAME}", f"{mirror}/{NVIDIA}", f"{mirror}/nvidia-device-plugin-v0.16.1.tgz",
@@ -910,6 +1166,7 @@ def test_a_mirror_needs_exact_versions(harness):
     tarball = github_tarball(files)
     harness.files = {f"https://m.example.com/{SOURCE_NAME}": tarball}
     digests = {**FILE_DIGESTS, "Chart.yaml": sha256(files["Chart.yaml"])}
+    harness.allow({"ArchiveMirror": "https://m.example.com", "ChartFileDigests": json.dumps(digests)})
     response = harness.invoke(ArchiveMirror="https://m.example.com", ChartFileDigests=json.dumps(digests))
     assert response["Status"] == "FAILED" and "needs exact versions" in response["Reason"]
 
@@ -1094,8 +1351,15 @@ def test_helm_timestamps_with_nanoseconds_and_offsets_are_read():
         handler.parse_helm_time("yesterday")
 
 
+def test_deleted_owners_are_recorded_per_release_and_earlier_records_count_for_every_release():
+    key = handler.retired_key("a" * 40, "kube-system", "hyperpod-dependencies")
+    assert re.fullmatch(r"[-._a-zA-Z0-9]+", key) and len(key) <= 253  # a ConfigMap key
+    keys = {key, handler.retired_key("b" * 40, "kuberay-system", "kuberay-operator"), "c" * 40}
+    assert handler.retired_for(keys, "kube-system", "hyperpod-dependencies") == {"a" * 40, "c" * 40}
+
+
 def test_owner_labels_are_valid_kubernetes_label_values():
-    label = handler.owner_label("arn:aws:cloudformation:us-west-2:111111111111:stack/s/0a1b/Logical/request")
+    label = handler.owner_label("arn:aws:cloudformation:us-west-2:111111111111:stack/s/0a1b", "Logical")
     assert len(label) <= 63 and label.isalnum()
 
 

@@ -1,8 +1,13 @@
 """The EKS control plane that HyperPod orchestrates: no managed capacity, private API, KMS-encrypted secrets.
 
-HyperPod brings its own nodes, so the cluster gets neither Auto Mode nor a node group. The kubectl
-handler (a Lambda with kubectl + helm) is created once here and shared by every Helm release and
-manifest of the stack; its 36 MB layer is staged once per synth.
+HyperPod brings its own nodes, so the cluster gets neither Auto Mode nor a node group. The kubectl and
+AWS CLI layers are created once here (the 36 MB kubectl layer is staged once per synth) for the git Helm
+installer (helm_from_git.py), which installs every release of the stack.
+
+No kubectl provider: aws_eks_v2's handler applies whatever manifest or chart an event names, under a
+cluster-admin access entry of its role, and nothing here can narrow what it accepts, so whoever may invoke it
+would be cluster admin. It exists only while `helm_installer.retain_legacy_kuberay_release` keeps the CDK
+HelmChart of deployments that predate the git installer (that resource's ServiceToken is the provider's).
 """
 
 from __future__ import annotations
@@ -91,8 +96,14 @@ class EksCluster(Construct):
         )
         layer_class = kubectl_layer_class(eks_config.kubernetes_version)
         self.kubectl_layer: lambda_.ILayerVersion = layer_class(self, "KubectlLayer")
-        # Created here (not inside the kubectl provider) so the Git Helm installer can share it.
+        # Created here (not inside a kubectl provider) for the Git Helm installer.
         self.awscli_layer: lambda_.ILayerVersion = AwsCliLayer(self, "AwsCliLayer")
+        # Only the legacy KubeRay HelmChart needs aws_eks_v2's kubectl provider (module docstring).
+        kubectl_provider_options = (
+            eks.KubectlProviderOptions(kubectl_layer=self.kubectl_layer, awscli_layer=self.awscli_layer)
+            if config.helm_installer.retain_legacy_kuberay_release
+            else None
+        )
 
         self.cluster = eks.Cluster(
             self,
@@ -115,10 +126,7 @@ class EksCluster(Construct):
             # to whichever CloudFormation role happened to create the cluster.
             bootstrap_cluster_creator_admin_permissions=False,
             output_config_command=False,
-            kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=self.kubectl_layer,
-                awscli_layer=self.awscli_layer,
-            ),
+            kubectl_provider_options=kubectl_provider_options,
         )
         # Read by the HyperPod cluster's create-only Orchestrator: a strong reference (export) makes CloudFormation
         # refuse a change that replaces this cluster under it (docs/review-gate.md, "Cross-stack references").
@@ -142,7 +150,6 @@ class EksCluster(Construct):
 
     def _acknowledge_cdk_managed_findings(self) -> None:
         """cdk-nag findings on the IAM roles and Lambdas that aws_eks_v2 itself creates and owns."""
-        stack = cdk.Stack.of(self)
         cdk.Validations.of(self.cluster.role).acknowledge(
             cdk.Acknowledgment(
                 id=managed_policy_finding("AmazonEKSClusterPolicy"),
@@ -150,6 +157,30 @@ class EksCluster(Construct):
             )
         )
         provider = self.cluster.kubectl_provider
+        if provider is not None:
+            self._acknowledge_kubectl_provider(provider)
+        missing_log_types = sorted(set(_LOG_TYPES) - set(self.cluster_log_types))
+        if missing_log_types:
+            cdk.Validations.of(self.cluster).acknowledge(
+                cdk.Acknowledgment(
+                    id=nag_rule("EKS2"),
+                    reason=(
+                        "Control-plane log types are the user's choice (eks.control_plane_log_types); "
+                        f"{', '.join(missing_log_types)} are off to limit CloudWatch cost; enable them in the config."
+                    ),
+                )
+            )
+        if self.public_endpoint:
+            cdk.Validations.of(self.cluster).acknowledge(
+                cdk.Acknowledgment(
+                    id=nag_rule("EKS1"),
+                    reason="The public endpoint is opt-in and restricted to the CIDRs in eks.public_access_cidrs.",
+                )
+            )
+
+    def _acknowledge_kubectl_provider(self, provider: eks.KubectlProvider) -> None:
+        """cdk-nag findings on aws_eks_v2's kubectl provider (only while the legacy KubeRay release is retained)."""
+        stack = cdk.Stack.of(self)
         handler = provider.node.find_child("Handler")
         handler_logical_id = stack.resolve(stack.get_logical_id(handler.node.default_child))
         ecr_public_condition = stack.resolve(stack.get_logical_id(handler.node.find_child("HasEcrPublic")))
@@ -186,21 +217,3 @@ class EksCluster(Construct):
                 ),
             ),
         )
-        missing_log_types = sorted(set(_LOG_TYPES) - set(self.cluster_log_types))
-        if missing_log_types:
-            cdk.Validations.of(self.cluster).acknowledge(
-                cdk.Acknowledgment(
-                    id=nag_rule("EKS2"),
-                    reason=(
-                        "Control-plane log types are the user's choice (eks.control_plane_log_types); "
-                        f"{', '.join(missing_log_types)} are off to limit CloudWatch cost; enable them in the config."
-                    ),
-                )
-            )
-        if self.public_endpoint:
-            cdk.Validations.of(self.cluster).acknowledge(
-                cdk.Acknowledgment(
-                    id=nag_rule("EKS1"),
-                    reason="The public endpoint is opt-in and restricted to the CIDRs in eks.public_access_cidrs.",
-                )
-            )

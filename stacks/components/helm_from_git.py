@@ -12,6 +12,10 @@ wedging the stack (git_helm_installer_handler/index.py, and chart_assembly.py be
 and runs every command under a deadline). The handler Lambda (`GitHelmInstaller`) is created once
 per cluster and shared by every chart; it reuses the cluster's kubectl and AWS CLI layers, so no
 extra layer asset is staged.
+
+The function runs as cluster admin, so what it may install is fixed here, not by the events it receives: each
+chart registers the release spec its custom resource sends (`GitHelmInstaller.allow`), and the function's
+environment carries them and its cluster's name; the handler refuses any other (docs/security.md).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ FUNCTION_TIMEOUT = cdk.Duration.seconds(_HANDLER.FUNCTION_TIMEOUT_S)
 SERVICE_TIMEOUT = FUNCTION_TIMEOUT.plus(cdk.Duration.minutes(5))
 # What CDK gives the log groups it manages for Lambdas (@aws-cdk/aws-lambda:useCdkManagedLogGroup).
 LOG_RETENTION = logs.RetentionDays.TWO_YEARS
+# EKS cluster names are at most 100 characters (https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateCluster.html).
+CLUSTER_NAME_MAX = 100
 
 
 class GitHelmInstaller(Construct):
@@ -118,6 +124,10 @@ class GitHelmInstaller(Construct):
             retry_attempts=0,
         )
         self.function.node.add_dependency(self.log_group)
+        # What it may act on, from the charts that use it (allow); nothing until one does.
+        self.function.add_environment(_HANDLER.CLUSTER_ENV, cluster.cluster_name)
+        self.allowed_releases: list[dict[str, Any]] = []
+        self.function.add_environment(_HANDLER.ALLOWED_RELEASES_ENV, "[]")
         role = self.function.role
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn])
@@ -145,6 +155,27 @@ class GitHelmInstaller(Construct):
                     "the version the shared AWS CLI layer is built and tested against."
                 ),
             )
+        )
+
+    def allow(self, spec: dict[str, Any]) -> None:
+        """Let the function install one more release spec (the handler's release_spec of a chart's properties).
+        The environment holds them all, so it is rewritten with each; tokens in them (the region) resolve as in
+        the chart's own properties."""
+        self.allowed_releases.append(spec)
+        # Lambda counts every key and value; a token is no shorter here than what it resolves to (the region).
+        size = len(_HANDLER.ALLOWED_RELEASES_ENV) + len(json.dumps(self.allowed_releases))
+        size += len(_HANDLER.CLUSTER_ENV) + CLUSTER_NAME_MAX
+        if size > _HANDLER.ENVIRONMENT_LIMIT_BYTES:
+            releases = ", ".join(f"{entry['Namespace']}/{entry['Release']}" for entry in self.allowed_releases)
+            raise ConfigError(
+                [
+                    f"config error: the git Helm installer's allowed releases ({releases}) take {size} bytes of its "
+                    f"Lambda environment, over Lambda's {_HANDLER.ENVIRONMENT_LIMIT_BYTES}: shorten their values "
+                    "(ray_endpoint_operator, the instance groups' types)"
+                ]
+            )
+        self.function.add_environment(
+            _HANDLER.ALLOWED_RELEASES_ENV, cdk.Stack.of(self).to_json_string(self.allowed_releases)
         )
 
     def allow_reading_mirror(self, mirror: str) -> None:
@@ -231,6 +262,20 @@ class HelmChartFromGit(Construct):
         if mirror:
             installer.allow_reading_mirror(mirror)
         stack = cdk.Stack.of(self)
+        # What the resource sends, as objects: the same spec becomes its properties and the installer's permission.
+        release_properties: dict[str, Any] = {
+            "Repository": repository,
+            "Commit": commit,
+            "ChartPath": chart_path,
+            "Release": release,
+            "Namespace": namespace,
+            "Values": dict(values or {}),
+            "ArchiveDigests": dict(sorted(pins.items())),
+            "RequirePinnedDigests": "true" if require_pinned_digests else "false",
+            "ArchiveMirror": mirror,
+            "ChartFileDigests": file_digests,
+        }
+        installer.allow(_HANDLER.release_spec(release_properties))
         self.resource = cdk.CustomResource(
             self,
             "Resource",
@@ -239,15 +284,9 @@ class HelmChartFromGit(Construct):
             service_timeout=SERVICE_TIMEOUT,
             properties={
                 "ClusterName": cluster.cluster_name,
-                "Repository": repository,
-                "Commit": commit,
-                "ChartPath": chart_path,
-                "Release": release,
-                "Namespace": namespace,
-                "Values": stack.to_json_string(dict(values or {})),
-                "ArchiveDigests": stack.to_json_string(dict(sorted(pins.items()))),
-                "RequirePinnedDigests": "true" if require_pinned_digests else "false",
-                "ArchiveMirror": mirror,
+                **release_properties,
+                "Values": stack.to_json_string(release_properties["Values"]),
+                "ArchiveDigests": stack.to_json_string(release_properties["ArchiveDigests"]),
                 # Compact: the list is part of the template (a chart change shows in `cdk diff`).
                 "ChartFileDigests": json.dumps(file_digests, separators=(",", ":")),
             },

@@ -35,7 +35,7 @@ from skyrl_hyperpod.values.helm_values import (
 )
 from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components import eks_addons, eks_cluster
-from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, HelmChartFromGit
+from stacks.components.helm_from_git import RESOURCE_TYPE, SERVICE_TIMEOUT, GitHelmInstaller, HelmChartFromGit
 from stacks.components.workload_identity import WorkloadIdentities
 from stacks.eks_stack import (
     KUBERAY_COMMIT,
@@ -216,12 +216,61 @@ def test_cluster_version_and_its_layer_follow_the_config(fixture, request):
 def test_one_kubectl_layer_and_one_installer_serve_every_release(variant):
     # The dependencies chart and the KubeRay chart, both from git (the Ray endpoint operator's git chart lives in
     # its own stack and reuses this installer: tests/cdk/test_ray_endpoint.py), yet: one kubectl layer, one AWS
-    # CLI layer, three functions (kubectl handler, its framework, the git installer).
+    # CLI layer, one function (the git installer; no kubectl provider, test_no_kubectl_provider_...).
     assert set(git_charts(variant.template)) == {HYPERPOD_CHART_PATH, KUBERAY_OPERATOR_CHART_PATH}
     assert len(resources(variant.template, "AWS::Lambda::LayerVersion")) == 2
-    assert len(resources(variant.template, "AWS::Lambda::Function")) == 3
+    assert len(resources(variant.template, "AWS::Lambda::Function")) == 1
     tokens = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(variant.template).values()}
     assert len(tokens) == 1
+
+
+def installer_of(template: dict) -> tuple[str, dict]:
+    """(logical id, properties) of the function every git chart of `template` names as its ServiceToken."""
+    [function_id] = {chart["Properties"]["ServiceToken"]["Fn::GetAtt"][0] for chart in git_charts(template).values()}
+    return function_id, template["Resources"][function_id]["Properties"]
+
+
+def chart_spec(chart: dict) -> dict:
+    """The release spec the handler builds from this chart's event (its properties, the region as a placeholder)."""
+    properties = {**chart["Properties"], "Values": json.dumps(rendered_json(chart["Properties"]["Values"]))}
+    return installer_module().event_spec(properties)
+
+
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_the_installer_may_install_exactly_the_releases_of_its_charts(fixture, request):
+    synth = request.getfixturevalue(fixture)
+    handler = installer_module()
+    _, function = installer_of(synth.template)
+    environment = function["Environment"]["Variables"]
+    # Its own cluster, by reference ...
+    assert environment[handler.CLUSTER_ENV] == {"Ref": one(synth.template, "AWS::EKS::Cluster")[0]}
+    # ... and what each chart's resource sends, as the handler compares an event: those, nothing else.
+    allowed = rendered_json(environment[handler.ALLOWED_RELEASES_ENV])
+    charts = git_charts(synth.template).values()
+    assert sorted(map(handler.canonical_json, allowed)) == sorted(handler.canonical_json(chart_spec(c)) for c in charts)
+    assert len(allowed) == 2
+    # Within Lambda's 4 KB of environment, with room for a region name in place of the placeholder.
+    assert len(json.dumps(environment)) < handler.ENVIRONMENT_LIMIT_BYTES / 2
+
+
+def test_releases_over_lambdas_environment_limit_are_refused_at_synth():
+    installer = SimpleNamespace(allowed_releases=[])
+    spec = installer_module().release_spec({"Release": "r", "Namespace": "n", "Values": {"large": "x" * 4000}})
+    with pytest.raises(ConfigError, match=r"\(n/r\) take \d+ bytes of its Lambda environment, over Lambda's 4096"):
+        GitHelmInstaller.allow(installer, spec)
+
+
+@pytest.mark.parametrize("fixture", ["default", "variant"])
+def test_no_kubectl_provider_and_only_the_installer_and_the_listed_admins_are_cluster_admin(fixture, request):
+    # aws_eks_v2's kubectl handler applies whatever an event names under its own cluster-admin entry: none here.
+    synth = request.getfixturevalue(fixture)
+    function_id, function = installer_of(synth.template)
+    assert set(resources(synth.template, "AWS::Lambda::Function")) == {function_id}
+    principals = [
+        entry["Properties"]["PrincipalArn"] for entry in resources(synth.template, "AWS::EKS::AccessEntry").values()
+    ]
+    expected = [{"Fn::GetAtt": [function["Role"]["Fn::GetAtt"][0], "Arn"]}, *synth.config.eks.admin_principal_arns]
+    assert sorted(map(json.dumps, principals)) == sorted(map(json.dumps, expected))
 
 
 # --- control plane -----------------------------------------------------------------------------
@@ -500,6 +549,10 @@ def test_retaining_the_legacy_kuberay_release_keeps_cdks_resource_as_it_was_depl
     assert chart["DeletionPolicy"] == chart["UpdateReplacePolicy"] == "Retain"
     # ... and the git installer does not take the release over in the same deploy.
     assert set(git_charts(template)) == {HYPERPOD_CHART_PATH}
+    # Its ServiceToken, aws_eks_v2's kubectl provider, exists for this deploy only (the default has none).
+    framework_id = props["ServiceToken"]["Fn::GetAtt"][0]
+    assert template["Resources"][framework_id]["Type"] == "AWS::Lambda::Function"
+    assert framework_id.startswith("EksClusterKubectlProvider")
 
 
 # --- HyperPod dependencies and the Ray endpoint operator ----------------------------------------

@@ -17,6 +17,7 @@ from conftest import cfn_lint_errors
 
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.plumbing.upstream import RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.validation.hyperpod_chart import installer_module
 from stacks.components.helm_from_git import RESOURCE_TYPE
 
 KMS_KEY = "arn:aws:kms:us-west-2:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -42,6 +43,13 @@ def stack_named(assembly, name: str):
 
 def resources(template: dict, resource_type: str) -> dict[str, dict]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def rendered_json(value) -> dict | list:
+    """A JSON document, which CDK splits into an Fn::Join around the region token (rendered as <region>)."""
+    if isinstance(value, dict):
+        value = "".join(part if isinstance(part, str) else "<region>" for part in value["Fn::Join"][1])
+    return json.loads(value)
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +87,7 @@ def test_the_chart_installs_after_the_spaces_addon_and_the_rotators_credentials(
     )  # fmt: skip
     assert {spaces_id, association_id} <= set(chart["DependsOn"])
     assert props["ChartFileDigests"] == "{}"  # no file list for its commit: the tarball pin verifies it
-    values = props["Values"]
-    if isinstance(values, dict):  # the region token splits the JSON into an Fn::Join around it
-        values = "".join(part if isinstance(part, str) else "<region>" for part in values["Fn::Join"][1])
-    assert json.loads(values) == {
+    assert rendered_json(props["Values"]) == {
         "region": "<region>",
         "domain": operator.domain,
         "namespace": operator.namespace,
@@ -91,6 +96,25 @@ def test_the_chart_installs_after_the_spaces_addon_and_the_rotators_credentials(
     }
     # The eks stack's installer does the work: no second installer function here.
     assert resources(template, "AWS::Lambda::Function") == {}
+
+
+def test_the_eks_stacks_installer_may_install_the_chart_as_this_stack_sends_it(with_kms):
+    config, assembly = with_kms
+    handler = installer_module()
+    eks = stack_named(assembly, config.names.stack("eks")).template
+    [chart] = resources(stack_named(assembly, config.names.stack("ray-endpoint")).template, RESOURCE_TYPE).values()
+    # The installer lives in the eks stack, deployed first: its configuration already lists this chart.
+    environments = [
+        f["Properties"].get("Environment", {}).get("Variables", {})
+        for f in resources(eks, "AWS::Lambda::Function").values()
+    ]
+    [environment] = [e for e in environments if handler.ALLOWED_RELEASES_ENV in e]
+    allowed = rendered_json(environment[handler.ALLOWED_RELEASES_ENV])
+    sent = {**chart["Properties"], "Values": json.dumps(rendered_json(chart["Properties"]["Values"]))}
+    assert handler.event_spec(sent) in allowed
+    assert sorted(entry["Release"] for entry in allowed) == [
+        "hyperpod-dependencies", "hyperpod-ray-endpoint-operator", "kuberay-operator"
+    ]  # fmt: skip
 
 
 def test_the_jwt_rotator_may_only_generate_data_keys_with_the_configured_key(with_kms):

@@ -1,5 +1,14 @@
 """CloudFormation custom resource: install a Helm chart from a pinned commit of a GitHub repository.
 
+Authority: the function runs as cluster admin, so whoever may invoke it must not choose what it installs. It acts
+only on its own cluster and installs only the releases fixed at synth in its own configuration (ALLOWED_RELEASES_ENV:
+repository, commit, chart path, release, namespace, values, mirror, whether pins are required, and the sha256 of
+the two digest lists); an Update may also re-apply exactly what this same resource applied to that release before
+(the spec label on its revisions: CloudFormation's rollback of an update sends the previous properties while the
+function already has the new configuration). Anything else is refused with a FAILED response. It answers only to
+CloudFormation's response bucket of its own region (response_url_problem); any other ResponseURL is refused without
+a request there. A Delete installs nothing: it acts only on a release whose owner label is the resource it names.
+
 Create/Update: download https://github.com/<owner>/<repo>/archive/<commit>.tar.gz (or the same file
 from the user's mirror), extract the chart directory and verify every file of it against the per-file
 sha256 list shipped with the resource (`ChartFileDigests`; without one, the tarball's own pin), assemble
@@ -23,15 +32,18 @@ Nothing here may wedge a stack:
 - every failure, including a timeout, is reported to CloudFormation before Lambda stops the
   function (the custom resource's ServiceTimeout covers a function that dies anyway).
 
-Identity: the physical id is unique per resource (stack id, logical id and the request that created it),
-so a replacement (a new logical id, a new ServiceToken) never shares it with the resource it replaces. The
-owner label (a hash of the physical id) is recorded on every revision with Helm's `--labels`; the newest
-deployed revision's label names the owner. Delete acts only when that is this resource: it hands the release
-back to the newest earlier owner that still exists (CloudFormation's rollback of a takeover deletes the new
-resource while the old one stays in the stack) or to an unlabelled earlier revision (installed by something
-else before this resource took it over), else uninstalls it. Every Delete records its label in the
-ConfigMap OWNERS_CONFIGMAP of kube-system, so that nothing is handed back to a deleted resource. A release
-taken over by a replacement, or installed by hand, is left alone.
+Identity: the physical id is unique per request that created it (stack id, logical id, request id), so an
+identity change (release, namespace or cluster) is a replacement CloudFormation cleans up. The owner is the
+resource, not its physical id: the owner label (a hash of the stack id and the logical id, owner_label) is
+recorded on every revision with Helm's `--labels`, so the new physical id a rolled-back rename gets still owns
+what the resource installed; the newest deployed revision's label names the owner. Delete acts only when that is
+this resource: it hands the release back to the newest earlier owner that still exists (CloudFormation's rollback
+of a takeover deletes the new resource while the old one stays in the stack) or to an unlabelled earlier revision
+(installed by something else before this resource took it over), else uninstalls it; a Delete that owes a
+hand-back and cannot do it fails. Every Delete records its label for that release in the ConfigMap
+OWNERS_CONFIGMAP of kube-system, so that nothing is handed back to a deleted resource (an install by the same
+resource, a logical id used again, removes the record). A release taken over by another resource, or installed
+by hand, is left alone.
 
 Integrity: every remote sub-chart archive is compared with its pin in `ArchiveDigests` (required unless
 `RequirePinnedDigests` is false; then a digest recorded on the first install, in the ConfigMap
@@ -57,11 +69,12 @@ import tempfile
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # The chart assembly and the command runner. TERM_GRACE_S is read through the module (chart_assembly.TERM_GRACE_S),
 # so that one value is both run_command's SIGTERM grace and the time this handler keeps for it.
@@ -141,9 +154,31 @@ DIGESTS_NAMESPACE = "kube-system"
 # Release label naming the resource that owns the release (Helm reserves name, owner, status, version,
 # createdAt, modifiedAt: helm/helm pkg/storage/driver/util.go).
 OWNER_LABEL = "skyrl-hp-owner"
-# Owner labels of resources CloudFormation has deleted (one key each, in kube-system): a release handed over by
-# one of them has no earlier owner left to hand it back to.
+# Release label of the release spec a revision applied (spec_label): what an Update may re-apply (a rollback).
+SPEC_LABEL = "skyrl-hp-spec"
+# Owner labels of resources CloudFormation has deleted, per release (one key `<label>.<namespace>.<release>` each,
+# in kube-system; a key without dots is a label versions before per-release records wrote for every release): a
+# release handed over by one of them has no earlier owner left to hand it back to.
 OWNERS_CONFIGMAP = "skyrl-hp-helm-retired-owners"
+# The function's own configuration, written at synth (helm_from_git.py): the cluster it acts on and the releases it
+# may install (a JSON list of release_spec). Lambda allows 4 KB of environment in all
+# (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html), hence digests of the digest lists.
+CLUSTER_ENV = "SKYRL_HP_CLUSTER_NAME"
+ALLOWED_RELEASES_ENV = "SKYRL_HP_ALLOWED_RELEASES"
+ENVIRONMENT_LIMIT_BYTES = 4096
+# The resource's properties as a release spec: compared as they are; Values parsed; the two digest lists by the
+# sha256 of their canonical JSON. Together they are everything the handler installs from.
+SPEC_LITERALS = ("Repository", "Commit", "ChartPath", "Release", "Namespace", "RequirePinnedDigests", "ArchiveMirror")
+SPEC_VALUES = "Values"
+SPEC_DIGEST_LISTS = ("ArchiveDigests", "ChartFileDigests")
+# CloudFormation's response bucket: `cloudformation-custom-resource-response-<region without dashes>`
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/vpc-interface-endpoints.html), reached
+# virtual-hosted or path-style, on S3's global, regional or legacy dash-regional endpoint
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/VirtualHosting.html). This project's regions are
+# HyperPod's, all in the `aws` partition (skyrl_hyperpod/config/regions.py), so only amazonaws.com.
+RESPONSE_BUCKET_PREFIX = "cloudformation-custom-resource-response-"
+S3_DOMAIN = "amazonaws.com"
+REQUEST_TYPES = ("Create", "Update", "Delete")
 # What installed a revision without an owner label: it cannot be asked whether it still exists, so a release taken
 # over from it is handed back to it, never uninstalled.
 UNLABELLED_OWNER = "its unlabelled installer (CDK's HelmChart, a person, or a version without owner labels)"
@@ -243,15 +278,15 @@ def rollback_args(release: str, revision: int, namespace: str, timeout_s: int) -
 
 
 def upgrade_args(
-    release: str, chart_dir: str, namespace: str, values_file: str, owner: str, timeout_s: int = 600
+    release: str, chart_dir: str, namespace: str, values_file: str, owner: str, spec: str, timeout_s: int = 600
 ) -> list[str]:
-    # No --wait/--atomic: pods cannot schedule before HyperPod nodes join. The owner label is written on
-    # this revision (Helm merges upgrade labels into the release's).
+    # No --wait/--atomic: pods cannot schedule before HyperPod nodes join. The owner and spec labels are written on
+    # this revision (Helm merges upgrade labels into the release's; `--labels` takes comma-separated pairs).
     return [
         HELM, "upgrade", "--install", release, chart_dir,
         "--namespace", namespace, "--create-namespace",
         "--values", values_file,
-        "--labels", f"{OWNER_LABEL}={owner}",
+        "--labels", f"{OWNER_LABEL}={owner},{SPEC_LABEL}={spec}",
         "--timeout", f"{timeout_s}s",
     ]  # fmt: skip
 
@@ -277,13 +312,13 @@ def owner_revision(history: list[dict]) -> int | None:
 
 
 def handback_revision(
-    history: list[dict], owner: str, label_of: Callable[[int], str | None], retired: set[str]
+    history: list[dict], owners: set[str], label_of: Callable[[int], str | None], retired: set[str]
 ) -> tuple[int, str | None] | None:
-    """(revision, owner label) to hand the release back to when the resource labelled `owner` is deleted: the
-    newest applied revision, before the one that decides ownership (owner_revision), of another resource that
-    CloudFormation has not deleted (its label is not in `retired`), or an unlabelled one (label None: installed
-    by something that records no owner, such as CDK's HelmChart or a person, which this resource took over).
-    None: `owner` is the sole owner."""
+    """(revision, owner label) to hand the release back to when the resource labelled with one of `owners` (its
+    label, and the one an earlier version gave its physical id) is deleted: the newest applied revision, before the
+    one that decides ownership (owner_revision), of another resource that CloudFormation has not deleted (its label
+    is not in `retired`), or an unlabelled one (label None: installed by something that records no owner, such as
+    CDK's HelmChart or a person, which this resource took over). None: the resource is the sole owner."""
     deciding = owner_revision(history)
     if deciding is None:
         return None
@@ -293,7 +328,7 @@ def handback_revision(
     )
     for revision in earlier:
         label = label_of(revision)
-        if label is None or (label != owner and label not in retired):
+        if label is None or (label not in owners and label not in retired):
             return revision, label
     return None
 
@@ -314,9 +349,132 @@ def resource_id(event: dict) -> str:
     return f"{event['StackId']}/{event['LogicalResourceId']}/{event['RequestId']}"
 
 
-def owner_label(physical_id: str) -> str:
-    """A Kubernetes label value (at most 63 characters) for a physical id."""
-    return hashlib.sha256(physical_id.encode()).hexdigest()[:40]
+def _label_value(text: str) -> str:
+    """A Kubernetes label value (at most 63 characters) standing for `text`."""
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def owner_label(stack_id: str, logical_id: str) -> str:
+    """The owner label of the resource `logical_id` of stack `stack_id`, whatever physical id it has (an identity
+    change, and CloudFormation's rollback of one, each give it a new one). A stack id is unique to one stack."""
+    return _label_value(f"{stack_id}/{logical_id}")
+
+
+def legacy_owner_label(physical_id: str) -> str:
+    """The owner label versions before owner_label wrote: one per physical id."""
+    return _label_value(physical_id)
+
+
+def retired_key(owner: str, namespace: str, release: str) -> str:
+    """The OWNERS_CONFIGMAP key recording that the resource labelled `owner` is deleted, for one release (a
+    namespace has no dots; a ConfigMap key is [-._a-zA-Z0-9]+)."""
+    return f"{owner}.{namespace}.{release}"
+
+
+def retired_for(keys: set[str], namespace: str, release: str) -> set[str]:
+    """The owner labels OWNERS_CONFIGMAP's `keys` retire for this release (keys without dots: for every release)."""
+    labels = set()
+    for key in keys:
+        label, dot, rest = key.partition(".")
+        if not dot or rest == f"{namespace}.{release}":
+            labels.add(label)
+    return labels
+
+
+# --- what the function may do -------------------------------------------------------------------------
+
+
+class Refused(InstallError):
+    """The event asks for something the function's configuration does not allow."""
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def release_spec(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """What the installer compares of a resource's properties, `Values` and the digest lists as objects: the
+    literals, the values, and the sha256 of each digest list's canonical JSON. The synth writes one per chart
+    into the function's configuration (helm_from_git.py); the handler builds one from each event (event_spec)."""
+    spec: dict[str, Any] = {key: str(properties.get(key, "")) for key in SPEC_LITERALS}
+    spec[SPEC_VALUES] = dict(properties.get(SPEC_VALUES) or {})
+    for key in SPEC_DIGEST_LISTS:
+        spec[f"{key}Sha256"] = hashlib.sha256(canonical_json(dict(properties.get(key) or {})).encode()).hexdigest()
+    return spec
+
+
+def event_spec(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """release_spec of an event's properties, whose Values and digest lists are JSON text."""
+    parsed: dict[str, Any] = dict(properties)
+    for key in (SPEC_VALUES, *SPEC_DIGEST_LISTS):
+        try:
+            parsed[key] = json.loads(properties.get(key) or "{}")
+        except (TypeError, ValueError) as error:
+            raise Refused(f"{key} is not a JSON object ({error}): refused") from error
+        if not isinstance(parsed[key], dict):
+            raise Refused(f"{key} is {type(parsed[key]).__name__}, not a JSON object: refused")
+    return release_spec(parsed)
+
+
+def spec_label(spec: Mapping[str, Any]) -> str:
+    """The SPEC_LABEL value of a release spec."""
+    return _label_value(canonical_json(spec))
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else canonical_json(value)
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def spec_refusal(spec: Mapping[str, Any], allowed: list[dict[str, Any]]) -> str | None:
+    """None when `spec` is one of the releases the function may install, else the one-line reason."""
+    if any(spec == entry for entry in allowed):
+        return None
+    name = f"{spec['Namespace']}/{spec['Release']}"
+    same = [
+        entry for entry in allowed if (entry["Namespace"], entry["Release"]) == (spec["Namespace"], spec["Release"])
+    ]
+    if not same:
+        names = ", ".join(sorted(f"{e['Namespace']}/{e['Release']}" for e in allowed)) or "none"
+        return (
+            f"release {name} is not one this installer was deployed to install (allowed: {names}; the eks stack "
+            "fixes them, deploy it first): refused"
+        )
+    deployed = same[0]
+    differing = [key for key in spec if spec[key] != deployed.get(key)]
+    shown = "; ".join(f"{key} {_shown(spec[key])}, deployed {_shown(deployed.get(key))}" for key in differing)
+    return f"release {name}: {shown}: not what this installer was deployed to install, refused"
+
+
+def allowed_releases(environment: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The releases the function's configuration allows (none when it has none: nothing is installed)."""
+    text = environment.get(ALLOWED_RELEASES_ENV) or "[]"
+    entries = json.loads(text)
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise Refused(f"{ALLOWED_RELEASES_ENV} in the function's configuration is not a list of release specs")
+    return entries
+
+
+def response_url_problem(url: Any, region: str) -> str | None:
+    """None when `url` is CloudFormation's response bucket of `region`, else the one-line reason (nothing is sent
+    there). Pre-signed S3 URLs only: https on 443, no user info, the bucket by host or by the path's first step."""
+    try:
+        parts = urllib.parse.urlsplit(str(url))
+        port = parts.port
+    except ValueError as error:
+        return f"ResponseURL is not a URL ({error}): refused, no response sent"
+    host = (parts.hostname or "").lower()
+    bucket = RESPONSE_BUCKET_PREFIX + region.replace("-", "")
+    endpoints = {f"s3.{S3_DOMAIN}", f"s3.{region}.{S3_DOMAIN}", f"s3-{region}.{S3_DOMAIN}"}
+    if parts.scheme == "https" and port in (None, 443) and "@" not in parts.netloc:
+        if host in {f"{bucket}.{endpoint}" for endpoint in endpoints}:
+            return None
+        if host in endpoints and parts.path.startswith(f"/{bucket}/"):
+            return None
+    return (
+        f"ResponseURL host {host or '(none)'!r} is not CloudFormation's response bucket {bucket} in {region} "
+        f"(https://{bucket}.s3.{region}.{S3_DOMAIN}/...): refused, no response sent"
+    )
 
 
 HELM_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
@@ -462,7 +620,16 @@ class Installer:
         self.workdir = workdir
         self.release = self.properties["Release"]
         self.namespace = self.properties["Namespace"]
-        self.owner = owner_label(physical_id)
+        # Owned by the resource (stack and logical id), whatever physical id it answers with.
+        self.owner = owner_label(str(event.get("StackId", "")), str(event.get("LogicalResourceId", "")))
+        # Revisions an earlier version installed carry the label of the physical id they were installed under.
+        self.owners = {self.owner, legacy_owner_label(physical_id)}
+        if event.get("PhysicalResourceId"):
+            self.owners.add(legacy_owner_label(str(event["PhysicalResourceId"])))
+        # Set while a Delete may owe the release to an earlier owner (what it owes, for the failure's reason): it
+        # may not answer SUCCESS without having handed the release back.
+        self.hand_back_owed: str | None = None
+        self.connected = False
         self.started = _now()
         self.pins = validate_digests(json.loads(self.properties.get("ArchiveDigests") or "{}"))
         self.file_digests = validate_file_digests(json.loads(self.properties.get("ChartFileDigests") or "{}"))
@@ -492,8 +659,51 @@ class Installer:
     # -- steps --
 
     def connect(self) -> None:
+        if self.connected:
+            return
         args = kubeconfig_args(self.properties["ClusterName"], os.environ["AWS_REGION"], self.env["KUBECONFIG"])
         self.run_retried("aws eks update-kubeconfig", lambda: args)
+        self.connected = True
+
+    def cluster_refusal(self) -> str | None:
+        """None when the event names the cluster of the function's configuration."""
+        cluster, named = os.environ.get(CLUSTER_ENV, ""), self.properties.get("ClusterName")
+        if named == cluster:
+            return None
+        return f"ClusterName {named!r} is not this installer's cluster {cluster!r}: refused"
+
+    def applied_before(self, label: str) -> bool:
+        """Whether this resource applied the release spec labelled `label` to this release before: an applied
+        revision carries both its owner label and that spec label (CloudFormation's rollback re-applies it)."""
+        for entry in sorted(self.history() or [], key=lambda h: -int(h["revision"])):
+            if entry.get("status") in APPLIED_STATUSES:
+                labels = self.labels_of(int(entry["revision"]))
+                if labels.get(OWNER_LABEL) in self.owners and labels.get(SPEC_LABEL) == label:
+                    return True
+        return False
+
+    def authorize(self) -> str:
+        """The spec label of what a Create or Update asks for, once it is allowed; Refused otherwise. Before the
+        cluster is reached, except for an Update of a spec the configuration no longer lists (a rollback)."""
+        refusal = self.cluster_refusal()
+        if refusal:
+            raise Refused(refusal)
+        spec = event_spec(self.properties)
+        label = spec_label(spec)
+        refusal = spec_refusal(spec, allowed_releases(os.environ))
+        if refusal is None:
+            return label
+        if self.event["RequestType"] != "Update":
+            raise Refused(refusal)
+        self.connect()
+        if not self.applied_before(label):
+            raise Refused(f"{refusal} (nor applied to it before by this resource)")
+        print(
+            f"release {self.namespace}/{self.release}: spec {label} is no longer in this installer's configuration, "
+            "but this resource applied it before: re-applied (a rollback)",
+            flush=True,
+        )
+        return label
 
     def release_status(self) -> dict | None:
         try:
@@ -519,12 +729,16 @@ class Installer:
                 return None
             raise
 
-    def label_of(self, revision: int) -> str | None:
-        """The owner label of one revision (`helm get metadata` shows a revision's labels)."""
+    def labels_of(self, revision: int) -> dict[str, str]:
+        """The labels of one revision (`helm get metadata` shows a revision's labels)."""
         metadata = json.loads(
             self.run_retried("helm get metadata", lambda: metadata_args(self.release, self.namespace, revision))
         )
-        return (metadata.get("labels") or {}).get(OWNER_LABEL)
+        return dict(metadata.get("labels") or {})
+
+    def label_of(self, revision: int) -> str | None:
+        """The owner label of one revision."""
+        return self.labels_of(revision).get(OWNER_LABEL)
 
     def release_owner(self) -> tuple[bool, str | None]:
         """(whether the release exists, the owner label of its owning revision)."""
@@ -534,20 +748,38 @@ class Installer:
             return False, None
         return True, self.label_of(revision)
 
-    def retired_owners(self) -> set[str]:
+    def retired_keys(self) -> set[str]:
         args = [KUBECTL, "get", "configmap", OWNERS_CONFIGMAP, "--namespace", DIGESTS_NAMESPACE, "--output", "json",
                 "--ignore-not-found"]  # fmt: skip
         text = self.run_retried("kubectl get configmap", lambda: args)
         return set(json.loads(text).get("data") or {}) if text.strip() else set()
 
+    def retired_owners(self) -> set[str]:
+        """The owner labels of resources CloudFormation deleted, for this release."""
+        return retired_for(self.retired_keys(), self.namespace, self.release)
+
+    def reinstate(self) -> None:
+        """After an install: this resource exists, so no record may say it was deleted (a logical id used again
+        gets the owner label of the resource deleted before)."""
+        key = retired_key(self.owner, self.namespace, self.release)
+        if key not in self.retired_keys():
+            return
+        patch = json.dumps({"data": {key: None}})
+        args = [KUBECTL, "patch", "configmap", OWNERS_CONFIGMAP, "--namespace", DIGESTS_NAMESPACE, "--type", "merge",
+                "--patch", patch]  # fmt: skip
+        self.run_retried("kubectl patch configmap", lambda: args)
+        print(f"{self.owner} exists again: removed from {DIGESTS_NAMESPACE}/{OWNERS_CONFIGMAP}", flush=True)
+
     def retire(self) -> None:
-        """Record that CloudFormation deleted this resource, so that no later Delete hands a release back to it. One
-        key per owner, added with a merge patch (concurrent Deletes of other resources add theirs, none is lost)."""
+        """Record that CloudFormation deleted this resource, so that no later Delete hands this release back to it.
+        One key per owner and release, added with a merge patch (concurrent Deletes of other resources add theirs,
+        none is lost)."""
         note = f"{self.namespace}/{self.release}: resource deleted at {_now().isoformat()}"
-        patch = json.dumps({"data": {self.owner: note}})
+        keys = {retired_key(owner, self.namespace, self.release): note for owner in sorted(self.owners)}
+        patch = json.dumps({"data": keys})
         base = ["configmap", OWNERS_CONFIGMAP, "--namespace", DIGESTS_NAMESPACE]
         patch_args = [KUBECTL, "patch", *base, "--type", "merge", "--patch", patch]
-        create_args = [KUBECTL, "create", *base, f"--from-literal={self.owner}={note}"]
+        create_args = [KUBECTL, "create", *base, *(f"--from-literal={key}={value}" for key, value in keys.items())]
         for _ in range(2):
             try:
                 self.run_retried("kubectl patch configmap", lambda: patch_args)
@@ -589,24 +821,31 @@ class Installer:
         owner = self.label_of(deciding) if deciding is not None else None
         if deciding is None:
             self.outcome = f"release {name} not found: nothing to uninstall"
-        elif owner != self.owner:
+        elif owner not in self.owners:
             # A replacement took it over, or someone else installed it: uninstalling would remove a live release.
             self.outcome = (
                 f"release {name} is owned by {OWNER_LABEL}={owner or '(none)'}, not by this resource "
                 f"({self.owner}): left installed"
             )
         else:
+            # Owned by this resource, and revisions were applied before: until it is known that no earlier owner is
+            # owed the release, this Delete may not end without handing it back.
+            if any(h.get("status") in APPLIED_STATUSES and int(h["revision"]) < deciding for h in history or []):
+                self.hand_back_owed = f"its revisions before {deciding} may belong to an earlier owner"
             retired = self.retired_owners()
-            previous = handback_revision(history or [], self.owner, self.label_of, retired)
+            previous = handback_revision(history or [], self.owners, self.label_of, retired)
             if previous is None:
+                self.hand_back_owed = None
                 self.uninstall()
                 self.outcome = f"release {name} uninstalled"
             else:
                 revision, previous_owner = previous
+                owed_to = f"{OWNER_LABEL}={previous_owner}" if previous_owner else UNLABELLED_OWNER
+                self.hand_back_owed = f"it belongs back to {owed_to} (revision {revision})"
                 self.hand_back(revision, previous_owner)
-                before = f"{OWNER_LABEL}={previous_owner}" if previous_owner else UNLABELLED_OWNER
+                self.hand_back_owed = None
                 self.outcome = (
-                    f"release {name} handed back to {before}, which owned it before this resource: rolled back to "
+                    f"release {name} handed back to {owed_to}, which owned it before this resource: rolled back to "
                     f"its revision {revision}, not uninstalled"
                 )
         # Whatever happened, this resource is gone: no later Delete may hand a release back to it. Not recorded, a
@@ -765,14 +1004,14 @@ class Installer:
         print(assembly.describe(), flush=True)
         return assembly
 
-    def upgrade(self, chart_dir: str) -> None:
+    def upgrade(self, chart_dir: str, spec: str) -> None:
         values_file = write_values(self.workdir, self.properties.get("Values") or "{}")
 
         def attempt() -> str:
             # A failed attempt may itself have left the release pending.
             self.recover_pending()
             return self.run_helm_operation(
-                lambda s: upgrade_args(self.release, chart_dir, self.namespace, values_file, self.owner, s)
+                lambda s: upgrade_args(self.release, chart_dir, self.namespace, values_file, self.owner, spec, s)
             )
 
         try:
@@ -787,19 +1026,33 @@ class Installer:
             ) from error
 
     def apply(self) -> None:
-        self.connect()
-        if self.event["RequestType"] == "Delete":
+        request = self.event["RequestType"]
+        if request not in REQUEST_TYPES:
+            raise Refused(f"RequestType {request!r} is not one of {', '.join(REQUEST_TYPES)}: refused")
+        if request == "Delete":
+            refusal = self.cluster_refusal()
+            if refusal:
+                # Its cluster is not this function's: nothing here is its to remove.
+                self.outcome = f"{refusal.removesuffix(': refused')}: nothing uninstalled"
+                return
+            self.connect()
             self.delete()
             return
+        spec = self.authorize()
+        self.connect()
         recorded = self.recorded_digests()
         deadline = Deadline(min(DOWNLOAD_BUDGET_S, self.remaining()))
         root, chart_dir = self.fetch_source(deadline)
         self.assemble(root, chart_dir, deadline, recorded)
-        self.upgrade(chart_dir)
+        self.upgrade(chart_dir, spec)
+        self.reinstate()
         self.record_digests(recorded)
 
 
 def send_response(event: dict, data: bytes) -> None:
+    problem = response_url_problem(event["ResponseURL"], os.environ.get("AWS_REGION", ""))
+    if problem:
+        raise Refused(problem)
     request = urllib.request.Request(
         event["ResponseURL"], data=data, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(data))}
     )
@@ -814,21 +1067,35 @@ def send_response(event: dict, data: bytes) -> None:
     _retry("response to CloudFormation", attempt, lambda: RESPONSE_RESERVE_S)
 
 
-def handler(event: dict, context) -> None:
+def handler(event: dict, context) -> dict:
     print(json.dumps({k: v for k, v in event.items() if k != "ResponseURL"}), flush=True)
+    problem = response_url_problem(event.get("ResponseURL"), os.environ.get("AWS_REGION", ""))
+    if problem:
+        # Not CloudFormation's: nothing is done, and nothing is sent there.
+        print(problem, flush=True)
+        return {"Status": "FAILED", "Reason": problem}
     workdir = tempfile.mkdtemp(prefix="helm-git-")
     env = helm_environment(
         workdir, {**os.environ, "PATH": f"/opt/helm:/opt/kubectl:/opt/awscli:{os.environ.get('PATH', '')}"}
     )
     status, reason = "SUCCESS", "ok"
     physical_id = resource_id(event)
+    installer: Installer | None = None
     try:
         installer = Installer(event, context, env, workdir, physical_id)
         installer.apply()
         reason = installer.outcome
     except Exception as error:
         traceback.print_exc()
-        if event["RequestType"] == "Delete":
+        if event["RequestType"] == "Delete" and installer is not None and installer.hand_back_owed:
+            # Answering SUCCESS would leave the release with a resource that no longer exists, owed to one that does.
+            status = "FAILED"
+            name, owed = f"{installer.namespace}/{installer.release}", installer.hand_back_owed
+            reason = (
+                f"release {name}: {owed}, and the hand-back failed: {error}; "
+                f"delete again once it can succeed (log stream {getattr(context, 'log_stream_name', '?')})"
+            )
+        elif event["RequestType"] == "Delete":
             # A release that cannot be removed (cluster already gone, API unreachable) must not
             # block stack deletion; the log keeps the reason.
             reason = f"uninstall skipped: {error}"
@@ -839,4 +1106,6 @@ def handler(event: dict, context) -> None:
                 physical_id = str(event["PhysicalResourceId"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    send_response(event, response_body(event, status, reason, physical_id))
+    body = response_body(event, status, reason, physical_id)
+    send_response(event, body)
+    return json.loads(body)
