@@ -76,7 +76,7 @@ def main() -> int:
     import skyrl  # noqa: F401
     import skyrl_gym  # noqa: F401
 
-    env_ids = os.environ["VISGYM_ENV_IDS"].split()
+    env_ids = os.environ["VISGYM_ENV_IDS"].split(",")
     if not Path(gymnasium.__file__).resolve().is_relative_to(visgym_dir):
         problems.append(f"gymnasium is imported from {gymnasium.__file__}, not from VisGym at {visgym_dir}")
     else:

@@ -236,7 +236,7 @@ class TrainingImageConfig(StrictModel):
             "VISGYM_REPOSITORY": self.visgym_repository,
             "VISGYM_REF": self.visgym_ref,
             "PYGAME_VERSION": self.pygame_version,
-            "VISGYM_ENV_IDS": " ".join(VISGYM_ENV_IDS),
+            "VISGYM_ENV_IDS": ",".join(VISGYM_ENV_IDS),
             "EFA_INSTALLER_VERSION": self.efa_installer_version,
             "EFA_INSTALLER_KEY_FINGERPRINT": EFA_INSTALLER_KEY_FINGERPRINT,
             "DEFAULT_MODEL_ID": self.default_model_id,
