@@ -1,6 +1,6 @@
 """Credentials for the training job: training.jobs.secret_env names Secret keys, the Ray containers read them through
 secretKeyRef, `skyrl-hp secrets set` writes them (against a fake API server), and runtime_env_vars refuses a name
-that looks like a credential. The value itself never enters the configuration, so the end-to-end test sets a
+that looks like a credential or a value that holds one. The value itself never enters the configuration, so the end-to-end test sets a
 sentinel through the command and looks for it in everything the CDK and cdk8s apps synthesize.
 """
 
