@@ -70,14 +70,19 @@ def read_number(file: Path) -> int:
     return int(data)
 
 
-def pull_request(repo: str, number: int) -> dict[str, Any]:
-    run = subprocess.run(["gh", "api", f"repos/{repo}/pulls/{number}"], capture_output=True, text=True)
+def gh_json(args: list[str], what: str) -> Any:
+    """`gh api ARGS` as JSON; one line naming `what` when it cannot be read."""
+    run = subprocess.run(["gh", "api", *args], capture_output=True, text=True)
     if run.returncode != 0:
-        fail(f"pull request #{number} of {repo!r} could not be read: {run.stderr.strip()[:300]!r}")
+        fail(f"{what} could not be read: {run.stderr.strip()[:300]!r}")
     try:
-        data = json.loads(run.stdout)
+        return json.loads(run.stdout)
     except json.JSONDecodeError:
-        fail(f"the API's answer for pull request #{number} is not JSON")
+        fail(f"the API's answer for {what} is not JSON")
+
+
+def pull_request(repo: str, number: int) -> dict[str, Any]:
+    data = gh_json([f"repos/{repo}/pulls/{number}"], f"pull request #{number} of {repo!r}")
     if not isinstance(data, dict):
         fail(f"the API's answer for pull request #{number} is not an object")
     return data
@@ -86,13 +91,7 @@ def pull_request(repo: str, number: int) -> dict[str, Any]:
 def comments(repo: str, number: int) -> list[dict[str, Any]]:
     """Every comment of the pull request (`--slurp`: one JSON array holding each page's array)."""
     endpoint = f"repos/{repo}/issues/{number}/comments?per_page=100"
-    run = subprocess.run(["gh", "api", "--paginate", "--slurp", endpoint], capture_output=True, text=True)
-    if run.returncode != 0:
-        fail(f"the comments of pull request #{number} could not be read: {run.stderr.strip()[:300]!r}")
-    try:
-        data = json.loads(run.stdout)
-    except json.JSONDecodeError:
-        fail(f"the API's answer for the comments of pull request #{number} is not JSON")
+    data = gh_json(["--paginate", "--slurp", endpoint], f"the comments of pull request #{number}")
     if not isinstance(data, list) or not all(isinstance(page, list) for page in data):
         fail(f"the API's answer for the comments of pull request #{number} is not a list of pages")
     return [item for page in data for item in page if isinstance(item, dict)]
