@@ -135,7 +135,7 @@ def credential_in_value(value: str) -> str | None:
             return kind
     for detector in _detectors():
         if any(True for _ in detector.analyze_string(value)):
-            return f"{detector.secret_type} (detect-secrets)"
+            return f"{detector.secret_type}, by detect-secrets"
     if any(True for _ in _random_looking(value)):
         return f"a long random-looking string (over {ENTROPY_LIMIT} bits per character)"
     return None
