@@ -169,6 +169,47 @@ def test_alias_expansion_counts_against_the_value_budget() -> None:
         yaml_loading.load_bounded("a: [" + ", ".join(["0"] * 20_000) + "]\n")
 
 
+def test_synthesized_manifests_have_limits_of_their_own_and_a_budget_together() -> None:
+    from skyrl_hyperpod.plumbing import yaml_loading
+
+    limits = yaml_loading.MANIFEST_LIMITS
+    # One document: its own limit, aliases counted in full; each document of a file starts from nothing.
+    with pytest.raises(yaml_loading.YAMLLimitError, match="more than 100,000 values"):
+        yaml_loading.load_all_bounded(billion_laughs(6), limits)
+    many = "---\n".join(["a: [" + ", ".join(["0"] * 60_000) + "]\n"] * 2)
+    assert [len(d["a"]) for d in yaml_loading.load_all_bounded(many, limits)] == [60_000, 60_000]
+    # Several documents against one budget: what each may hold cannot add up past it.
+    budget = yaml_loading.ValueBudget(100_000, "the manifests in 'dist'")
+    with pytest.raises(yaml_loading.YAMLLimitError) as raised:
+        yaml_loading.load_all_bounded(many, limits, budget)
+    assert raised.value.problem == (
+        "the manifests in 'dist' hold more than 100,000 values together (keys, values and list items, an alias counted "
+        "in full at each use)"
+    )
+
+
+def test_a_manifest_directory_over_its_limits_is_one_line(tmp_path: Path) -> None:
+    from skyrl_hyperpod.plumbing.errors import ProblemsError
+    from skyrl_hyperpod.values import synthesized_manifests
+
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    big = dist / "01-big.k8s.yaml"
+    big.write_text("kind: ConfigMap\nmetadata: {name: x}\ndata: {a: '" + "x" * (4 * 1024 * 1024) + "'}\n")
+    with pytest.raises(ProblemsError) as raised:
+        synthesized_manifests.read_manifest_documents(dist, prefix="review error")
+    assert raised.value.problems == [
+        f"review error: {big} has more than 4,194,304 bytes, the most a manifest file may have (4 MiB)"
+    ]
+    big.write_text("a: [" + ", ".join(["0"] * 200_000) + "]\n")
+    with pytest.raises(ProblemsError) as raised:
+        synthesized_manifests.read_manifest_documents(dist, prefix="review error")
+    assert raised.value.problems == [
+        f"review error: {big} at line 1: the document holds more than 100,000 values (keys, values and list items); "
+        "the default synthesis writes fewer than 500 per file"
+    ]
+
+
 def test_a_recursive_alias_is_one_line(tmp_path: Path) -> None:
     file = tmp_path / "c.yaml"
     file.write_text("training:\n  cluster: &c\n    inner: *c\n")

@@ -253,7 +253,13 @@ def test_the_reviewer_and_gate_are_the_default_branchs():
     assert job["steps"][0]["with"]["ref"] == "${{ github.sha }}"
     review = step(flow, "review", "Review with the default branch's reviewer")
     assert "PYTHON=base/.venv/bin/python base/.github/scripts/pr-review.sh base head comment.md" in review["run"]
-    assert review["env"] == {"ALLOW_STATEFUL_REPLACEMENT": "${{ needs.pull-request.outputs.allowed }}"}
+    assert review["env"] == {
+        "ALLOW_STATEFUL_REPLACEMENT": "${{ needs.pull-request.outputs.allowed }}",
+        # What a maintainer accepted at this head (pr-resolve.py): the label alone accepts nothing.
+        "ACCEPTED_STATEFUL_KEYS": "${{ needs.pull-request.outputs.accepted }}",
+        "HEAD_SHA": "${{ github.event.workflow_run.head_sha }}",
+    }
+    assert flow["jobs"]["pull-request"]["outputs"]["accepted"] == "${{ steps.resolve.outputs.accepted }}"
     # The default branch is built before the pull request's bytes are on disk, and they are vetted before use.
     assert names.index("Synthesize the default branch and price it") < names.index(
         "Take the synthesized pull request (untrusted)") < names.index("Refuse links and special files in it") < names.index(
@@ -288,7 +294,10 @@ def test_no_run_step_interpolates_an_expression():
 FAKE_GH = """#!/usr/bin/env bash
 printf '%s\\n' "$*" >> "$GH_CALLS"
 if [ -n "${GH_FAIL:-}" ]; then echo "HTTP 404: Not Found" >&2; exit 1; fi
-cat "$GH_ANSWER"
+case "$*" in
+  *"/comments?"*" --slurp"|*"--slurp "*"/comments?"*) cat "$GH_COMMENTS" ;;
+  *) cat "$GH_ANSWER" ;;
+esac
 """
 
 
@@ -299,10 +308,12 @@ def fake_gh(tmp_path: Path) -> dict[str, str]:
     (bin_dir / "gh").write_text(FAKE_GH)
     (bin_dir / "gh").chmod(0o755)
     (tmp_path / "answer.json").write_text("{}")
+    (tmp_path / "comments.json").write_text("[[]]")  # `gh api --paginate --slurp`: one array per page
     return {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "GH_CALLS": str(tmp_path / "gh-calls"),
         "GH_ANSWER": str(tmp_path / "answer.json"),
+        "GH_COMMENTS": str(tmp_path / "comments.json"),
         "GITHUB_OUTPUT": str(tmp_path / "github-output"),
     }
 
@@ -347,6 +358,80 @@ def test_resolve_reads_the_allow_label_from_the_api(tmp_path, fake_gh):
     run = resolve(tmp_path, fake_gh, b"42\n", pull_request_record(labels=labels))
     assert run.returncode == 0, run.stderr
     assert outputs(fake_gh) == "number=42\nallowed=true\n"
+
+
+KEY = "0123456789abcdef"
+LABELED = [{"name": "documentation"}, {"name": "allow-stateful-replacement"}]
+
+
+def comment(body: str, login: str = "maintainer", association: str = "MEMBER", kind: str = "User") -> dict:
+    return {"id": 7, "body": body, "user": {"login": login, "type": kind}, "author_association": association}
+
+
+def acceptance(sha: str = HEAD_SHA, key: str = KEY) -> str:
+    return f"allow-stateful-replacement {sha} {key}"
+
+
+def test_resolve_takes_the_acceptance_a_maintainers_comment_names_for_the_head(tmp_path, fake_gh):
+    comments = [comment("Migrated the data first.\n\n" + acceptance() + "\n"), comment("lgtm", login="other")]
+    Path(fake_gh["GH_COMMENTS"]).write_text(json.dumps([comments[:1], comments[1:]]))  # two pages
+    run = resolve(tmp_path, fake_gh, b"42\n", pull_request_record(labels=LABELED))
+    assert run.returncode == 0, run.stderr
+    assert outputs(fake_gh) == f"number=42\nallowed=true\naccepted={KEY}\n"
+    assert f"pr-resolve: 'maintainer' accepts the stateful changes with key {KEY} at {HEAD_SHA}" in run.stdout
+    assert Path(fake_gh["GH_CALLS"]).read_text().splitlines() == [
+        "api repos/owner/project/pulls/42",
+        "api --paginate --slurp repos/owner/project/issues/42/comments?per_page=100",
+    ]
+
+
+@pytest.mark.parametrize(
+    "comments",
+    [
+        [],
+        # The label alone, as before: sticky through every push, bound to nothing.
+        [comment("allow-stateful-replacement")],
+        # An acceptance of an earlier head (the pull request moved on), or of a prefix a crafted commit could share.
+        [comment(acceptance(sha="f" * 40))],
+        [comment(f"allow-stateful-replacement {HEAD_SHA[:12]} {KEY}")],
+        # Not on a line of its own: quoted, or inside a sentence (as the bot's own instructions print it).
+        [comment("> " + acceptance())],
+        [comment(f"please run `{acceptance()}`")],
+        # Another label's name.
+        [comment(f"allow-everything {HEAD_SHA} {KEY}")],
+        # By someone without access, or by a bot (this workflow's own comment prints the line to copy).
+        [comment(acceptance(), login="outsider", association="NONE")],
+        [comment(acceptance(), login="drive-by", association="CONTRIBUTOR")],
+        [comment(acceptance(), login="first-timer", association="FIRST_TIME_CONTRIBUTOR")],
+        [comment(acceptance(), login="github-actions[bot]", association="MEMBER", kind="Bot")],
+    ],
+    ids=["no-comment", "label-only", "other-head", "sha-prefix", "quoted", "in-a-sentence", "other-label", "outsider",
+         "contributor", "first-timer", "bot"],
+)  # fmt: skip
+def test_resolve_accepts_nothing_the_label_alone_or_an_outsider_says(tmp_path, fake_gh, comments):
+    Path(fake_gh["GH_COMMENTS"]).write_text(json.dumps([comments]))
+    run = resolve(tmp_path, fake_gh, b"42\n", pull_request_record(labels=LABELED))
+    assert run.returncode == 0, run.stderr
+    assert outputs(fake_gh) == "number=42\nallowed=true\n"  # no `accepted`: pr-review.sh lets no stateful change pass
+    assert f"no maintainer's comment accepts a stateful change at {HEAD_SHA}: the label alone does not" in run.stdout
+
+
+def test_resolve_reads_no_comment_without_the_label(tmp_path, fake_gh):
+    Path(fake_gh["GH_COMMENTS"]).write_text(json.dumps([[comment(acceptance())]]))
+    run = resolve(tmp_path, fake_gh, b"42\n")
+    assert run.returncode == 0, run.stderr
+    assert outputs(fake_gh) == "number=42\nallowed=false\n"
+    assert Path(fake_gh["GH_CALLS"]).read_text() == "api repos/owner/project/pulls/42\n"
+
+
+def test_resolve_fails_in_one_line_when_the_comments_are_not_a_list_of_pages(tmp_path, fake_gh):
+    Path(fake_gh["GH_COMMENTS"]).write_text(json.dumps({"message": "Not Found"}))
+    run = resolve(tmp_path, fake_gh, b"42\n", pull_request_record(labels=LABELED))
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == [
+        "pr-resolve: the API's answer for the comments of pull request #42 is not a list of pages"
+    ]
+    assert outputs(fake_gh) == ""
 
 
 @pytest.mark.parametrize(
@@ -453,8 +538,11 @@ def test_the_reviewers_output_cannot_issue_workflow_commands(tmp_path):
 STATUS_CASES = [
     ("success", "true", "success", "0", "unchanged", "success", "No stateful resource replaced or removed"),
     ("success", "true", "success", "0", "approved", "success", "No stateful resource replaced or removed"),
-    ("success", "true", "success", "1", "unchanged", "failure", "A stateful resource would be replaced or removed"),
-    ("success", "true", "success", "2", "unchanged", "failure", "The review could not run"),
+    ("success", "true", "success", "3", "unchanged", "failure", "A stateful resource would be replaced or removed"),
+    # A crash (a Python traceback exits 1) is no finding a maintainer could accept; nor is refused input.
+    ("success", "true", "success", "1", "unchanged", "failure", "The review could not run"),
+    ("success", "true", "success", "137", "unchanged", "failure", "The review could not run"),
+    ("success", "true", "success", "2", "unchanged", "failure", "The review refused the synthesized output"),
     ("success", "true", "success", "", "unchanged", "failure", "The review could not run"),
     ("success", "true", "failure", "", "unchanged", "failure", "The pull request did not synthesize"),
     ("success", "false", "success", "", "", "failure", "No open pull request into the default branch has this head"),
@@ -500,6 +588,55 @@ def test_the_comment_says_why_when_there_is_no_review(tmp_path, fake_gh):
         "<!-- skyrl-hp-review -->\n\n❌ **The review could not run**: the pull request did not synthesize: "
         "see https://github.com/owner/project/actions/runs/6\n"
     )
+
+
+MARKER = "<!-- skyrl-hp-review -->"
+BOT = {"login": "github-actions[bot]", "type": "Bot"}
+
+
+def posted(tmp_path: Path, fake_gh: dict[str, str], pages: list[list[dict]]) -> list[str]:
+    """The comment step's calls after the listing, with the pull request's comments as `pages`."""
+    post = step(load(REVIEW), "comment", "Post or update the review comment")
+    assert post["env"]["BOT_LOGIN"] == "github-actions[bot]"
+    (tmp_path / "review").mkdir()
+    (tmp_path / "review" / "comment.md").write_text(f"{MARKER}\n\nthe review\n")
+    Path(fake_gh["GH_COMMENTS"]).write_text(json.dumps(pages))
+    env = {**fake_gh, "REPO": "owner/project", "PR": "42", "CONCLUSION": "success", "TRUST": "unchanged",
+           "CARRIERS": "", "SYNTHESIS_URL": "unused", "RUN_URL": "unused", "BOT_LOGIN": post["env"]["BOT_LOGIN"]}  # fmt: skip
+    run = run_step(post["run"], tmp_path, env)
+    assert run.returncode == 0, run.stderr
+    calls = Path(fake_gh["GH_CALLS"]).read_text().splitlines()
+    assert calls[0] == "api --paginate repos/owner/project/issues/42/comments?per_page=100 --slurp"
+    return calls[1:]
+
+
+def test_the_comment_job_updates_its_own_comment_not_the_first_with_the_marker(tmp_path, fake_gh):
+    pages = [
+        # Anyone can write the marker first: an outsider's comment, edited, would carry the review under their name.
+        [{"id": 1, "body": f"{MARKER}\n✅ Gate passed", "user": {"login": "outsider", "type": "User"}},
+         {"id": 2, "body": "an earlier note", "user": BOT}],
+        [{"id": 3, "body": f"{MARKER}\nthe last review", "user": BOT},
+         {"id": 4, "body": f"{MARKER}\na later copy", "user": BOT},
+         # A user who calls themselves so is no bot (and GitHub gives no user a login with brackets).
+         {"id": 5, "body": f"{MARKER}\n", "user": {"login": "github-actions[bot]", "type": "User"}}],
+    ]  # fmt: skip
+    [call] = posted(tmp_path, fake_gh, pages)
+    assert call.startswith("api --method PATCH repos/owner/project/issues/comments/3 -F body=@")
+
+
+@pytest.mark.parametrize(
+    "pages",
+    [
+        [[]],
+        [[{"id": 1, "body": f"{MARKER}\nforged", "user": {"login": "outsider", "type": "User"}}]],
+        [[{"id": 2, "body": f"{MARKER}\nforged", "user": {"login": "some-app[bot]", "type": "Bot"}}]],
+        [[{"id": 3, "body": "not a review", "user": BOT}]],
+    ],
+    ids=["none", "outsiders-marker", "another-bot", "bot-without-marker"],
+)
+def test_the_comment_job_posts_a_new_comment_when_none_is_its_own(tmp_path, fake_gh, pages):
+    [call] = posted(tmp_path, fake_gh, pages)
+    assert call.startswith("api --method POST repos/owner/project/issues/42/comments -F body=@")
 
 
 def test_the_comment_job_refuses_a_number_it_did_not_get_from_the_validator(tmp_path, fake_gh):
@@ -556,6 +693,7 @@ def trust_module() -> Any:
 
 TRUST = trust_module()
 
+SHADOWS = "a top-level module or package that shadows an import"
 # One path per class of what produces or carries the synthesis, and the class it is in.
 CARRIER_PATHS = [
     (".github/workflows/pr-synthesis.yml", ".github/"),
@@ -579,7 +717,22 @@ CARRIER_PATHS = [
     ("pyproject.toml", "requirements*, constraints*, pyproject.toml"),
     ("skyrl_hyperpod/ops/review/readers.py", "skyrl_hyperpod/ops/review/"),
     ("skyrl_hyperpod/ops/review/rules/stateful_loss.py", "skyrl_hyperpod/ops/review/"),
+    # `make setup` runs `python -m tools.skyrl_pins` and installs what it prints.
+    ("tools/skyrl_pins.py", "tools/ (the Makefile runs it)"),
+    ("tools/generate_docs.py", "tools/ (the Makefile runs it)"),
+    # Found on sys.path before the installed packages: each shadows `import yaml` / `pydantic` / `aws_cdk`.
+    ("yaml/__init__.py", SHADOWS),
+    ("pydantic/__init__.py", SHADOWS),
+    ("aws_cdk/__init__.py", SHADOWS),
+    ("yaml.pyc", SHADOWS),
+    ("yaml.cpython-311-x86_64-linux-gnu.so", SHADOWS),
+    # A directory of the repository's that is no package yet, made one (`import tests`, `import docker`).
+    ("tests/__init__.py", SHADOWS),
+    ("docker/__init__.py", SHADOWS),
 ]
+# Carriers in a top-level directory the repository does not have: no CODEOWNERS line can name their owners in
+# advance, so nobody can approve them until the default branch's CODEOWNERS does.
+UNOWNED_CARRIER_PATHS = ["pydantic/main.py", "aws_cdk/aws_s3/__init__.py", "yaml/loader.py"]
 # What the gate reviews as content (the synthesis reads them, it does not make or carry it).
 CONTENT_PATHS = ["stacks/eks_stack.py", "charts/rayjob.py", "skyrl_hyperpod/config/training.py", "docs/review-gate.md",
                  "tests/test_pr_workflows.py", "docker/requirements.txt", "skyrl_hyperpod/ops/reviewer.py",
@@ -595,6 +748,27 @@ def test_each_file_that_makes_or_carries_the_synthesis_is_classified(path, carri
 @pytest.mark.parametrize("path", CONTENT_PATHS)
 def test_the_code_under_review_is_not_a_carrier(path):
     assert TRUST.carrier_class(path) is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["stacks/__init__.py", "skyrl_hyperpod/__init__.py", "charts/constructs/__init__.py", "drill/__init__.py",
+     "drill/scenarios.py", "bench/run.py", "tests/conftest.py", "docker/train_job.py", "yaml/README.md",
+     ".ci/run"],
+)  # fmt: skip
+def test_the_repositorys_own_packages_and_non_python_files_are_not_carriers(path):
+    assert TRUST.carrier_class(path) is None
+
+
+@pytest.mark.parametrize("path", UNOWNED_CARRIER_PATHS)
+def test_a_python_file_in_a_new_top_level_directory_is_a_carrier_nobody_owns_yet(tmp_path, path):
+    assert TRUST.carrier_class(path) == SHADOWS
+    rules = TRUST.parse_codeowners(CODEOWNERS.read_text().replace("@set--maintainer--logins", "@alice"))
+    assert TRUST.owners_of(rules, path) == ()
+    run = trust(tmp_path, [{"filename": "stacks/x.py"}, {"filename": path}], [review("alice")])
+    assert run.returncode == 0, run.stderr
+    assert trust_outputs(tmp_path) == f"trust=unapproved\nclasses={SHADOWS}\n"
+    assert f"pr-synthesis-trust: {path!r}: the default branch's CODEOWNERS names no user for it" in run.stdout
 
 
 def test_the_shipped_codeowners_has_a_rule_for_every_carrier_and_names_nobody_until_set():

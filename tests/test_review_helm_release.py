@@ -12,6 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import EXIT_STATEFUL_CHANGE
 
 STACK = "skyrl-hp-eks"
 
@@ -58,7 +59,7 @@ def disruptions(markdown: str) -> list[str]:
 
 def test_renaming_the_release_is_a_disruptive_replacement_that_fails_the_gate(tmp_path):
     result = review(tmp_path, {"Deps": release("dependencies")}, {"Deps": release()}, "--fail-on-stateful-replacement")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     [line] = disruptions(result.stdout)
     assert (
         "Helm release `skyrl-hp-eks/Deps`" in line

@@ -1,6 +1,6 @@
 """Credentials for the training job: training.jobs.secret_env names Secret keys, the Ray containers read them through
 secretKeyRef, `skyrl-hp secrets set` writes them (against a fake API server), and runtime_env_vars refuses a name
-that looks like a credential. The value itself never enters the configuration, so the end-to-end test sets a
+that looks like a credential or a value that holds one. The value itself never enters the configuration, so the end-to-end test sets a
 sentinel through the command and looks for it in everything the CDK and cdk8s apps synthesize.
 """
 
@@ -70,7 +70,10 @@ EXPECTED_REFS = {name: {"name": ref["secret"], "key": ref["key"]} for name, ref 
 @pytest.mark.parametrize(
     "name",
     ["WANDB_API_KEY", "HF_TOKEN", "MLFLOW_TRACKING_TOKEN", "DB_PASSWORD", "MY_SECRET_THING", "AWS_SECRET_ACCESS_KEY",
-     "AWS_REGION", "hf_token"],
+     "AWS_REGION", "hf_token",
+     # The wider patterns: *APIKEY*, *_PAT, *CREDENTIAL*, *AUTH*, *PASS*, DATABASE_URL.
+     "OPENAI_APIKEY", "GH_PAT", "GOOGLE_APPLICATION_CREDENTIALS", "HTTP_AUTH_HEADER", "SMTP_PASS", "DATABASE_URL",
+     "database_url", "RedisPassphrase"],
 )  # fmt: skip
 def test_runtime_env_vars_refuses_a_credential_name_in_one_line_naming_the_secrets_path(name):
     with pytest.raises(ConfigError) as caught:
@@ -79,6 +82,55 @@ def test_runtime_env_vars_refuses_a_credential_name_in_one_line_naming_the_secre
     assert line.startswith(f"config error: training.jobs.runtime_env_vars: {name!r} looks like a credential")
     assert "skyrl-hp secrets set SECRET KEY" in line and f"training.jobs.secret_env: {{{name}: " in line
     assert "value" not in line.split("looks like")[1].replace("its value", "")  # the value is never quoted
+
+
+# Made-up credentials of each well-known format (none is a real key): a token prefix, a password in a URL, a long
+# random string. Built from pieces so that no complete token stands in the source.
+RANDOM_43 = "Xk4" + "pQ9vT2mL7rW1sZ8nB5cY3hJ6dF0gA-eUoIuKwEqRt"
+CREDENTIAL_VALUES = {
+    "openai": "sk-" + "proj-" + "a8Fq2Lx9Vt4Rm7Wc1Zp6Nb3Yk5Hd0Gs",
+    "github-classic": "ghp" + "_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "github-fine-grained": "github_pat" + "_11ABCDEFG0" + "aBcDeFgHiJkLmNoPqRsTuV",
+    "url-password": "https://admin:" + "password@mlflow.example.com",
+    "database-password": "postgresql://app:" + "s3cret@db.internal:5432/runs",
+    "aws-access-key": "AKIA" + "IOSFODNN7EXAMPLE",
+    "aws-session-key": "ASIA" + "Y34FZKBOKMUTVV7A",
+    "slack-bot": "xoxb" + "-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "slack-any": "xoxe" + "-1-AbCdEfGhIjKlMnOp",
+    "hugging-face": "hf" + "_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+    "random": RANDOM_43,
+}
+
+
+@pytest.mark.parametrize("value", CREDENTIAL_VALUES.values(), ids=CREDENTIAL_VALUES.keys())
+def test_runtime_env_vars_refuses_a_credential_by_its_value_without_quoting_it(value):
+    # The names say nothing: only the value gives the credential away.
+    for name in ("MLFLOW_TRACKING_URI", "EXTRA_SETTING"):
+        with pytest.raises(ConfigError) as caught:
+            validate_config({"training": {"jobs": {"runtime_env_vars": {"NCCL_DEBUG": "INFO", name: value}}}})
+        [line] = caught.value.problems
+        assert line.startswith(
+            f"config error: training.jobs.runtime_env_vars: the value of {name!r} holds a credential ("
+        )
+        assert "store it with `skyrl-hp secrets set SECRET KEY` and name it in training.jobs.secret_env: " in line
+        assert f"{{{name}: {{secret: SECRET, key: KEY}}}}" in line
+        # Nothing of the value is quoted: not the whole, not its secret part.
+        assert value not in line and value[-12:] not in line
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["INFO", "INIT,NET", "expandable_segments:True", "https://mlflow.internal.example.com/api/2.0",
+     "https://user@mlflow.example.com", "s3://skyrl-hp-artifacts-111111111111/runs/maze-grpo",
+     "/shared/models/Qwen3-VL-8B-Instruct-visgym-sft", "Qwen/Qwen3-VL-8B-Instruct",
+     "/fsx/shared/checkpoints/run-2026-01-17T10-22-33Z/global_step_160/policy", "wandb/QuickStartProjectName_v2-final",
+     # A commit id, a digest and a UUID are hex: ordinary values, never taken for a credential.
+     "2f1e3a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f", "sha256:" + "0a1b2c3d" * 8, "550e8400-e29b-41d4-a716-446655440000",
+     "task-sk-short", "--a --b", "0,1,2,3", "x" * 16_000],
+)  # fmt: skip
+def test_runtime_env_vars_takes_ordinary_values(value):
+    jobs = validate_config({"training": {"jobs": {"runtime_env_vars": {"EXTRA_SETTING": value}}}}).training.jobs
+    assert jobs.runtime_env_vars == {"EXTRA_SETTING": value}
 
 
 @pytest.mark.parametrize("name", ["NCCL_DEBUG", "MODAL_TOKEN_ID", "KEYRING_BACKEND", "SKYRL_X"])

@@ -12,8 +12,17 @@ the commit, from the repository, that the run synthesized: a stale run (the pull
 naming another pull request resolves to nothing (exit 0, no outputs), so nothing is posted on it. The labels
 come from the API, never from the artifact.
 
+The label alone accepts nothing: it stays on the pull request through every later push. While it is set, the
+pull request's comments are read (https://docs.github.com/en/rest/issues/comments#list-issue-comments) for lines
+`allow-stateful-replacement HEAD_SHA KEY`, each a line of its own, by a person (not a bot) who is an owner, a member
+or a collaborator of the repository (author_association), naming the run's head commit in full: each such KEY is
+the acceptance key of a set of stateful resources (`skyrl-hp review` prints it) that pr-review.sh then lets pass,
+at this commit and for exactly those resources. An outsider cannot write such a comment that counts, nor set the
+label (that takes triage access); a push makes every earlier acceptance name another commit.
+
 Environment: REPO, HEAD_SHA, HEAD_REPO, DEFAULT_BRANCH (from the workflow_run event), ALLOW_LABEL, and
-GITHUB_OUTPUT, which receives `number=N` and `allowed=true|false`. `gh` (on PATH) makes the API call.
+GITHUB_OUTPUT, which receives `number=N`, `allowed=true|false` (the label is set) and, when a comment accepts
+something at this head, `accepted=KEY ...`. `gh` (on PATH) makes the API calls.
 Messages quote what they read with repr(): a line of the log cannot be made to start a workflow command.
 Standard library only: it runs on the runner's python3, before anything is installed.
 """
@@ -32,6 +41,12 @@ from typing import Any, NoReturn
 # GitHub numbers issues and pull requests from 1; ten digits leave room without admitting arbitrary data.
 NUMBER = re.compile(rb"[1-9][0-9]{0,9}\n?")
 MAX_BYTES = 12
+# An acceptance: the label's name, the head commit in full (a prefix could be matched by a crafted commit) and the
+# 16 hex digits of the review's acceptance key, alone on its line.
+ACCEPTANCE = re.compile(r"(?P<label>[\w.-]+) (?P<sha>[0-9a-f]{40}) (?P<key>[0-9a-f]{16})")
+# Who may accept (a comment's author_association): as for the code owners' approvals in pr-synthesis-trust.py, the
+# token cannot read permissions, so only an owner, a member of the owning organisation or an invited collaborator.
+TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 
 
 def fail(message: str) -> NoReturn:
@@ -55,17 +70,45 @@ def read_number(file: Path) -> int:
     return int(data)
 
 
-def pull_request(repo: str, number: int) -> dict[str, Any]:
-    run = subprocess.run(["gh", "api", f"repos/{repo}/pulls/{number}"], capture_output=True, text=True)
+def gh_json(args: list[str], what: str) -> Any:
+    """`gh api ARGS` as JSON; one line naming `what` when it cannot be read."""
+    run = subprocess.run(["gh", "api", *args], capture_output=True, text=True)
     if run.returncode != 0:
-        fail(f"pull request #{number} of {repo!r} could not be read: {run.stderr.strip()[:300]!r}")
+        fail(f"{what} could not be read: {run.stderr.strip()[:300]!r}")
     try:
-        data = json.loads(run.stdout)
+        return json.loads(run.stdout)
     except json.JSONDecodeError:
-        fail(f"the API's answer for pull request #{number} is not JSON")
+        fail(f"the API's answer for {what} is not JSON")
+
+
+def pull_request(repo: str, number: int) -> dict[str, Any]:
+    data = gh_json([f"repos/{repo}/pulls/{number}"], f"pull request #{number} of {repo!r}")
     if not isinstance(data, dict):
         fail(f"the API's answer for pull request #{number} is not an object")
     return data
+
+
+def comments(repo: str, number: int) -> list[dict[str, Any]]:
+    """Every comment of the pull request (`--slurp`: one JSON array holding each page's array)."""
+    endpoint = f"repos/{repo}/issues/{number}/comments?per_page=100"
+    data = gh_json(["--paginate", "--slurp", endpoint], f"the comments of pull request #{number}")
+    if not isinstance(data, list) or not all(isinstance(page, list) for page in data):
+        fail(f"the API's answer for the comments of pull request #{number} is not a list of pages")
+    return [item for page in data for item in page if isinstance(item, dict)]
+
+
+def accepted_keys(items: list[dict[str, Any]], label: str, head_sha: str) -> list[tuple[str, str]]:
+    """(key, login) per acceptance of `head_sha` in a comment that counts, in the order they were written."""
+    found = []
+    for item in items:
+        login = field(item, "user", "login")
+        if field(item, "user", "type") != "User" or item.get("author_association") not in TRUSTED_ASSOCIATIONS:
+            continue
+        for line in str(item.get("body") or "").splitlines():
+            match = ACCEPTANCE.fullmatch(line.strip())
+            if match and match["label"] == label and match["sha"] == head_sha:
+                found.append((match["key"], str(login)))
+    return found
 
 
 def field(data: Any, *path: str) -> Any:
@@ -95,9 +138,18 @@ def main() -> None:
         return
     label = os.environ.get("ALLOW_LABEL") or "allow-stateful-replacement"
     allowed = any(field(item, "name") == label for item in field(pr, "labels") or [])
+    accepted = accepted_keys(comments(env["REPO"], number), label, env["HEAD_SHA"]) if allowed else []
     with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as output:
         output.write(f"number={number}\nallowed={'true' if allowed else 'false'}\n")
+        if accepted:
+            output.write(f"accepted={' '.join(sorted({key for key, _ in accepted}))}\n")
     print(f"pr-resolve: pull request #{number}, {label} {'set' if allowed else 'not set'}")
+    for key, login in accepted:
+        print(f"pr-resolve: {login!r} accepts the stateful changes with key {key} at {env['HEAD_SHA']}")
+    if allowed and not accepted:
+        print(
+            f"pr-resolve: no maintainer's comment accepts a stateful change at {env['HEAD_SHA']}: the label alone does not"
+        )
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ after pr-resolve.py matched the synthesis run to its open pull request:
 
 The synthesis (.github/workflows/pr-synthesis.yml) runs the pull request's own workflow, Makefile, apps and
 dependency pins, so a pull request that changes one of them can upload any templates as its head synthesis (the
-default branch's, say) and pass. When the pull request changes a file of CARRIERS below (a path, or a renamed
-file's old path), the synthesis is believed only if, for every such file, a code owner that the default branch's
-CODEOWNERS_FILE names for it approved the pull request's current head commit. CODEOWNERS follows GitHub's rules
+default branch's, say) and pass; so can a top-level module or package that shadows one the apps import (`yaml/`,
+`pydantic/`, `aws_cdk/` beside app.py are found before the installed ones). When the pull request changes a file of
+CARRIERS below (a path, or a renamed file's old path), the synthesis is believed only if, for every such file, a code
+owner that the default branch's CODEOWNERS_FILE names for it approved the pull request's current head commit. A
+Python file in a top-level directory the repository does not have is a carrier no CODEOWNERS line can name in
+advance: nobody can approve it until the default branch's CODEOWNERS names an owner for that directory. CODEOWNERS follows GitHub's rules
 (https://docs.github.com/en/repositories/managing-your-repositorys-settings-and-features/customizing-your-repository/about-code-owners):
 the last matching pattern wins; only user owners (@login) count here, since the workflow's token cannot read team
 membership; the pull request's author never approves their own change.
@@ -35,14 +38,41 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+# The repository's own top-level directories. The code under review (stacks/, charts/, skyrl_hyperpod/ but its
+# review/) is imported by name and reviewed as content; tools/ is a carrier (the Makefile runs it); the others hold no
+# module the synthesis imports, and none of docs/, tests/, docker/, config/, bench/ is a package.
+CODE_UNDER_REVIEW = ("stacks", "charts", "skyrl_hyperpod")
+PACKAGES = (*CODE_UNDER_REVIEW, "drill")  # the top-level directories that are packages (an __init__.py) already
+REPOSITORY_DIRECTORIES = (*PACKAGES, "tools", "bench", "tests", "docs", "docker", "config", ".ci")
+# What the import system loads (importlib.machinery.all_suffixes() on Linux: .py, .pyc and the .so variants).
+PYTHON_SUFFIXES = (".py", ".pyc", ".so")
+
+
+def shadows_an_import(path: str) -> bool:
+    """A top-level module (`yaml.py`, `yaml.pyc`, `yaml.so`), an initialiser that makes a top-level directory a package
+    (`tests/__init__.py`), or a Python file in a top-level directory the repository does not have (`yaml/__init__.py`,
+    `pydantic/main.py`, `aws_cdk/aws_s3/__init__.py`: a new package, or a portion of a namespace package)."""
+    top, _, rest = path.partition("/")
+    if not path.endswith(PYTHON_SUFFIXES):
+        return False
+    if not rest:
+        return True
+    if top not in REPOSITORY_DIRECTORIES:
+        return True
+    return top not in PACKAGES and rest.startswith("__init__.")
+
+
 # What produces or carries the synthesis that pr-synthesis.yml uploads, as (class, test of a repository path).
 # The class names are what the gate's status and comment print. Top-level only where the tool reads only the top
 # level: make reads GNUmakefile, makefile, then Makefile (GNU make manual, "What Name to Give Your Makefile");
-# `python3 app.py` puts the repository root first on sys.path, so any top-level module can shadow an import.
+# `python3 app.py` puts the repository root first on sys.path, so any top-level module or package can shadow an
+# import (the Python tutorial, "The Module Search Path": https://docs.python.org/3/tutorial/modules.html#the-module-search-path).
 CARRIERS: tuple[tuple[str, Any], ...] = (
     (".github/", lambda p: p.startswith(".github/")),
     ("Makefile", lambda p: p in ("Makefile", "makefile", "GNUmakefile")),
+    ("tools/ (the Makefile runs it)", lambda p: p.startswith("tools/")),
     ("top-level *.py (app.py, k8s_app.py)", lambda p: "/" not in p and p.endswith(".py")),
+    ("a top-level module or package that shadows an import", shadows_an_import),
     ("cdk.json, cdk8s.yaml", lambda p: p in ("cdk.json", "cdk.context.json", "cdk8s.yaml")),
     ("package*.json, .npmrc", lambda p: "/" not in p and (fnmatch.fnmatchcase(p, "package*.json") or p == ".npmrc")),
     (

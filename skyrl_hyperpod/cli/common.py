@@ -32,9 +32,12 @@ from skyrl_hyperpod.plumbing.errors import one_line
 from skyrl_hyperpod.plumbing.runtime import fail
 from skyrl_hyperpod.values.synthesized_manifests import chart_file, outputs_note, stamp_problems
 
-# Exit codes: 0 = fine, 1 = the check/review found a problem, 2 = bad input (config, files, options).
+# Exit codes: 0 = fine, 1 = the check found a problem, 2 = bad input (config, files, options). A Python traceback
+# exits 1 too, so a verdict that a machine acts on has a code of its own: `review --fail-on-stateful-replacement`
+# exits EXIT_STATEFUL_CHANGE, which nothing else exits with (the review gate's override applies to it alone).
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
+EXIT_STATEFUL_CHANGE = 3
 
 
 CONFIG_HELP = (

@@ -117,7 +117,8 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
     $SKYRL_HP_CONFIG, else ./skyrl-hp.yaml, else the built-in defaults (the CDK and cdk8s apps read it the
     same way), and first prints, on stderr, which configuration, region and cluster it acts on.
     Commands that print data take --json. Exit codes: 0 fine, 1 findings (failed check, risky change,
-    refused action, cluster or AWS error), 2 bad input.
+    refused action, cluster or AWS error), 2 bad input; `review --fail-on-stateful-replacement` exits 3 for a
+    stateful change (a code of its own: a traceback exits 1).
     """
     cli_state(ctx).config_path = config_path
 

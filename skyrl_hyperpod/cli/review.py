@@ -10,7 +10,7 @@ import click
 from skyrl_hyperpod.ops import review as review_module
 from skyrl_hyperpod.plumbing.runtime import fail
 
-from .common import EXIT_BAD_INPUT, EXIT_FINDINGS, config_option, echo, load_project_config
+from .common import EXIT_BAD_INPUT, EXIT_STATEFUL_CHANGE, config_option, echo, load_project_config
 
 
 @click.command()
@@ -20,8 +20,9 @@ from .common import EXIT_BAD_INPUT, EXIT_FINDINGS, config_option, echo, load_pro
 @click.option(
     "--fail-on-stateful-replacement",
     is_flag=True,
-    help="Exit 1 when a stateful resource (FSx, S3 bucket, ECR repository, the HyperPod or EKS cluster, or "
-    "anything retained) would be replaced or removed, directly or through another stack.",
+    help=f"Exit {EXIT_STATEFUL_CHANGE} when a stateful resource (FSx, S3 bucket, ECR repository, the HyperPod or EKS "
+    "cluster, or anything retained) would be replaced or removed, directly or through another stack; the line on "
+    "stderr ends with the acceptance key of that set of resources. Other exits: 0 none, 2 unreadable input, 1 a crash.",
 )
 @click.option(
     "--schema-region",
@@ -83,6 +84,7 @@ def review(
             [
                 f"review: {len(stateful)} stateful resource(s) replaced or removed: "
                 + ", ".join(f"{c.stack}/{c.logical_id}" for c in stateful)
+                + f" (acceptance key {result.stateful_key})"
             ],
-            EXIT_FINDINGS,
+            EXIT_STATEFUL_CHANGE,
         )

@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from ..plumbing.upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
 from .base import Cidr, StrictModel
+from .credentials import CREDENTIAL_ENV_NAME, CREDENTIAL_NAMES_SHOWN, credential_in_value
 from .images import VisGymEnvId
 from .lora_targets import LANGUAGE_MODEL_LORA_MODULES, TARGET_MODULES_KEY, parse_target_modules
 from .shared_memory import MIN_SHM_GIB
@@ -343,10 +344,6 @@ class TrainingClusterConfig(StrictModel):
         return value.rstrip("/")
 
 
-# A runtime_env_vars name that looks like a credential: its value would be in plain text in the RayJob (entrypoint
-# or runtimeEnvYAML), in dist/, on the submitter's command line and in Ray's job table. AWS_* too: the pods' AWS
-# credentials come from their EKS Pod Identity roles, never from a variable.
-CREDENTIAL_ENV_NAME = re.compile(r"(.*_TOKEN|.*_KEY|.*SECRET.*|.*PASSWORD.*|AWS_.*)", re.IGNORECASE)
 # Names the charts or KubeRay set on the Ray containers themselves (charts/inputs.py cache_env, config/efa.py,
 # KubeRay's RAY_* such as RAY_AUTH_TOKEN): a Secret may not replace them.
 POD_ENV_NAMES = frozenset({"HF_HOME", "VLLM_CACHE_ROOT", "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_SOCKET_IFNAME"})
@@ -456,7 +453,8 @@ class TrainingJobsConfig(StrictModel):
         "may use letters, digits and _.,:/=+@%^- only (it crosses KubeRay's submitter shell). Every other name goes "
         "into the RayJob's runtimeEnvYAML, which Ray applies to the driver and every worker process of the job. Ray "
         "refuses a job whose runtimeEnvYAML repeats a name SkyRL passes on, hence the split. A name that looks like a "
-        "credential (*_TOKEN, *_KEY, *SECRET*, *PASSWORD*, AWS_*) is refused: use secret_env.",
+        f"credential ({CREDENTIAL_NAMES_SHOWN}) or whose value holds one (a user:password in a URL, a token of a known "
+        "format such as ghp_, hf_, sk-, AKIA, xoxb-, a long random-looking string) is refused: use secret_env.",
     )
     secret_env: dict[str, SecretKeyRef] = Field(
         default_factory=dict,
@@ -541,8 +539,8 @@ class TrainingJobsConfig(StrictModel):
 
     @field_validator("runtime_env_vars")
     @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
+    def _no_credentials(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
             _check_env_var_name(name)
             if CREDENTIAL_ENV_NAME.fullmatch(name):
                 aws = (
@@ -550,11 +548,16 @@ class TrainingJobsConfig(StrictModel):
                     if name.upper().startswith("AWS_")
                     else ""
                 )
-                raise ValueError(
-                    f"{name!r} looks like a credential (*_TOKEN, *_KEY, *SECRET*, *PASSWORD*, AWS_*){aws} and its value "
-                    "would be in plain text in the RayJob and dist/: store it with `skyrl-hp secrets set SECRET KEY` "
-                    f"and name it in training.jobs.secret_env: {{{name}: {{secret: SECRET, key: KEY}}}}"
-                )
+                problem = f"{name!r} looks like a credential ({CREDENTIAL_NAMES_SHOWN}){aws}"
+            elif kind := credential_in_value(text):
+                problem = f"the value of {name!r} holds a credential ({kind}; the value is not shown)"
+            else:
+                continue
+            raise ValueError(
+                f"{problem} and its value would be in plain text in the RayJob, dist/ and the review: store it with "
+                f"`skyrl-hp secrets set SECRET KEY` and name it in training.jobs.secret_env: "
+                f"{{{name}: {{secret: SECRET, key: KEY}}}}"
+            )
         return value
 
     @field_validator("secret_env")

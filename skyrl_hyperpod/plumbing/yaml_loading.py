@@ -2,13 +2,15 @@
 `yaml.safe_load`/`yaml.safe_load_all`, parsed in C. The large files this project reads (Helm's render of the
 HyperPod chart, the KubeRay CRDs, synthesized manifests) spend most of their time in the pure-Python parser.
 
-`load_bounded` reads what a person writes (the configuration, a price file): the same YAML, with limits that
-refuse a file no configuration needs before it costs time or memory, and duplicate keys, which plain YAML
-loading resolves silently by keeping the last one (docs/configuring.md#limits).
+`load_bounded` reads what a person writes (the configuration, a price file) and `load_all_bounded` what another
+party's tool wrote (a pull request's synthesized manifests, which the review gate reads): the same YAML, with limits
+that refuse a document no configuration or synthesis needs before it costs time or memory, and duplicate keys, which
+plain YAML loading resolves silently by keeping the last one (docs/configuring.md#limits, docs/review-gate.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import yaml
@@ -34,17 +36,66 @@ def safe_load_all(text: str | bytes) -> list[Any]:
     return list(yaml.load_all(text, Loader=SAFE_LOADER))
 
 
-# Limits of `load_bounded`. The whole default configuration, every key written out, is about 6 KB, 441 values
-# and 5 levels deep, and its longest value has 63 characters: each limit is far above what a configuration needs
-# and far below what takes the loader a noticeable time.
-MAX_FILE_BYTES = 256 * 1024
-MAX_SCALAR_CHARS = 16 * 1024
-MAX_DEPTH = 32
-# Keys, values and list items, an alias counted in full at each use. An alias is a reference in the parsed
-# document, but everything after the loader (the merge onto the defaults, validation, error messages) walks it
-# as a tree: without a bound, a kilobyte of nested aliases ("billion laughs",
-# https://en.wikipedia.org/wiki/Billion_laughs_attack) expands to billions of values.
-MAX_VALUES = 10_000
+@dataclass(frozen=True)
+class YAMLLimits:
+    """What one document may hold, and the sentences that say what the documents it is for need."""
+
+    max_file_bytes: int
+    max_scalar_chars: int
+    max_depth: int
+    # Keys, values and list items, an alias counted in full at each use. An alias is a reference in the parsed
+    # document, but everything after the loader (the merge onto the defaults, validation, the review's diff and
+    # its comment) walks it as a tree: without a bound, a kilobyte of nested aliases ("billion laughs",
+    # https://en.wikipedia.org/wiki/Billion_laughs_attack) expands to billions of values.
+    max_values: int
+    values_needed: str
+    depth_needed: str
+
+
+# The configuration. The whole default configuration, every key written out, is about 6 KB, 441 values and 5 levels
+# deep, and its longest value has 63 characters: each limit is far above what a configuration needs and far below
+# what takes the loader a noticeable time.
+CONFIGURATION_LIMITS = YAMLLimits(
+    max_file_bytes=256 * 1024,
+    max_scalar_chars=16 * 1024,
+    max_depth=32,
+    max_values=10_000,
+    values_needed="a configuration needs a few hundred",
+    depth_needed="the configuration's deepest key is 5 levels down",
+)
+MAX_FILE_BYTES = CONFIGURATION_LIMITS.max_file_bytes
+MAX_SCALAR_CHARS = CONFIGURATION_LIMITS.max_scalar_chars
+MAX_DEPTH = CONFIGURATION_LIMITS.max_depth
+MAX_VALUES = CONFIGURATION_LIMITS.max_values
+
+# A synthesized manifest file (cdk8s writes one per chart) and a YAML document inside one (a RayJob's runtimeEnvYAML,
+# a RayService's serveConfigV2). The default synthesis writes at most 64 KB, 463 values and 15 levels per file; its
+# longest value is the 55 KB job script in a ConfigMap, which Kubernetes caps at 1 MiB
+# (https://kubernetes.io/docs/concepts/configuration/configmap/#motivation).
+MANIFEST_LIMITS = YAMLLimits(
+    max_file_bytes=4 * 1024 * 1024,
+    max_scalar_chars=1024 * 1024,
+    max_depth=64,
+    max_values=100_000,
+    values_needed="the default synthesis writes fewer than 500 per file",
+    depth_needed="the default synthesis nests 15 levels",
+)
+
+
+class ValueBudget:
+    """Values several documents may hold together (one side of a review: every manifest file and the YAML inside
+    them), so that many small documents cannot add up to what one may not hold."""
+
+    def __init__(self, values: int, what: str) -> None:
+        self.remaining = values
+        self.total = values
+        self.what = what
+
+    def spend(self, values: int) -> bool:
+        self.remaining -= values
+        return self.remaining >= 0
+
+
 # The tag PyYAML gives a `<<` merge key (https://yaml.org/type/merge.html): a mapping may restate a merged key.
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -84,25 +135,38 @@ class _BoundedComposer(Composer):
         def peek_event(self) -> Any: ...
         def construct_object(self, node: Node, deep: bool = False) -> Any: ...
 
-    def __init__(self) -> None:
+    def __init__(self, limits: YAMLLimits, budget: ValueBudget | None) -> None:
         super().__init__()
+        self._limits = limits
+        self._budget = budget
         self._path: list[str] = []  # keys and [index]es down to the node being composed
         self._expanded: dict[int, int] = {}  # id(node) -> its value count with aliases expanded, once complete
         self._values = 0
 
+    def start_document(self) -> None:
+        """Each document of a stream has its own `max_values` (the budget counts them all)."""
+        self._values = 0
+        self._expanded.clear()
+
     def _count(self, values: int, mark: Any, alias: str | None = None) -> None:
         self._values += values
-        if self._values <= MAX_VALUES:
-            return
-        if alias is not None:
+        limit = self._limits.max_values
+        if self._budget is not None and not self._budget.spend(values):
             problem = (
-                f"alias *{alias} expands the document to more than {MAX_VALUES:,} values (keys, values and list "
-                "items, an alias counted in full at each use); a configuration needs a few hundred"
+                f"{self._budget.what} hold more than {self._budget.total:,} values together (keys, values and list "
+                "items, an alias counted in full at each use)"
+            )
+        elif self._values <= limit:
+            return
+        elif alias is not None:
+            problem = (
+                f"alias *{alias} expands the document to more than {limit:,} values (keys, values and list "
+                f"items, an alias counted in full at each use); {self._limits.values_needed}"
             )
         else:
             problem = (
-                f"the document holds more than {MAX_VALUES:,} values (keys, values and list items); a configuration "
-                "needs a few hundred"
+                f"the document holds more than {limit:,} values (keys, values and list items); "
+                f"{self._limits.values_needed}"
             )
         raise YAMLLimitError(problem=problem, problem_mark=mark)
 
@@ -127,18 +191,19 @@ class _BoundedComposer(Composer):
         else:  # a mapping key: reported at its mapping's path
             self._path.append("")
         try:
-            if len(self._path) > MAX_DEPTH:
+            depth, chars = self._limits.max_depth, self._limits.max_scalar_chars
+            if len(self._path) > depth:
                 raise YAMLLimitError(
-                    problem=f"{_dotted([part for part in self._path[:4] if part])}... is nested more than {MAX_DEPTH} "
-                    "levels deep; the configuration's deepest key is 5 levels down",
+                    problem=f"{_dotted([part for part in self._path[:4] if part])}... is nested more than {depth} "
+                    f"levels deep; {self._limits.depth_needed}",
                     problem_mark=self.peek_event().start_mark,
                 )
             node = cast(Node, super().compose_node(parent, index))
-            if isinstance(node, ScalarNode) and len(node.value) > MAX_SCALAR_CHARS:
+            if isinstance(node, ScalarNode) and len(node.value) > chars:
                 where = _dotted([part for part in self._path if part]) or "a key"
                 raise YAMLLimitError(
                     problem=f"the value of {where} has {len(node.value):,} characters; a value may have at most "
-                    f"{MAX_SCALAR_CHARS:,} ({MAX_SCALAR_CHARS // 1024} KiB)",
+                    f"{chars:,} ({_size(chars)})",
                     problem_mark=node.start_mark,
                 )
             if isinstance(node, MappingNode):
@@ -174,6 +239,10 @@ class _BoundedComposer(Composer):
         return key
 
 
+def _size(chars: int) -> str:
+    return f"{chars // (1024 * 1024)} MiB" if chars >= 1024 * 1024 else f"{chars // 1024} KiB"
+
+
 def _children(node: Node) -> list[Node]:
     if isinstance(node, SequenceNode):
         return list(node.value)
@@ -185,18 +254,36 @@ def _children(node: Node) -> list[Node]:
 class BoundedSafeLoader(_BoundedComposer, _EVENT_SOURCE, SafeConstructor, Resolver):
     """yaml.SafeLoader's documents, within the limits above."""
 
-    def __init__(self, stream: str | bytes) -> None:
+    def __init__(
+        self, stream: str | bytes, limits: YAMLLimits = CONFIGURATION_LIMITS, budget: ValueBudget | None = None
+    ) -> None:
         _EVENT_SOURCE.__init__(self, stream)
-        _BoundedComposer.__init__(self)
+        _BoundedComposer.__init__(self, limits, budget)
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
 
 
-def load_bounded(text: str) -> Any:
-    """`yaml.safe_load(text)`, or YAMLLimitError for a duplicate key, nesting deeper than MAX_DEPTH, a scalar longer
-    than MAX_SCALAR_CHARS or more than MAX_VALUES values. The caller bounds the text itself (MAX_FILE_BYTES)."""
-    loader = BoundedSafeLoader(text)  # what yaml.load(text, Loader=...) does
+def load_bounded(text: str, limits: YAMLLimits = CONFIGURATION_LIMITS, budget: ValueBudget | None = None) -> Any:
+    """`yaml.safe_load(text)`, or YAMLLimitError for a duplicate key, nesting deeper than `limits.max_depth`, a
+    scalar longer than `limits.max_scalar_chars`, more than `limits.max_values` values or more than `budget` has
+    left. The caller bounds the text itself (`limits.max_file_bytes`)."""
+    loader = BoundedSafeLoader(text, limits, budget)  # what yaml.load(text, Loader=...) does
     try:
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def load_all_bounded(text: str, limits: YAMLLimits = MANIFEST_LIMITS, budget: ValueBudget | None = None) -> list[Any]:
+    """`yaml.safe_load_all(text)` within the limits of `load_bounded`, each document on its own and all of them
+    against `budget`."""
+    documents = []
+    loader = BoundedSafeLoader(text, limits, budget)
+    try:
+        while loader.check_node():
+            loader.start_document()
+            node = loader.get_node()
+            documents.append(None if node is None else loader.construct_document(node))
+    finally:
+        loader.dispose()
+    return documents

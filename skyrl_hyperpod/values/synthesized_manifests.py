@@ -1,4 +1,8 @@
-"""The one reader of synthesized Kubernetes manifests (`cdk8s synth`'s dist/), for validate and review."""
+"""The one reader of synthesized Kubernetes manifests (`cdk8s synth`'s dist/), for validate, apply and review.
+
+The review gate reads a pull request's dist/, made by the pull request's own code: every file is read with the bounded
+loader and its limits for synthesized manifests (plumbing/yaml_loading.py, MANIFEST_LIMITS), all of a directory's
+files against one value budget, so that no dist/ costs the reader more than its limits say."""
 
 from __future__ import annotations
 
@@ -11,13 +15,18 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..plumbing.errors import ProblemsError
-from ..plumbing.yaml_loading import safe_load_all
+from ..plumbing.yaml_loading import MANIFEST_LIMITS, ValueBudget, YAMLLimitError, load_all_bounded
 
 if TYPE_CHECKING:
     from ..config.loader import ConfigSource
     from ..config.project import ProjectConfig
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# A directory's manifests together (the default synthesis: 4 files, 80 KB, about 1,300 values; each experiment adds
+# a RayJob of about 420): far above what a synthesis writes, far below what costs the reader seconds.
+MAX_MANIFEST_FILES = 256
+MAX_MANIFEST_BYTES = 32 * 1024 * 1024
+MAX_MANIFEST_VALUES = 1_000_000
 
 # The charts, in apply order (charts/__init__.py builds them; `skyrl-hp train/serve/adapter` apply them).
 PLATFORM_CHART = "01-platform"
@@ -48,10 +57,33 @@ def read_manifest_documents(directory: Path, *, prefix: str) -> list[ManifestDoc
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
     if not files:
         raise ProblemsError([f"{prefix}: no *.yaml, *.yml or *.json manifests in {str(directory)!r}"])
+    if len(files) > MAX_MANIFEST_FILES:
+        raise ProblemsError(
+            [f"{prefix}: {str(directory)!r} holds {len(files):,} manifest files; at most {MAX_MANIFEST_FILES} are read "
+             "(cdk8s writes one per chart)"]
+        )  # fmt: skip
+    budget = ValueBudget(MAX_MANIFEST_VALUES, f"the manifests in {str(directory)!r}")
     documents: list[ManifestDocument] = []
+    total = 0
     for path in files:
         try:
-            loaded = safe_load_all(path.read_text(encoding="utf-8"))
+            with path.open("rb") as stream:
+                raw = stream.read(MANIFEST_LIMITS.max_file_bytes + 1)
+            total += len(raw)
+            if len(raw) > MANIFEST_LIMITS.max_file_bytes:
+                raise ProblemsError(
+                    [f"{prefix}: {path} has more than {MANIFEST_LIMITS.max_file_bytes:,} bytes, the most a manifest file "
+                     "may have (4 MiB)"]
+                )  # fmt: skip
+            if total > MAX_MANIFEST_BYTES:
+                raise ProblemsError(
+                    [f"{prefix}: the manifest files in {str(directory)!r} have more than {MAX_MANIFEST_BYTES:,} bytes "
+                     "together (32 MiB), the most that is read"]
+                )  # fmt: skip
+            loaded = load_all_bounded(raw.decode("utf-8"), MANIFEST_LIMITS, budget)
+        except YAMLLimitError as exc:
+            where = f" at line {exc.problem_mark.line + 1}" if exc.problem_mark is not None else ""
+            raise ProblemsError([f"{prefix}: {path}{where}: {exc.problem}"]) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""

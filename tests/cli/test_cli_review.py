@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
+from skyrl_hyperpod.cli.common import EXIT_STATEFUL_CHANGE
 from skyrl_hyperpod.ops.review import DEFAULT_SCHEMA_REGION, ReplacementFacts
 
 pytestmark = pytest.mark.long_running
@@ -117,7 +119,7 @@ def test_hyperpod_cluster_name_change_is_a_replacement(tmp_path):
     head["Resources"]["Cluster"]["Properties"]["ClusterName"] = "renamed-hyperpod"
     result = review(tmp_path, base_template(), head, "--fail-on-stateful-replacement")
     # Replacing the HyperPod cluster replaces every node (jobs, node-local storage): the gate stops it.
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     assert resource_line(result.stdout, "Cluster").startswith("- **REPLACE**")
     assert "create-only property `ClusterName` changed (resource schema)" in result.stdout
     assert '`ClusterName`: `"skyrl-hp-hyperpod"` → `"renamed-hyperpod"` **(replacement)**' in result.stdout
@@ -167,7 +169,7 @@ def test_fsx_subnet_change_replaces_and_loses_data(tmp_path):
     head = base_template()
     head["Resources"]["FileSystem"]["Properties"]["SubnetIds"] = ["subnet-2"]
     result = review(tmp_path, base_template(), head, "--fail-on-stateful-replacement")
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_STATEFUL_CHANGE
     assert resource_line(result.stdout, "FileSystem").startswith("- **REPLACE**")
     assert "DATA LOSS: the old AWS::FSx::FileSystem is deleted with its data" in result.stdout
     assert "stateful resource(s) replaced or removed" in result.stderr
@@ -190,7 +192,7 @@ def test_retained_fsx_replacement_is_orphaned(tmp_path):
     head = copy.deepcopy(base)
     head["Resources"]["FileSystem"]["Properties"]["SubnetIds"] = ["subnet-2"]
     result = review(tmp_path, base, head, "--fail-on-stateful-replacement")
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_STATEFUL_CHANGE
     assert "retained, orphaned (UpdateReplacePolicy Retain)" in result.stdout
 
 
@@ -205,7 +207,7 @@ def test_logical_id_change_is_remove_plus_add(tmp_path):
     base["Resources"]["ArtifactsBucket"] = bucket
     head["Resources"]["ArtifactsBucketRenamed"] = bucket
     result = review(tmp_path, base, head, "--fail-on-stateful-replacement")
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_STATEFUL_CHANGE
     assert resource_line(result.stdout, "ArtifactsBucket").startswith("- **REMOVE**")
     assert resource_line(result.stdout, "ArtifactsBucketRenamed").startswith("- **ADD**")
     assert "retained, orphaned (DeletionPolicy Retain)" in result.stdout
@@ -412,7 +414,7 @@ def test_fsx_deployment_type_change_replaces_the_file_system(tree):
     # The resource schema alone does not know: the nested fact comes from the second sources.
     assert not any(p.startswith("/properties/LustreConfiguration") for p in create_only("AWS::FSx::FileSystem"))
     result = review_pair(tree, "fsx-deployment-type")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     entry = risk_entry(result.stdout, "AWS::FSx::FileSystem")
     assert entry.startswith("- **REPLACE**")
     assert (
@@ -427,7 +429,7 @@ def test_fsx_deployment_type_change_replaces_the_file_system(tree):
 
 def test_hyperpod_subnet_az_change_cascades_to_fsx_and_the_hyperpod_cluster(tree, templates):
     result = review_pair(tree, "hyperpod-az")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     network = templates["skyrl-hp-network"]["Resources"]
     [subnet] = [
         lid
@@ -448,7 +450,7 @@ def test_hyperpod_subnet_az_change_cascades_to_fsx_and_the_hyperpod_cluster(tree
 
 def test_vpc_change_names_only_real_name_properties(tree):
     result = review_pair(tree, "vpc-cidr")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     facts = ReplacementFacts(DEFAULT_SCHEMA_REGION)
     for resource_type in ("AWS::EC2::VPCEndpoint", "AWS::EC2::FlowLog"):
         entry = risk_entry(result.stdout, resource_type)
@@ -508,31 +510,61 @@ def test_ci_script_fails_a_stateful_replacement_with_the_review_as_comment(tree,
         timeout=120,
     )
     body = comment.read_text()
-    assert run.returncode == 1, run.stderr
+    assert run.returncode == EXIT_STATEFUL_CHANGE, run.stderr
     assert body.startswith("<!-- skyrl-hp-review -->\n## Infrastructure review:")
     assert "### Cost" in body and "replaced because `skyrl-hp-network/" in body
     assert "❌ **Gate failed**: review: 2 stateful resource(s) replaced or removed" in body
+    # The line a maintainer comments to accept exactly these resources at this commit.
+    [key] = re.findall(r"\(acceptance key ([0-9a-f]{16})\)$", run.stderr.strip())
+    assert f"```text\nallow-stateful-replacement HEAD_SHA {key}\n```" in body
 
 
-@pytest.mark.parametrize(("review_exit", "allowed", "script_exit", "verdict"), [
-    (0, "false", 0, "✅ **Gate passed**"),
-    (1, "true", 0, "⚠️ **Gate overridden** by the `allow-stateful-replacement` label"),
-    (2, "false", 2, "❌ **The review could not run**"),
+def test_the_acceptance_key_names_the_set_of_stateful_resources(tree):
+    keys = {}
+    for variant in ("hyperpod-az", "fsx-deployment-type"):
+        result = review_pair(tree, variant)
+        assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
+        [keys[variant]] = re.findall(r"\(acceptance key ([0-9a-f]{16})\)$", result.stderr.strip())
+        again = review_pair(tree, variant)
+        assert again.stderr == result.stderr  # the same resources, the same key
+    assert keys["hyperpod-az"] != keys["fsx-deployment-type"]
+
+
+SCRIPT_KEY = "0123456789abcdef"
+SCRIPT_SHA = "c0ffee" + "0" * 34
+
+
+@pytest.mark.parametrize(("review_exit", "label", "accepted", "script_exit", "verdict"), [
+    (0, "false", "", 0, "✅ **Gate passed**"),
+    # Accepted: the label and a maintainer's comment naming this head and this set of resources (pr-resolve.py).
+    (3, "true", f"ffffffffffffffff {SCRIPT_KEY}", 0,
+     f"⚠️ **Gate overridden**: a maintainer accepted exactly these resources at this head commit (the "
+     f"`allow-stateful-replacement` label and a comment naming commit {SCRIPT_SHA} and key {SCRIPT_KEY})"),
+    # The label without an acceptance of this set, or an acceptance of another set: not accepted.
+    (3, "true", "", 3, "The `allow-stateful-replacement` label is set, but no maintainer's comment accepts"),
+    (3, "true", "ffffffffffffffff", 3, "❌ **Gate failed**: review: message"),
+    (3, "false", SCRIPT_KEY, 3, f"```text\nallow-stateful-replacement {SCRIPT_SHA} {SCRIPT_KEY}\n```"),
+    # A crash exits 1 like a Python traceback: never turned into a pass, whatever was accepted.
+    (1, "true", SCRIPT_KEY, 1, "❌ **The review could not run**: it crashed (exit 1)"),
+    (137, "true", SCRIPT_KEY, 137, "❌ **The review could not run**: it crashed (exit 137)"),
+    (2, "true", SCRIPT_KEY, 2, "❌ **The review could not run**: it refused its input"),
 ])  # fmt: skip
-def test_ci_script_verdicts(tmp_path, review_exit, allowed, script_exit, verdict):
+def test_ci_script_verdicts(tmp_path, review_exit, label, accepted, script_exit, verdict):
     """The script's own logic, with a stand-in for the review command (exit code and messages)."""
     fake = tmp_path / "fake-python"
     fake.write_text(
         "#!/usr/bin/env bash\n"
         'out=""; while [ $# -gt 0 ]; do [ "$1" = --output ] && out=$2; shift; done\n'
-        f'echo "## review" > "$out"; echo "review: message" >&2; exit {review_exit}\n'
+        f'echo "## review" > "$out"; echo "review: message (acceptance key {SCRIPT_KEY})" >&2; exit {review_exit}\n'
     )
     fake.chmod(0o755)
     comment = tmp_path / "comment.md"
-    env = {**os.environ, "PYTHON": str(fake), "ALLOW_STATEFUL_REPLACEMENT": allowed}
+    env = {**os.environ, "PYTHON": str(fake), "ALLOW_STATEFUL_REPLACEMENT": label,
+           "ACCEPTED_STATEFUL_KEYS": accepted, "HEAD_SHA": SCRIPT_SHA}  # fmt: skip
     run = subprocess.run(["bash", str(SCRIPT), "base", "head", str(comment)], env=env, capture_output=True, text=True)
     assert run.returncode == script_exit, run.stderr
     assert verdict in comment.read_text()
+    assert ("## review" in comment.read_text()) == (review_exit in (0, 3))
 
 
 def test_eks_cluster_rename_fails_the_gate(tmp_path):
@@ -544,6 +576,6 @@ def test_eks_cluster_rename_fails_the_gate(tmp_path):
     head["Resources"]["EksCluster"] = copy.deepcopy(cluster)
     head["Resources"]["EksCluster"]["Properties"]["Name"] = "skyrl-hp-eks-2"
     result = review(tmp_path, base, head, "--fail-on-stateful-replacement")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     assert "DATA LOSS: the old AWS::EKS::Cluster is deleted with the Kubernetes control plane" in result.stdout
     assert f"{STACK}/EksCluster" in result.stderr

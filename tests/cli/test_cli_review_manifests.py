@@ -5,6 +5,10 @@ Runs outside the CDK worker: the manifests are built in-process from the charts,
 
 from __future__ import annotations
 
+import re
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import cdk8s
@@ -129,3 +133,114 @@ def test_the_rayservice_upgrade_finding_is_a_list_of_bullets(base_dist, tmp_path
     bullets = [line for line in text.splitlines() if line.startswith("  - ")]
     assert bullets[-1].startswith("  - verdict: ")
     assert any(line.startswith("  - needs ") for line in bullets)
+
+
+# --- what a pull request's own code may put into dist/ ---------------------------------------------------------
+
+# Made-up credentials (none is a real key), as a pull request whose chart code skips the configuration's guard would
+# write them into its manifests.
+SECRETS = {
+    "OPENAI_APIKEY": "sk-" + "proj-" + "a8Fq2Lx9Vt4Rm7Wc1Zp6Nb3Yk5Hd0Gs",
+    "GH_PAT": "ghp" + "_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "MLFLOW_TRACKING_URI": "https://admin:" + "password@mlflow.example.com",
+}
+
+
+def edit_dist(directory: Path, edit) -> None:
+    """Load every document of `directory`/dist, let `edit(kind, document)` change it, write it back."""
+    for file in (directory / "dist").glob("*.yaml"):
+        documents = list(yaml.safe_load_all(file.read_text()))
+        for document in documents:
+            if document:
+                edit(document["kind"], document)
+        file.write_text(yaml.safe_dump_all(documents))
+
+
+def plant_secrets(kind: str, document: dict) -> None:
+    if kind != "RayJob":
+        return
+    spec = document["spec"]
+    assignments = " ".join(f"{name}={value}" for name, value in SECRETS.items())
+    spec["entrypoint"] = spec["entrypoint"].replace("env ", f"env {assignments} ", 1)
+    spec["runtimeEnvYAML"] = yaml.safe_dump({"env_vars": {"EXTRA_CREDENTIAL": SECRETS["GH_PAT"]}})
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["env"] = [*head.get("env", []), {"name": "DATABASE_URL", "value": SECRETS["MLFLOW_TRACKING_URI"]}]
+
+
+def test_the_review_shows_which_environment_variable_changed_never_its_value(base_dist, tmp_path):
+    head = write_dist(tmp_path, {})
+    edit_dist(head, plant_secrets)
+    result = CliRunner().invoke(cli, ["review", str(base_dist), str(head)])
+    assert result.exit_code == 0, result.output
+    for value in SECRETS.values():
+        assert value not in result.stdout
+        assert value.split("://")[-1].split("@")[0] not in result.stdout  # not even the secret part
+    text = manifest_section(result.stdout)
+    assert "MODIFY** `RayJob" in text
+    # The names, and that a value is there, stay visible.
+    [added] = [line for line in text.splitlines() if "argument added: `" in line]
+    for name in SECRETS:
+        assert re.search(rf"[` ]{name}=redacted:[0-9a-f]{{8}}[` ]", added), added
+    assert re.search(r"EXTRA_CREDENTIAL: redacted:[0-9a-f]{8}", text), text
+    assert re.search(r'"name": "DATABASE_URL", "value": "redacted:[0-9a-f]{8}"', text), text
+
+
+def test_a_changed_environment_value_is_still_a_change(base_dist, tmp_path):
+    def change(kind: str, document: dict) -> None:
+        if kind == "RayJob":
+            document["spec"]["entrypoint"] = document["spec"]["entrypoint"].replace(
+                "SKYRL_RAY_PG_TIMEOUT_IN_S=7200", "SKYRL_RAY_PG_TIMEOUT_IN_S=7201"
+            )
+
+    head = write_dist(tmp_path, {})
+    edit_dist(head, change)
+    text = manifest_section(CliRunner().invoke(cli, ["review", str(base_dist), str(head)]).stdout)
+    [line] = [line for line in text.splitlines() if "SKYRL_RAY_PG_TIMEOUT_IN_S" in line]
+    before, after = re.findall(r"SKYRL_RAY_PG_TIMEOUT_IN_S=(redacted:[0-9a-f]{8})", line)
+    assert before != after and "7200" not in line and "7201" not in line
+
+
+def alias_bomb(levels: int, indent: str = "") -> str:
+    """YAML whose `bomb` key expands to 9**levels values from a few hundred bytes."""
+    lines = [f'{indent}l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"{indent}l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return "\n".join(lines) + f"\n{indent}bomb: *l{levels - 1}\n"
+
+
+def bounded_review(base: Path, head: Path) -> subprocess.CompletedProcess:
+    # A bound, not a timing: the review of a few kilobytes runs in seconds; an unbounded reader would walk
+    # 387 million values (it ran for minutes and took gigabytes). 2 GiB of address space and 120 s cap the test itself.
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
+
+    return subprocess.run([str(Path(sys.executable).parent / "skyrl-hp"), "review", str(base), str(head)],
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)  # fmt: skip
+
+
+def test_an_alias_bomb_in_a_manifest_is_refused_in_one_line(base_dist, tmp_path):
+    head = write_dist(tmp_path, {})
+    bomb = head / "dist" / "06-extra.k8s.yaml"
+    bomb.write_text("kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\ndata:\n" + alias_bomb(9, "  "))
+    run = bounded_review(base_dist, head)
+    assert run.returncode == 2, run.stderr[-2000:]
+    [line] = run.stderr.splitlines()
+    assert line.startswith(f"review error: {bomb} at line ")
+    assert line.endswith(
+        "expands the document to more than 100,000 values (keys, values and list items, an alias counted in full at "
+        "each use); the default synthesis writes fewer than 500 per file"
+    )
+
+
+def test_an_alias_bomb_inside_a_changed_value_is_shown_as_one_redacted_value(base_dist, tmp_path):
+    # serveConfigV2 is YAML inside a string: the review reads it, bounded, to show what changed and to redact it.
+    def plant(kind: str, document: dict) -> None:
+        if kind == "RayService":
+            document["spec"]["serveConfigV2"] = alias_bomb(9)
+
+    head = write_dist(tmp_path, {})
+    edit_dist(head, plant)
+    run = bounded_review(base_dist, head)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [line] = [line for line in manifest_section(run.stdout).splitlines() if "spec.serveConfigV2" in line]
+    assert re.search(r"→ `\"redacted:[0-9a-f]{8}\"`$", line), line
+    assert "lol" not in run.stdout

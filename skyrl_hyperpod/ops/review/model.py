@@ -5,6 +5,7 @@ Every other module of the review reads these; this one imports none of them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -180,6 +181,14 @@ class Review:
     @property
     def stateful_replacements(self) -> list[ResourceChange]:
         return [r for r in self.resource_changes if r.stateful_loss]
+
+    @property
+    def stateful_key(self) -> str:
+        """16 hex digits that name this set of stateful replacements and removals (each resource's stack, logical id,
+        type and action): what a maintainer's acceptance names, so that it accepts these and no others
+        (docs/review-gate.md, "Accepting a stateful change")."""
+        lines = sorted(f"{c.action} {c.stack}/{c.logical_id} {c.resource_type}" for c in self.stateful_replacements)
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
     @property
     def empty(self) -> bool:

@@ -1,5 +1,6 @@
 """Reading one side of the review: a cloud assembly (its stacks' templates, nested assemblies followed), the cdk8s
-`dist/` manifests and `cost.json`. Every path the assembly's manifest names stays inside the assembly.
+`dist/` manifests and `cost.json`. Every path the assembly's manifest names stays inside the assembly; the manifests
+are read with the bounded loader (values/synthesized_manifests.py); environment values are tagged (redaction.py).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.plumbing.errors import ProblemsError
-from skyrl_hyperpod.values.synthesized_manifests import read_manifest_documents
+from skyrl_hyperpod.plumbing.yaml_loading import ValueBudget
+from skyrl_hyperpod.values.synthesized_manifests import MAX_MANIFEST_VALUES, read_manifest_documents
 
 from .model import Node, ReviewError
+from .redaction import redact_manifest, redact_template
 
 COST_FILE = "cost.json"
 HYPERPOD_CLUSTER_TYPE = "AWS::SageMaker::Cluster"
@@ -33,6 +36,8 @@ def read_json(file: Path, what: str) -> Any:
         return json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ReviewError([f"review error: {what} {file} is not valid JSON (line {exc.lineno})"]) from None
+    except RecursionError:
+        raise ReviewError([f"review error: {what} {file} is nested too deep to read"]) from None
 
 
 def _inside_assembly(root: Path, directory: Path, relative: str, field: str, artifact_id: str) -> Path:
@@ -75,7 +80,7 @@ def read_assembly(directory: Path, root: Path | None = None) -> dict[str, dict[s
             template = read_json(template_path, f"template of stack {artifact_id}")
             if not isinstance(template, dict) or not isinstance(template.get("Resources", {}), dict):
                 raise ReviewError([f"review error: {directory / template_file} is not a CloudFormation template"])
-            stacks[properties.get("stackName") or artifact_id] = template
+            stacks[properties.get("stackName") or artifact_id] = redact_template(template)
         elif artifact.get("type") == "cdk:cloud-assembly" and isinstance(properties.get("directoryName"), str):
             nested = _inside_assembly(root, directory, properties["directoryName"], "directoryName", artifact_id)
             stacks.update(read_assembly(nested, root))
@@ -94,8 +99,10 @@ def read_manifests(directory: Path) -> dict[str, dict[str, Any]]:
         documents = read_manifest_documents(directory, prefix="review error")
     except ProblemsError as error:
         raise ReviewError(error.problems) from None
+    # The YAML inside the objects (runtimeEnvYAML, serveConfigV2) counts against a budget of its own.
+    embedded = ValueBudget(MAX_MANIFEST_VALUES, f"the YAML documents inside the manifests in {str(directory)!r}")
     for document in documents:
-        obj = document.content
+        obj = redact_manifest(document.content, embedded)
         if not isinstance(obj, dict) or "kind" not in obj or not (obj.get("metadata") or {}).get("name"):
             raise ReviewError(
                 [

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from skyrl_hyperpod.plumbing.yaml_loading import MANIFEST_LIMITS, ValueBudget, load_bounded
+
 from .model import MISSING, PropertyChange, ResourceChange, Review, Section, StackDiff, display_path, display_value
 
 MAX_PROPERTY_LINES = 25
@@ -19,11 +21,11 @@ SECTION_HEADINGS: dict[Section, str] = {
 }
 
 
-def _property_lines(changes: list[PropertyChange], indent: str = "  ") -> list[str]:
+def _property_lines(changes: list[PropertyChange], budget: ValueBudget, indent: str = "  ") -> list[str]:
     lines: list[str] = []
     for c in changes[:MAX_PROPERTY_LINES]:
         suffix = " **(replacement)**" if c.create_only else ""
-        detail = _structured_diff(c.old, c.new)
+        detail = _structured_diff(c.old, c.new, budget)
         if detail:
             lines.append(f"{indent}- `{display_path(c.path)}`{suffix}:")
             lines += [f"{indent}  - {line}" for line in detail]
@@ -36,15 +38,20 @@ def _property_lines(changes: list[PropertyChange], indent: str = "  ") -> list[s
     return lines
 
 
-def _as_mapping(value: Any) -> dict[str, Any] | list[Any] | None:
-    """A JSON or YAML document held in a string (Helm `Values`, `serveConfigV2`), else None."""
+# What the documents held in strings of one review's changed values may hold together (MANIFEST_LIMITS for each).
+EMBEDDED_VALUES = 1_000_000
+
+
+def _as_mapping(value: Any, budget: ValueBudget) -> dict[str, Any] | list[Any] | None:
+    """A JSON or YAML document held in a string (Helm `Values`, `serveConfigV2`), else None. The string is the pull
+    request's: read with the bounded loader, and shown as one value when it does not load within the limits."""
     if isinstance(value, (dict, list)):
         return value
     if not isinstance(value, str) or not value.lstrip().startswith(("{", "[")) and "\n" not in value:
         return None
     try:
-        loaded = yaml.safe_load(value)
-    except yaml.YAMLError:
+        loaded = load_bounded(value, MANIFEST_LIMITS, budget)
+    except (yaml.YAMLError, RecursionError):
         return None
     return loaded if isinstance(loaded, (dict, list)) else None
 
@@ -73,12 +80,12 @@ def _arguments(value: Any) -> list[str] | None:
         return value.split()
 
 
-def _structured_diff(old: Any, new: Any) -> list[str]:
+def _structured_diff(old: Any, new: Any, budget: ValueBudget) -> list[str]:
     """What changed inside a long value, one line each: a JSON/YAML document by key, a command line by
     argument. Empty when the values are short or unstructured (the one-line `old → new` says it all)."""
     if old is MISSING or new is MISSING:
         return []
-    old_doc, new_doc = _as_mapping(old), _as_mapping(new)
+    old_doc, new_doc = _as_mapping(old, budget), _as_mapping(new, budget)
     if old_doc is not None and new_doc is not None:
         before, after = _flatten(old_doc), _flatten(new_doc)
         lines = []
@@ -215,7 +222,7 @@ def _cost_section(result: Review) -> list[str]:
     return [] if result.cost is None else ["", "### Cost", "", *_cost_lines(*result.cost)]
 
 
-def _resource_lines(change: ResourceChange) -> list[str]:
+def _resource_lines(change: ResourceChange, budget: ValueBudget) -> list[str]:
     """A resource's entry in its stack's section: every reason, possible replacement and risk, and the changed
     properties of a modified or replaced one."""
     lines = [f"- **{change.action}** {change.title}"]
@@ -223,31 +230,32 @@ def _resource_lines(change: ResourceChange) -> list[str]:
     lines += [f"  - {p}" for p in change.possible]
     lines += [f"  - risk: {risk}" for risk in change.risks]
     if change.action in ("MODIFY", "REPLACE"):
-        lines += _property_lines(change.properties)
+        lines += _property_lines(change.properties, budget)
     return lines
 
 
-def _stack_section(stack: StackDiff) -> list[str]:
+def _stack_section(stack: StackDiff, budget: ValueBudget) -> list[str]:
     lines = ["", f"### Stack `{stack.name}` ({stack.status})", ""]
     for c in stack.resources:
-        lines += _resource_lines(c)
+        lines += _resource_lines(c, budget)
     for kind, keys in stack.outputs.items():
         if keys:
             lines.append(f"- Outputs {kind}: {', '.join(f'`{k}`' for k in keys)}")
     return lines
 
 
-def _manifest_section(result: Review) -> list[str]:
+def _manifest_section(result: Review, budget: ValueBudget) -> list[str]:
     if not result.manifests:
         return []
     lines = ["", "### Kubernetes manifests", ""]
     for m in result.manifests:
         lines.append(f"- **{m.action}** `{m.key}`")
-        lines += _property_lines(m.fields)
+        lines += _property_lines(m.fields, budget)
     return lines
 
 
 def render_markdown(result: Review) -> str:
+    budget = ValueBudget(EMBEDDED_VALUES, "the documents held in the review's changed values")
     lines = [f"## Infrastructure review: `{result.base}` → `{result.head}`", ""]
     if result.empty:
         lines.append("No changes: the CloudFormation templates and Kubernetes manifests are identical.")
@@ -260,7 +268,7 @@ def render_markdown(result: Review) -> str:
         *_risk_section(result),
         *_rule_sections(result),
         *_cost_section(result),
-        *(line for stack in result.stacks for line in _stack_section(stack)),
-        *_manifest_section(result),
+        *(line for stack in result.stacks for line in _stack_section(stack, budget)),
+        *_manifest_section(result, budget),
     ]
     return "\n".join(lines) + "\n"
