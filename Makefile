@@ -45,7 +45,7 @@ STAGE_END = @echo "setup: $(1) done in $$(( $$(date +%s) - $$(cat $(STAGE_CLOCK)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt skyrl_hyperpod/config/version_lock.py pyproject.toml
 	python3 -m venv $(VENV)
-	$(call STAGE_START,[1/3] Python packages into $(VENV) (CDK, cdk8s, Ray, the tools; about 2.2 GB))
+	$(call STAGE_START,[1/3] Python packages into $(VENV) (CDK, cdk8s, Ray, torch for the model-code tests, the tools; about 3.1 GB))
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	# SkyRL's own config classes validate the training overrides, at the release the configuration names; its
 	# declared deps would pull torch (GBs). It declares Python >= 3.12; its config module imports on 3.11.

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from skyrl_hyperpod.config.images import VISGYM_ENV_IDS
 from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+from skyrl_hyperpod.plumbing.upstream import VISGYM_COMMIT
 
 from .layout import Entrypoint
 from .resume import overrides_of, with_overrides
@@ -63,6 +64,9 @@ TRIMMED_SCHEDULE = {
     "trainer.micro_train_batch_size_per_gpu": "3",
 }
 MINI_BATCH_ASSERT = "compute_prompt_mini_batch_boundaries"
+# SkyRL's generator for generator.vision_language_generator=true (skyrl/train/generators/skyrl_vlm_generator.py): it
+# renders each turn, images included, through vLLM's chat-template endpoint.
+VLM_GENERATOR = "SkyRLVLMGymGenerator"
 # SkyRL's LoRA export layout (skyrl/train/trainer.py `save_models`): <export_path>/global_step_<N>/policy, the folder
 # skyrl_hyperpod/values/publish_job.py copies to S3 (it checks adapter_config.json there first).
 EXPORT_ADAPTER = "global_step_{step}/policy"
@@ -250,6 +254,14 @@ def write_tiny_model(drill: Drill, rayjob: dict[str, Any]) -> dict[str, Any]:
     return drill.training.prepare(drill.training.paths.text(rayjob["spec"]["entrypoint"]))
 
 
+def model_family(model_dir: Path) -> str:
+    """The checkpoint's model type (config.json), as transformers names it."""
+    try:
+        return str(json.loads((model_dir / "config.json").read_text(encoding="utf-8"))["model_type"])
+    except (OSError, ValueError, KeyError):
+        return "unknown model"
+
+
 def logged_steps(logs: str) -> list[dict[str, Any]]:
     """The steps the trainer finished, as its STEP_MARKER lines report them (site/sitecustomize.py)."""
     steps = []
@@ -318,9 +330,17 @@ def train_summary(
         difference = adapter_difference(drill, first, last)
         if difference <= 0:
             problems.append(f"the adapter of step {exported[-1]} equals the one of step {exported[0]}: no update")
+    if report.get("generator") != VLM_GENERATOR or report.get("vision_language_generator") is not True:
+        problems.append(f"SkyRL generated with {report.get('generator')}, not its vision-language {VLM_GENERATOR}")
     rewards = [step["reward/avg_raw_reward"] for step in steps]
     mean = sum(rewards) / len(rewards) if rewards else float("nan")
-    head = f"drill: {name}: trained {len(steps)} steps on CPU (reward mean {mean:.3f}, adapter changed by {difference if difference is not None else 'n/a'})"
+    options = drill.training.train_job.parse_args(Entrypoint.parse(edited["spec"]["entrypoint"]).args)
+    family = model_family(drill.training.paths.path(str(options.model_dir)))
+    changed = f"{difference:.3g}" if difference is not None else "n/a"
+    head = (
+        f"drill: {name}: trained {len(steps)} steps on CPU with image observations (VisGym {options.env_id} at "
+        f"{VISGYM_COMMIT[:12]}, {family}; reward mean {mean:.3f}, adapter changed by {changed})"
+    )
     if problems:
         return Outcome(False, f"{head}, but " + "; ".join(problems))
     detail = (
