@@ -120,13 +120,13 @@ promtool:
 	for deb in prometheus_*.deb prometheus-alertmanager_*.deb; do dpkg-deb -x $$deb $(CURDIR)/.build/prometheus; done
 	@$(PROMETHEUS_TOOLS)/promtool --version 2>&1 | head -1; $(PROMETHEUS_TOOLS)/amtool --version 2>&1 | head -1
 
-test: setup crds hyperpod-chart promtool lint chart-check
+test: setup crds hyperpod-chart visgym promtool lint chart-check
 	$(PYTHON) -m pytest
 
 # The edit loop (docs/development.md): every test not marked long_running (no real Ray cluster, Helm
 # installer handler, checkov, chart render, lifecycle scripts, PR review run or trainer left to hang until the
 # watchdog ends it), no lint. `make test` and CI run all.
-test-fast: setup crds
+test-fast: setup crds visgym
 	$(PYTHON) -m pytest -m "not long_running"
 
 drill-env: $(DRILL_ENV)/.installed
