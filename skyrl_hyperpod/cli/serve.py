@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.training import MAX_SAMPLING_TEMPERATURE
 from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import serve as serve_module
 from skyrl_hyperpod.ops.kube import Cluster
@@ -19,6 +20,7 @@ from skyrl_hyperpod.values.synthesized_manifests import RAYSERVICE_CHART
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    FiniteFloatRange,
     cluster_errors,
     config_option,
     connect,
@@ -114,7 +116,9 @@ def serve_endpoint(cluster: Cluster, config: ProjectConfig, ctx: click.Context) 
               help="Read the task text from a file (e.g. VisGym's own get_prompt()).")  # fmt: skip
 @click.option("--url", default=None, help="Serve endpoint (default: a port-forward to the RayService).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0), default=0.7, show_default=True)
+@click.option(
+    "--temperature", type=FiniteFloatRange(min=0, max=MAX_SAMPLING_TEMPERATURE), default=0.7, show_default=True
+)
 @json_option
 @click.pass_context
 def serve_query(

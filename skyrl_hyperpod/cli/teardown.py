@@ -17,6 +17,8 @@ from skyrl_hyperpod.plumbing.runtime import fail
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    MAX_WAIT_SECONDS,
+    FiniteFloatRange,
     aws_errors,
     clients_from_context,
     cluster_errors,
@@ -44,7 +46,7 @@ from .common import (
 )
 @region_option
 @profile_option
-@click.option("--timeout", type=click.FloatRange(min=1), default=7200.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(min=1, max=MAX_WAIT_SECONDS), default=7200.0, show_default=True,
               help="Seconds each wait (namespace, each round of stacks) may take.")  # fmt: skip
 @json_option
 @click.pass_context
