@@ -297,20 +297,24 @@ def validate_config(data: dict[str, Any], base: ProjectConfig | None = None) -> 
         raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
 
 
+def _refused_character(file: Path, text: str, character: int, position: int) -> str:
+    """The reader refuses a character before any YAML is parsed; `position` counts characters of `text`."""
+    before = text[:position]
+    line, column = before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
+    name = unicodedata.name(chr(character), "") or _CONTROL_NAMES.get(character, "a control character")
+    return (
+        f"config error: {file} at line {line}, column {column}: character U+{character:04X} ({name}) is not allowed "
+        "in YAML (control characters other than tab and line breaks): remove it, or write it as an escape such as "
+        '"\\x00" in a double-quoted value'
+    )
+
+
 def _yaml_error(file: Path, text: str, exc: yaml.YAMLError) -> str:
     """One line for a YAML error: where, what, and the likely fix (another format, tabs, indentation)."""
     if isinstance(exc, YAMLLimitError) and exc.problem_mark is not None:
         return f"config error: {file} at line {exc.problem_mark.line + 1}: {exc.problem}"
     if isinstance(exc, ReaderError) and isinstance(exc.character, int):
-        # The reader refuses a character before any YAML is parsed; `position` counts characters of `text`.
-        before = text[: exc.position]
-        line, column = before.count("\n") + 1, exc.position - (before.rfind("\n") + 1) + 1
-        name = unicodedata.name(chr(exc.character), "") or _CONTROL_NAMES.get(exc.character, "a control character")
-        return (
-            f"config error: {file} at line {line}, column {column}: character U+{exc.character:04X} ({name}) is "
-            "not allowed in YAML (control characters other than tab and line breaks): remove it, or write it as an "
-            'escape such as "\\x00" in a double-quoted value'
-        )
+        return _refused_character(file, text, exc.character, exc.position)
     mark = getattr(exc, "problem_mark", None)
     where = ""
     if mark is not None:

@@ -51,7 +51,13 @@ def relative_path(value: str) -> str:
 class WorkloadsConfig(StrictModel):
     """Namespace, service accounts, shared storage and stack outputs of the Kubernetes workloads."""
 
-    namespace: str = Field(default="skyrl", max_length=63, pattern=K8S_NAME_PATTERN)
+    namespace: str = Field(
+        default="skyrl",
+        max_length=63,
+        pattern=K8S_NAME_PATTERN,
+        description="The workloads' own namespace (teardown deletes it): never a system or add-on one (default, "
+        "kube-system, kuberay-system, ...: RESERVED_NAMESPACES).",
+    )
     training_service_account: str = Field(
         default="ray-training",
         max_length=63,
