@@ -13,6 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from pydantic import BaseModel
+from test_training_config import only_problem, problems_for  # type: ignore[import-not-found]  # a sibling
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import ConfigError, load_config, validate_config
@@ -22,17 +23,17 @@ from skyrl_hyperpod.config.workloads import RESERVED_NAMESPACES
 from skyrl_hyperpod.ops.cost import PriceBook, PriceError, load_price_book, price_file_for
 
 
-def problems_for(data: dict) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        validate_config(data)
-    return caught.value.problems
-
-
 def one_line_for(data: dict) -> str:
-    problems = problems_for(data)
-    assert len(problems) == 1, problems
-    assert "\n" not in problems[0] and problems[0].startswith("config error: ")
-    return problems[0]
+    line = only_problem(data)
+    assert line.startswith("config error: "), line
+    return line
+
+
+def problem_in(tmp_path: Path, text: str) -> str:
+    """The one problem of a configuration file holding `text`."""
+    file = tmp_path / "config.yaml"
+    file.write_text(text)
+    return read_problem(file)
 
 
 def nested(path: list[str], value: object) -> dict:
@@ -92,11 +93,7 @@ def test_every_decimal_field_has_an_upper_bound(path):
 @pytest.mark.parametrize("path", CONFIG_FLOATS, ids=".".join)
 @pytest.mark.parametrize("written", [".inf", "-.inf", ".nan", "1e308", "1e400"])
 def test_an_infinite_huge_or_nan_decimal_is_one_line_naming_the_field(tmp_path, path, written):
-    file = tmp_path / "config.yaml"
-    file.write_text(yaml.safe_dump(nested(list(path), "VALUE")).replace("VALUE", written))
-    with pytest.raises(ConfigError) as caught:
-        load_config(file)
-    [line] = caught.value.problems
+    line = problem_in(tmp_path, yaml.safe_dump(nested(list(path), "VALUE")).replace("VALUE", written))
     assert line.startswith(f"config error: {'.'.join(path)} = "), line
 
 
@@ -285,12 +282,10 @@ def test_pinned_images_with_a_registry_port_or_a_digest_are_accepted():
      ("Off:\n  a: 1\n", 1, "'Off'")],
 )  # fmt: skip
 def test_a_key_yaml_reads_as_a_boolean_or_null_is_one_line(tmp_path, text, line_number, key):
-    file = tmp_path / "config.yaml"
-    file.write_text(text)
-    with pytest.raises(ConfigError) as caught:
-        load_config(file)
-    [line] = caught.value.problems
-    assert line.startswith(f"config error: {file} at line {line_number}: key {key} is read as "), line
+    line = problem_in(tmp_path, text)
+    assert line.startswith(f"config error: {tmp_path / 'config.yaml'} at line {line_number}: key {key} is read as "), (
+        line
+    )
     assert "quote it" in line
 
 
@@ -309,11 +304,7 @@ def test_a_quoted_on_is_a_name():
 )  # fmt: skip
 def test_tagged_values_that_load_as_bytes_sets_or_pairs_are_refused(tmp_path, text):
     # !!binary cHJvZA== is b"prod": pydantic took it as the name prefix "prod".
-    file = tmp_path / "config.yaml"
-    file.write_text(text)
-    with pytest.raises(ConfigError) as caught:
-        load_config(file)
-    [line] = caught.value.problems
+    line = problem_in(tmp_path, text)
     assert " is tagged !!" in line and "write the value itself" in line, line
 
 
