@@ -522,7 +522,7 @@ def project_stacks(
     return ProjectStacks(ours, evidence, unverified)
 
 
-def check_stack_ownership(stacks: ProjectStacks, config: ProjectConfig) -> list[CheckResult]:
+def check_stack_ownership(stacks: ProjectStacks) -> list[CheckResult]:
     """One FAIL per live stack that has one of this configuration's names but is not shown to be this deployment's:
     `cdk deploy --all` would update it with this app's template and `skyrl-hp teardown` leaves it alone."""
     results = [
@@ -650,7 +650,7 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
     stacks = project_stacks(cloudformation, config, live)
     # Only a stack shown to be this deployment's owns a name below or holds the KubeRay release.
     deployed = stacks.ours
-    results = [check_prefix_nesting(live, config), *check_stack_ownership(stacks, config)]
+    results = [check_prefix_nesting(live, config), *check_stack_ownership(stacks)]
 
     bucket = lifecycle_bucket_name(config, account, region)
     try:
