@@ -15,6 +15,7 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import PROJECT_TAG_KEY
+from skyrl_hyperpod.values.stack_ownership import OWNERSHIP_OUTPUT_KEY, ownership_marker
 
 from .eks_stack import EksStack
 from .hyperpod_stack import HyperPodStack
@@ -123,7 +124,27 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
 
     # cdk-nag v3 is a policy-validation plugin: any unacknowledged finding fails the synth.
     cdk.Validations.of(scope).add_plugins(AwsSolutionsChecks(scope, verbose=True))
-    for stack in (network, storage, registry, image_build, eks, hyperpod, observability, studio, ray_endpoint):
-        if stack is not None:
-            cdk.Tags.of(stack).add(PROJECT_TAG_KEY, config.name_prefix)
+    components: dict[str, cdk.Stack | None] = {
+        "network": network,
+        "storage": storage,
+        "registry": registry,
+        "image-build": image_build,
+        "eks": eks,
+        "hyperpod": hyperpod,
+        "observability": observability,
+        "studio": studio,
+        "ray-endpoint": ray_endpoint,
+    }
+    for component, stack in components.items():
+        if stack is None:
+            continue
+        # On the resources only: with @aws-cdk/core:explicitStackTags the stack itself carries no tag.
+        cdk.Tags.of(stack).add(PROJECT_TAG_KEY, config.name_prefix)
+        cdk.CfnOutput(
+            stack,
+            OWNERSHIP_OUTPUT_KEY,
+            value=ownership_marker(config, component),
+            description="The skyrl-hp deployment this stack belongs to: skyrl-hp teardown and preflight act only on "
+            "stacks whose marker names their configuration",
+        )
     return PlatformStacks(network, storage, registry, image_build, eks, hyperpod, observability, studio, ray_endpoint)

@@ -212,11 +212,14 @@ def add_modeled_error(client, stubber, method: str, code: str, http_status_code:
 
 
 def stub_cloudformation(
-    stub_aws, stacks: dict[str, dict[str, str]], region: str = TEST_REGION, templates: dict[str, dict] | None = None
+    stub_aws,
+    stacks: dict[str, dict[str, str]],
+    region: str = TEST_REGION,
+    templates: dict[str, dict] | list[tuple[str, dict]] | None = None,
 ):
     """A CloudFormation client whose one describe_stacks call lists `stacks` ({stack name: {output key:
-    value}}, all CREATE_COMPLETE), then answers get_template for each of `templates` ({stack name: template}), in
-    that order."""
+    value}}, all CREATE_COMPLETE), then answers get_template for each of `templates` ({stack name: template}, or
+    (stack name, template) pairs when one is asked for twice), in that order."""
     from datetime import datetime
 
     client, stubber = stub_aws("cloudformation", region)
@@ -227,7 +230,8 @@ def stub_cloudformation(
         for name, outputs in stacks.items()
     ]  # fmt: skip
     stubber.add_response("describe_stacks", {"Stacks": described}, {})
-    for name, template in (templates or {}).items():
+    pairs = templates.items() if isinstance(templates, dict) else templates or []
+    for name, template in pairs:
         stubber.add_response(
             "get_template", {"TemplateBody": json.dumps(template)}, {"StackName": name, "TemplateStage": "Original"}
         )

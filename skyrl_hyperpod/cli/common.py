@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -264,6 +265,23 @@ def print_findings(problems: list[str], skipped: list[str], as_json: bool = Fals
 
 DEFAULT_DIST = Path("dist")
 DEFAULT_WAIT_SECONDS = 1800.0
+# The longest wait any command takes: 30 days (a bound, so `inf` is refused like any other non-number).
+MAX_WAIT_SECONDS = 30 * 86_400.0
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange, refusing inf and nan: click compares them with the bounds, and nan passes every
+    comparison, so `--timeout nan` would be taken."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 POLL_SECONDS = 10.0
 
 
@@ -281,7 +299,7 @@ def dist_option(command: Callable[..., Any]) -> Callable[..., Any]:
 def wait_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=1),
+        type=FiniteFloatRange(min=1, max=MAX_WAIT_SECONDS),
         default=DEFAULT_WAIT_SECONDS,
         show_default=True,
         help="Seconds --wait waits.",

@@ -11,6 +11,7 @@ from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
     EXIT_BAD_INPUT,
+    FiniteFloatRange,
     aws_errors,
     clients_from_context,
     config_option,
@@ -36,7 +37,7 @@ from .common import (
 @click.option(
     "--hours",
     "run_hours",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloatRange(min=0, min_open=True, max=cost_module.MAX_RUN_HOURS),
     default=cost_module.DEFAULT_RUN_HOURS,
     show_default=True,
     help="Length of one training run in hours.",

@@ -42,7 +42,8 @@ def preflight(
 ) -> None:
     """Read-only checks before a deploy: first what the configuration alone shows, also without credentials (region,
     HyperPod there, the AZ id's region, a route to the API endpoint, the example's placeholders), then through AWS
-    (credentials, cluster access, AZ offerings, quotas, CDK bootstrap, name collisions)."""
+    (credentials, cluster access, AZ offerings, quotas, CDK bootstrap, stacks with this configuration's names that are not
+    this deployment's, name collisions)."""
     config = load_project_config(config_path, region=region)
     clients = clients_from_context(ctx, profile, region or config.env.region)
     chosen = resolve_region(region, config, clients.session.region_name)

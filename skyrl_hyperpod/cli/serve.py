@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.training import MAX_SAMPLING_TEMPERATURE
 from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import serve as serve_module
 from skyrl_hyperpod.ops.kube import Cluster
@@ -21,6 +22,7 @@ from .adapter import deployed_outputs
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    FiniteFloatRange,
     clients_from_context,
     cluster_errors,
     config_option,
@@ -122,7 +124,7 @@ def serve_endpoint(cluster: Cluster, config: ProjectConfig, ctx: click.Context) 
 @click.option("--url", default=None, help="Serve endpoint (default: a port-forward to the RayService).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None,
               help="Default: the example's, the run's generator.sampling_params.max_generate_length.")  # fmt: skip
-@click.option("--temperature", type=click.FloatRange(min=0), default=None,
+@click.option("--temperature", type=FiniteFloatRange(min=0, max=MAX_SAMPLING_TEMPERATURE), default=None,
               help="Default: the example's, the run's generator.sampling_params.temperature.")  # fmt: skip
 @json_option
 @click.pass_context

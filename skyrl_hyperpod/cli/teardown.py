@@ -17,6 +17,8 @@ from skyrl_hyperpod.plumbing.runtime import fail
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    MAX_WAIT_SECONDS,
+    FiniteFloatRange,
     aws_errors,
     clients_from_context,
     cluster_errors,
@@ -40,11 +42,12 @@ from .common import (
 @click.option(
     "--execute",
     is_flag=True,
-    help="Carry the plan out for this configuration's stacks and region, after you type the name prefix.",
+    help="Carry the plan out for this deployment's stacks in the region (those that carry its ownership marker), "
+    "after it lists them and you type the name prefix.",
 )
 @region_option
 @profile_option
-@click.option("--timeout", type=click.FloatRange(min=1), default=7200.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(min=1, max=MAX_WAIT_SECONDS), default=7200.0, show_default=True,
               help="Seconds each wait (namespace, each round of stacks) may take.")  # fmt: skip
 @json_option
 @click.pass_context
@@ -103,22 +106,29 @@ def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profi
             ["teardown error: no region: set env.region in the config, pass --region or export AWS_REGION"],
             EXIT_BAD_INPUT,
         )
+    cloudformation = clients("cloudformation", chosen)
+    with aws_errors("teardown error: CloudFormation"):
+        found = preflight_module.project_stacks(cloudformation, config)
     flush_header()
+    for line in _found_lines(found, config, chosen):
+        echo(line, err=True)
+    if not found.ours and found.unverified:
+        fail(
+            [f"teardown: no stack in {chosen} is shown to be this deployment's; those above are left alone and "
+             "nothing was deleted"],
+            EXIT_FINDINGS,
+        )  # fmt: skip
+    if not found.ours:
+        echo(f"no stack of this deployment in {chosen}: nothing to delete")
+        return
     prefix = config.name_prefix
     typed = click.prompt(
-        f"This deletes the workloads and the stacks {prefix}-{{{','.join(preflight_module.STACK_DEPENDENCIES)}}} "
-        f"that exist in {chosen} (FSx keeps a final backup). "
-        f"Type the name prefix {prefix!r} to go on",
-        default="",
-        show_default=False,
-        err=True,
+        f"Type the name prefix {prefix!r} to delete what is listed above", default="", show_default=False, err=True
     )
     if typed.strip() != prefix:
         fail([f"teardown: you typed {typed.strip()!r}, not {prefix!r}: nothing was deleted"], EXIT_FINDINGS)
-    cloudformation = clients("cloudformation", chosen)
     poll = poll_interval(ctx)
-    with aws_errors("teardown error: CloudFormation"):
-        stacks = preflight_module.deployed_project_stacks(cloudformation, config)
+    stacks = found.ours
     studio = config.names.stack("studio")
     if studio in stacks:
         fail(
@@ -142,15 +152,40 @@ def _teardown_execute(ctx: click.Context, config: Any, region: str | None, profi
             EXIT_FINDINGS,
         )  # fmt: skip
     try:
-        with cluster_errors():
-            teardown_run.delete_workloads(
-                connect(ctx, config, chosen, profile), config, echo, poll=poll, timeout=timeout
-            )
+        if config.names.stack("eks") in stacks:
+            with cluster_errors():
+                teardown_run.delete_workloads(
+                    connect(ctx, config, chosen, profile), config, echo, poll=poll, timeout=timeout
+                )
         if fsx_id:
             with aws_errors("teardown error: FSx"):
                 teardown_run.full_backup(fsx, fsx_id, echo, poll=poll, timeout=timeout)
         with aws_errors("teardown error: CloudFormation"):
-            deleted = teardown_run.delete_stacks(cloudformation, config, echo, poll=poll, timeout=timeout)
+            deleted = teardown_run.delete_stacks(cloudformation, config, found, echo, poll=poll, timeout=timeout)
     except teardown_run.TeardownError as error:
         fail(error.problems, EXIT_FINDINGS)
     echo(f"deleted {len(deleted)} stack(s) in {chosen}")
+
+
+def _found_lines(found: preflight_module.ProjectStacks, config: Any, region: str) -> list[str]:
+    """What the confirmation lists: the stacks shown to be this deployment's in the order they go, the workloads when
+    their cluster's stack is among them, and the stacks with its names that are left alone, with the reason."""
+    from skyrl_hyperpod.ops import teardown_run
+
+    lines = []
+    if found.ours:
+        lines.append(f"In {region}, this deletes:")
+        if config.names.stack("eks") in found.ours:
+            lines.append(
+                f"  - the workloads: namespace {config.workloads.namespace} of EKS cluster {config.names.eks_cluster}"
+            )
+        for number, names in enumerate(teardown_run.deletion_rounds(set(found.ours), config), start=1):
+            for name in names:
+                lines.append(f"  - stack {name} (round {number}; this deployment's: {found.evidence[name]})")
+        if config.names.stack("storage") in found.ours:
+            lines.append("  (the storage stack's FSx file system after a full and a final backup)")
+    for name, why in sorted(found.unverified.items()):
+        lines.append(
+            f"Left alone: stack {name} has one of this configuration's names but is not this deployment's: {why}"
+        )
+    return lines

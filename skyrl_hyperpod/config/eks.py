@@ -50,14 +50,17 @@ DEFAULT_CONTROL_PLANE_LOGS: tuple[ControlPlaneLogType, ...] = ("api", "audit", "
 # The broadest CIDR eks.public_access_cidrs accepts (/16 = 65,536 addresses, a large corporate egress
 # range); anything broader is refused.
 MIN_PUBLIC_ACCESS_PREFIX = 16
+# EKS's quota "Public endpoint access CIDR ranges per cluster": 40, not adjustable
+# (https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html).
+MAX_PUBLIC_ACCESS_CIDRS = 40
 
 
 class EksConfig(StrictModel):
     kubernetes_version: str = Field(default="1.33", description="EKS version: 1.33, 1.34 or 1.35.")
     public_access_cidrs: list[Cidr] = Field(
         default_factory=list,
-        description="Empty = private API endpoint. List your own CIDRs (each /16 or narrower) to reach the API from "
-        "outside the VPC.",
+        description="Empty = private API endpoint. List your own CIDRs (each /16 or narrower, at most "
+        f"{MAX_PUBLIC_ACCESS_CIDRS}: EKS's limit) to reach the API from outside the VPC.",
     )
     admin_principal_arns: list[str] = Field(
         default_factory=list,
@@ -81,6 +84,11 @@ class EksConfig(StrictModel):
     @field_validator("public_access_cidrs")
     @classmethod
     def _no_open_internet(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_PUBLIC_ACCESS_CIDRS:
+            raise ValueError(
+                f"{len(value)} CIDRs listed; EKS accepts at most {MAX_PUBLIC_ACCESS_CIDRS} per cluster (a quota that "
+                "cannot be raised): merge neighbouring ranges, or reach the private endpoint from inside the VPC"
+            )
         # A prefix limit, not a check for 0.0.0.0/0 alone: 0.0.0.0/1 + 128.0.0.0/1 cover the same internet.
         for cidr in value:
             if ipaddress.IPv4Network(cidr).prefixlen < MIN_PUBLIC_ACCESS_PREFIX:

@@ -86,11 +86,14 @@ class InstanceGroupConfig(StrictModel):
         return memory - max(8, memory // 10)
 
 
+DEFAULT_HEAD_GROUP = InstanceGroupConfig(
+    name="head", instance_type="ml.r5d.16xlarge", instance_count=1, threads_per_core=2
+)
+
+
 class HyperPodConfig(StrictModel):
     node_recovery: Literal["Automatic", "None"] = "Automatic"
-    head_group: InstanceGroupConfig = InstanceGroupConfig(
-        name="head", instance_type="ml.r5d.16xlarge", instance_count=1, threads_per_core=2
-    )
+    head_group: InstanceGroupConfig = DEFAULT_HEAD_GROUP
     worker_group: InstanceGroupConfig = InstanceGroupConfig(
         name="gpu-workers",
         instance_type="ml.g7e.12xlarge",
@@ -125,6 +128,13 @@ class HyperPodConfig(StrictModel):
     def _groups(self) -> HyperPodConfig:
         if self.head_group.instance_count < 1:
             raise ValueError("head_group.instance_count must be at least 1: the Ray head needs a node")
+        head = self.head_group
+        if head.spec.gpus:
+            raise ValueError(
+                f"head_group.instance_type {head.instance_type} has {head.spec.gpus} GPU(s), and no Ray head asks for "
+                "one (the training and serving heads run the driver, the GCS and the proxy): they would be billed unused; "
+                f"choose a CPU type such as {DEFAULT_HEAD_GROUP.instance_type}"
+            )
         if self.worker_group.spec.gpus == 0:
             raise ValueError(f"worker_group.instance_type {self.worker_group.instance_type} has no GPUs")
         if self.worker_group.instance_count < 1:

@@ -25,7 +25,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from ..plumbing.errors import InputError
 from ..plumbing.locations import DOCKER_DIR
 from ..plumbing.upstream import SKYRL_REPOSITORY
-from .base import CommitId, StrictModel
+from .base import CommitId, PinnedImage, StrictModel
 from .efa import EFA_INSTALLER_KEY_FINGERPRINT
 from .version_lock import (
     DEFAULT_SERVING_IMAGE,
@@ -284,7 +284,9 @@ def training_image_tag(image: TrainingImageConfig, context_dir: Path = DOCKER_DI
 
 
 class ServingImageConfig(StrictModel):
-    image: str = DEFAULT_SERVING_IMAGE
+    image: PinnedImage = Field(
+        default=DEFAULT_SERVING_IMAGE, description="The RayService's image, pinned by tag (not latest) or digest."
+    )
     ray_version: RayVersion = Field(
         default=SERVING_IMAGES[DEFAULT_SERVING_IMAGE].ray,
         description="2.52.0 or newer (Ray token authentication); for a known image, the Ray it carries.",

@@ -8,15 +8,19 @@ resolve it the same way (`resolve_config_source`).
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
+import stat
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from yaml.reader import ReaderError
 
 from ..plumbing.errors import ConfigError
 from ..plumbing.upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
@@ -54,7 +58,8 @@ def resolve_config_source(
     if from_env:
         return ConfigSource(Path(from_env), f"${CONFIG_ENV_VAR}")
     local = Path(DEFAULT_CONFIG_FILE)
-    if local.is_file():
+    # Anything by that name, a directory or a broken link too, is read and reported, never passed over for the defaults.
+    if os.path.lexists(local):
         return ConfigSource(local, f"./{DEFAULT_CONFIG_FILE}")
     return ConfigSource(None, "defaults")
 
@@ -88,8 +93,6 @@ PATTERN_SENTENCES: dict[str, str] = {
     r"^[0-9]+(\.[0-9]+)*$": "must be a version number such as 2.6.1",
     r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$": "must be a Hugging Face model id such as Qwen/Qwen3-VL-8B-Instruct",
     r"^/[A-Za-z0-9_./-]+$": "must be an absolute path of letters, digits, '_', '.', '/' and '-'",
-    r"^[^:@\s]+(:[A-Za-z0-9_][A-Za-z0-9_.-]*|@sha256:[0-9a-f]{64})$": "must be an image pinned by tag or digest "
-    "(repository:tag or repository@sha256:...)",
     r"^[a-zA-Z0-9][a-zA-Z0-9_-]*$": "must be letters, digits, '_' and '-', starting with a letter or digit",
     r"^[a-zA-Z0-9][a-zA-Z0-9._-]*$": "must be letters, digits, '.', '_' and '-', starting with a letter or digit",
     r"^[a-zA-Z0-9][a-zA-Z0-9_./-]*[a-zA-Z0-9]$": "must be a relative path of letters, digits, '_', '.', '/' and '-'",
@@ -193,6 +196,19 @@ def _unknown_field(loc: tuple[Any, ...], value: Any = None) -> str:
     return f"config error: {where}: unknown {kind}; {hint}see {reference_anchor(section)}"
 
 
+# Longest value an error line repeats as written; a longer one (a list of 5,000 CIDRs) is named by its size.
+_SHOWN_VALUE_CHARS = 200
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    if len(text) <= _SHOWN_VALUE_CHARS:
+        return text
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value):,} items"
+    return f"{text[:_SHOWN_VALUE_CHARS]}... ({len(text):,} characters)"
+
+
 def _describe(error: dict[str, Any], model: type = ProjectConfig) -> str:
     loc = _location(error["loc"])
     message = error["msg"].removeprefix("Value error, ")
@@ -205,22 +221,22 @@ def _describe(error: dict[str, Any], model: type = ProjectConfig) -> str:
         # YAML reads 111111111111 or 2.10 as a number (and drops leading zeros): the user meant text.
         return f'config error: {loc} = {value!r}: YAML read a number; quote it: {loc.rsplit(".", 1)[-1]}: "{value}"'
     if error["type"] in TYPE_SENTENCES and not isinstance(value, (dict, BaseModel)):
-        return f"config error: {loc} = {value!r}: {TYPE_SENTENCES[error['type']]}"
+        return f"config error: {loc} = {_shown(value)}: {TYPE_SENTENCES[error['type']]}"
     if error["type"] == "list_type" and isinstance(value, dict):
         return f"config error: {loc}: {_list_not_mapping(tuple(error['loc']), value)}"
     if error["type"] in ("model_type", "dict_type"):
-        return f"config error: {loc} = {value!r}: {TYPE_SENTENCES['dict_type']}"
+        return f"config error: {loc} = {_shown(value)}: {TYPE_SENTENCES['dict_type']}"
     if error["type"] == "string_pattern_mismatch":
         pattern = (error.get("ctx") or {}).get("pattern", "")
         sentence = PATTERN_SENTENCES.get(
             pattern, f"is not in the allowed form (see {reference_anchor(loc.split('.')[0])})"
         )
-        return f"config error: {loc} = {value!r}: {sentence}"
+        return f"config error: {loc} = {_shown(value)}: {sentence}"
     # A section-level rule (its input is the whole section, a mapping or an already-built model) names
     # the field and value in its own message.
     if isinstance(value, (dict, BaseModel)):
         return f"config error: {loc}: {message}"
-    return f"config error: {loc} = {value!r}: {message}"
+    return f"config error: {loc} = {_shown(value)}: {message}"
 
 
 def _list_not_mapping(loc: tuple[Any, ...], value: dict[Any, Any]) -> str:
@@ -281,10 +297,24 @@ def validate_config(data: dict[str, Any], base: ProjectConfig | None = None) -> 
         raise ConfigError([_describe(dict(e)) for e in exc.errors(include_url=False)]) from None
 
 
+def _refused_character(file: Path, text: str, character: int, position: int) -> str:
+    """The reader refuses a character before any YAML is parsed; `position` counts characters of `text`."""
+    before = text[:position]
+    line, column = before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
+    name = unicodedata.name(chr(character), "") or _CONTROL_NAMES.get(character, "a control character")
+    return (
+        f"config error: {file} at line {line}, column {column}: character U+{character:04X} ({name}) is not allowed "
+        "in YAML (control characters other than tab and line breaks): remove it, or write it as an escape such as "
+        '"\\x00" in a double-quoted value'
+    )
+
+
 def _yaml_error(file: Path, text: str, exc: yaml.YAMLError) -> str:
     """One line for a YAML error: where, what, and the likely fix (another format, tabs, indentation)."""
     if isinstance(exc, YAMLLimitError) and exc.problem_mark is not None:
         return f"config error: {file} at line {exc.problem_mark.line + 1}: {exc.problem}"
+    if isinstance(exc, ReaderError) and isinstance(exc.character, int):
+        return _refused_character(file, text, exc.character, exc.position)
     mark = getattr(exc, "problem_mark", None)
     where = ""
     if mark is not None:
@@ -312,6 +342,11 @@ def _yaml_error(file: Path, text: str, exc: yaml.YAMLError) -> str:
     else:
         hint = ""
     return f"config error: {file} is not valid YAML{where}{because}{hint}"
+
+
+# unicodedata names no control character; these are the ones a stray byte most often is.
+_CONTROL_NAMES = {0x00: "NUL", 0x07: "BEL", 0x08: "BACKSPACE", 0x0B: "VERTICAL TAB", 0x0C: "FORM FEED", 0x1B: "ESC",
+                  0x7F: "DELETE"}  # fmt: skip
 
 
 # A // or /* comment where JSON has a value, a key or the space between them.
@@ -348,8 +383,9 @@ def read_yaml(path: str | os.PathLike[str], *, empty_ok: bool = False) -> dict[s
     comes here: the file and what it holds are bounded (yaml_loading: MAX_FILE_BYTES, MAX_SCALAR_CHARS, MAX_DEPTH,
     MAX_VALUES, documented in docs/configuring.md#limits) and a duplicate key is refused, not dropped."""
     file = Path(path)
-    if not file.is_file():
-        raise ConfigError([f"config error: file {str(file)!r} does not exist"])
+    problem = _not_a_regular_file(file)
+    if problem:
+        raise ConfigError([f"config error: {problem}"])
     try:
         with file.open("rb") as stream:
             raw = stream.read(MAX_FILE_BYTES + 1)
@@ -387,6 +423,27 @@ def read_yaml(path: str | os.PathLike[str], *, empty_ok: bool = False) -> dict[s
             [f"config error: {file} must hold a mapping at the top level, not {type(data).__name__}{hint}"]
         )
     return data
+
+
+def _not_a_regular_file(file: Path) -> str | None:
+    """Why `file` cannot be read as a configuration file, or None: checked before it is opened, since opening a FIFO
+    waits for a writer that may never come."""
+    try:
+        mode = file.stat().st_mode
+    except FileNotFoundError:
+        if file.is_symlink():
+            return f"file {str(file)!r} is a symbolic link to {os.readlink(file)!r}, which does not exist"
+        return f"file {str(file)!r} does not exist"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"file {str(file)!r} is a symbolic link that leads back to itself (a loop): point it at a file"
+        return f"cannot read {str(file)!r}: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return f"{str(file)!r} is a directory, not a configuration file: name the YAML file inside it"
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "not a regular file (a socket or a device)"
+        return f"{str(file)!r} is {kind}: a configuration must be a regular YAML file"
+    return None
 
 
 def load_config_with_source(path: str | os.PathLike[str] | None = None) -> tuple[ProjectConfig, ConfigSource]:

@@ -11,10 +11,18 @@ from pydantic import Field, field_validator, model_validator
 from .base import Cidr, StrictModel
 
 _AZ_ID = re.compile(r"^[a-z]{2,5}[0-9]-az[0-9]{1,2}$")
+# A VPC's IPv4 CIDR is /16 (65,536 addresses) at most and /28 at least
+# (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateVpc.html); this project's subnet plan needs /20 or
+# larger (2-6 public and private subnets plus HyperPod's /18-sized one by default), so /16 to /20.
+VPC_LARGEST_PREFIX = 16
+VPC_SMALLEST_PREFIX = 20
 
 
 class NetworkConfig(StrictModel):
-    vpc_cidr: Cidr = Field(default="10.192.0.0/16", description="VPC CIDR, /20 or larger.")
+    vpc_cidr: Cidr = Field(
+        default="10.192.0.0/16",
+        description=f"VPC CIDR, /{VPC_LARGEST_PREFIX} (AWS's largest VPC) to /{VPC_SMALLEST_PREFIX}.",
+    )
     max_azs: int = Field(default=2, ge=2, le=6, description="AZs for the public/private subnets (EKS needs 2+).")
     nat_gateways: int = Field(default=1, ge=1, le=6, description="NAT gateways; one per AZ for zone resilience.")
     # AZ *ids* are stable across accounts, names are not.
@@ -37,8 +45,13 @@ class NetworkConfig(StrictModel):
         subnet = ipaddress.IPv4Network(self.hyperpod_subnet_cidr)
         if not subnet.subnet_of(vpc):
             raise ValueError(f"hyperpod_subnet_cidr {subnet} must lie inside vpc_cidr {vpc}")
-        if vpc.prefixlen > 20:
-            raise ValueError(f"vpc_cidr {vpc} is too small: use /20 or larger")
+        if vpc.prefixlen > VPC_SMALLEST_PREFIX:
+            raise ValueError(f"vpc_cidr {vpc} is too small: use /{VPC_SMALLEST_PREFIX} or larger")
+        if vpc.prefixlen < VPC_LARGEST_PREFIX:
+            raise ValueError(
+                f"vpc_cidr {vpc} is larger than AWS allows: a VPC's CIDR is /{VPC_LARGEST_PREFIX} (65,536 addresses) "
+                f"at most; use /{VPC_LARGEST_PREFIX} to /{VPC_SMALLEST_PREFIX}, such as 10.192.0.0/16"
+            )
         if self.nat_gateways > self.max_azs:
             raise ValueError(f"nat_gateways ({self.nat_gateways}) cannot exceed max_azs ({self.max_azs})")
         overlaps = hyperpod_subnet_overlaps(self)

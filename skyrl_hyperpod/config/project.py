@@ -23,7 +23,7 @@ from .regions import az_id_prefix, region_problem
 from .serving import ServingConfig, check_serving
 from .training import TrainingConfig
 from .versions import VersionsConfig
-from .workloads import WorkloadsConfig
+from .workloads import WorkloadsConfig, reserved_namespace_problem
 
 # Longest derived name is the lifecycle bucket "sagemaker-<prefix>-lifecycle-<account>-<region>",
 # which must fit S3's 63 characters with a 12-digit account and the longest region names.
@@ -64,6 +64,7 @@ class ProjectConfig(StrictModel):
             ("env", self._check_region),
             ("hyperpod", self._check_instance_types_in_region),
             ("network", self._check_az_in_region),
+            ("workloads", self._check_namespace_is_not_the_operators),
             ("training", lambda: self.derived),
             # Serving reads the training runs: checked only when those resolved.
             ("serving", self._check_serving),
@@ -102,6 +103,16 @@ class ProjectConfig(StrictModel):
             raise ValueError(
                 f"hyperpod_az_id {self.network.hyperpod_az_id!r} is an availability zone id of another region: "
                 f"env.region {region} has ids {prefix}-az1, {prefix}-az2, ..."
+            )
+
+    def _check_namespace_is_not_the_operators(self) -> None:
+        namespace = self.workloads.namespace
+        if namespace == self.ray_endpoint_operator.namespace:
+            raise ValueError(
+                "namespace "
+                + reserved_namespace_problem(
+                    namespace, "ray_endpoint_operator.namespace, the HyperPod Ray endpoint operator's"
+                )
             )
 
     def _check_serving(self) -> None:

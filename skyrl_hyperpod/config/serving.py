@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..plumbing.upstream import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
-from .base import StrictModel
+from .base import PinnedImage, StrictModel
 from .hyperpod import HyperPodConfig
 from .shared_memory import MIN_SHM_GIB
 from .training import TrainingConfig
@@ -47,10 +47,10 @@ class PublishAdapterConfig(StrictModel):
         description="S3 folder name = the adapter's name in requests (model='<model_id>:<adapter_name>'). Default: "
         "the experiment's name. Only with `experiment` (two experiments would share one folder).",
     )
-    image: str = Field(
+    image: PinnedImage = Field(
         default="public.ecr.aws/aws-cli/aws-cli:2.32.9",
-        pattern=r"^[^:@\s]+(:[A-Za-z0-9_][A-Za-z0-9_.-]*|@sha256:[0-9a-f]{64})$",
-        description="AWS CLI image, pinned by tag or digest (EKS Pod Identity needs AWS CLI 2.15 or newer).",
+        description="AWS CLI image, pinned by tag (not latest) or digest (EKS Pod Identity needs AWS CLI 2.15 or "
+        "newer).",
     )
 
 

@@ -59,6 +59,13 @@ REFERENCE_STEP_SECONDS = REFERENCE_RUN_HOURS * 3600 / REFERENCE_TARGET_STEPS
 REFERENCE_CKPT_INTERVAL = 20
 REFERENCE_GPUS = 6
 DEFAULT_FAILURE_BUDGET_GPU_HOURS = REFERENCE_CKPT_INTERVAL * REFERENCE_GPUS * REFERENCE_STEP_SECONDS / 3600
+# Upper bounds far beyond any run (256 nodes of 8 GPUs for a month is 1.5 million GPU-hours; a step that takes a
+# day is no measurement), which keep the checkpoint arithmetic finite.
+MAX_FAILURE_BUDGET_GPU_HOURS = 10_000_000
+MAX_STEP_SECONDS = 86_400
+# The OpenAI API's range (https://platform.openai.com/docs/api-reference/chat/create), which vLLM's server follows:
+# above 2 sampling is close to uniform over the vocabulary. The training knob and `serve query --temperature`.
+MAX_SAMPLING_TEMPERATURE = 2.0
 # The stall watchdog in docker/train_job.py ends an attempt whose trainer finishes no step within a bound.
 # Between two step ends a later step can also run an evaluation (every eval_interval steps), a checkpoint and
 # an adapter export, and a multi-turn rollout's length varies: three step times. The first step also waits for
@@ -99,7 +106,8 @@ class SkyRLKnobs(StrictModel):
         "A list; the modules every vLLM engine applies (SkyRL's all-linear would also train the vision tower).",
     )
     # The VisGym recipe's 1e-6 is for a full fine-tune; the Qwen3-VL-8B LoRA recipe uses 3e-5.
-    learning_rate: float = _key("trainer.policy.optimizer_config.lr", 3e-5, "LoRA recipe value.", gt=0)
+    # At most 1: above it every optimizer step overshoots (fine-tuning rates are 1e-6 to 1e-4).
+    learning_rate: float = _key("trainer.policy.optimizer_config.lr", 3e-5, "LoRA recipe value.", gt=0, le=1)
     strategy: str = _key("trainer.strategy", "fsdp")
     colocate_all: bool = _key("trainer.placement.colocate_all", True)
     policy_num_nodes: int | None = _key("trainer.placement.policy_num_nodes", None, "Default: worker pods.", gt=0)
@@ -123,7 +131,7 @@ class SkyRLKnobs(StrictModel):
     vision_language_generator: bool = _key("generator.vision_language_generator", True)
     batched: bool | None = _key("generator.batched", None)
     max_generate_length: int = _key("generator.sampling_params.max_generate_length", 1024, gt=0)
-    temperature: float = _key("generator.sampling_params.temperature", 0.7, ge=0)
+    temperature: float = _key("generator.sampling_params.temperature", 0.7, ge=0, le=MAX_SAMPLING_TEMPERATURE)
     train_batch_size: int | None = _key(
         "trainer.train_batch_size",
         None,
@@ -407,6 +415,7 @@ class TrainingJobsConfig(StrictModel):
     failure_budget_gpu_hours: float = Field(
         default=DEFAULT_FAILURE_BUDGET_GPU_HOURS,
         gt=0,
+        le=MAX_FAILURE_BUDGET_GPU_HOURS,
         description="The most GPU time one failure may cost in redone steps: trainer.ckpt_interval (and "
         "hf_save_interval) default to the most steps that fit, at estimated_step_seconds on every GPU the job "
         "holds, rounded down to a divisor of data.target_steps. The default reproduces the reference's 20.",
@@ -414,6 +423,7 @@ class TrainingJobsConfig(StrictModel):
     estimated_step_seconds: float = Field(
         default=REFERENCE_STEP_SECONDS,
         gt=0,
+        le=MAX_STEP_SECONDS,
         description="Wall time of one training step, for the checkpoint interval. Default: an assumed 24 h reference "
         "run / 160 steps (no public duration of the reference run was found); replace it with a measured figure.",
     )

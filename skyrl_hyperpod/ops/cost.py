@@ -39,8 +39,17 @@ DEFAULT_RUN_HOURS = REFERENCE_RUN_HOURS
 _READ_YAML_PREFIX = "config error: "
 
 
+# Upper bounds of a price file's numbers: no AWS unit price comes near $100,000, no assumed monthly quantity near a
+# billion units, and no month has more than 31 x 24 hours.
+MAX_UNIT_USD = 100_000
+MAX_ASSUMED_QUANTITY = 1_000_000_000
+MAX_HOURS_PER_MONTH = 744
+# `cost --hours`: one run of up to a year.
+MAX_RUN_HOURS = 8_760
+
+
 class Price(StrictModel):
-    usd: float = Field(ge=0)
+    usd: float = Field(ge=0, le=MAX_UNIT_USD)
     source: str = Field(min_length=1)
     confirmed: bool = True
     note: str | None = None
@@ -50,9 +59,9 @@ class NominalItem(StrictModel):
     """A usage-driven cost shown as a nominal figure: an assumed monthly quantity times a unit price."""
 
     label: str
-    assumed_quantity: float = Field(ge=0)
+    assumed_quantity: float = Field(ge=0, le=MAX_ASSUMED_QUANTITY)
     unit: str
-    usd_per_unit: float = Field(ge=0)
+    usd_per_unit: float = Field(ge=0, le=MAX_UNIT_USD)
     source: str = Field(min_length=1)
     confirmed: bool = True
     note: str | None = None
@@ -62,7 +71,7 @@ class PriceBook(StrictModel):
     region: str
     currency: Literal["USD"]
     as_of: date
-    hours_per_month: float = Field(default=730, gt=0)
+    hours_per_month: float = Field(default=730, gt=0, le=MAX_HOURS_PER_MONTH)
     hyperpod_instance_hour: dict[str, Price]
     hyperpod_ebs_gb_month: Price
     eks_control_plane_hour: Price

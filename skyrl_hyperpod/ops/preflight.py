@@ -20,6 +20,7 @@ from skyrl_hyperpod.config.placeholders import placeholder_findings
 from skyrl_hyperpod.config.regions import aws_regions, az_id_prefix, region_problem
 from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
 from skyrl_hyperpod.plumbing.errors import one_line
+from skyrl_hyperpod.values.stack_ownership import has_config_fingerprint, legacy_ownership, marker_ownership
 
 
 class AwsClients(Protocol):
@@ -484,6 +485,63 @@ def deployed_project_stacks(
     return {name: stack for name, stack in listed.items() if name in ours}
 
 
+@dataclass(frozen=True)
+class ProjectStacks:
+    """The live stacks with this configuration's names, split by whether they are provably this deployment's
+    (values/stack_ownership.py): only `ours` may be read as, updated as or deleted as this deployment's."""
+
+    ours: dict[str, dict[str, Any]]  # stack name -> its describe_stacks entry
+    evidence: dict[str, str]  # stack name in `ours` -> what shows it is ours
+    unverified: dict[str, str]  # stack name -> why it is not shown to be ours
+
+
+def _template(cloudformation: Any, name: str) -> dict[str, Any]:
+    body = cloudformation.get_template(StackName=name, TemplateStage="Original")["TemplateBody"]
+    return json.loads(body) if isinstance(body, str) else dict(body)
+
+
+def project_stacks(
+    cloudformation: Any, config: ProjectConfig, live: dict[str, dict[str, Any]] | None = None
+) -> ProjectStacks:
+    """This configuration's live stacks (`deployed_project_stacks`), each checked for the ownership marker; a stack
+    without one is read through its template for what earlier versions left (`legacy_ownership`)."""
+    named = deployed_project_stacks(cloudformation, config, live)
+    component = project_stack_components(config)
+    fingerprinted = has_config_fingerprint(named.get(config.names.stack("network")))
+    ours: dict[str, dict[str, Any]] = {}
+    evidence: dict[str, str] = {}
+    unverified: dict[str, str] = {}
+    for name, stack in sorted(named.items()):
+        ownership = marker_ownership(stack, config, component[name])
+        if ownership is None:
+            ownership = legacy_ownership(_template(cloudformation, name), config, fingerprinted_network=fingerprinted)
+        if ownership.ours:
+            ours[name], evidence[name] = stack, ownership.evidence
+        else:
+            unverified[name] = ownership.evidence
+    return ProjectStacks(ours, evidence, unverified)
+
+
+def check_stack_ownership(stacks: ProjectStacks) -> list[CheckResult]:
+    """One FAIL per live stack that has one of this configuration's names but is not shown to be this deployment's:
+    `cdk deploy --all` would update it with this app's template and `skyrl-hp teardown` leaves it alone."""
+    results = [
+        CheckResult(
+            "FAIL",
+            "stack ownership",
+            f"stack {name} has one of this configuration's names but is not this deployment's: {why}; cdk deploy --all "
+            "would replace its template with this app's",
+            f"choose a name_prefix no live stack uses; if {name} is this deployment's after all, see docs/teardown.md "
+            "(Which stacks are this deployment's)",
+        )
+        for name, why in sorted(stacks.unverified.items())
+    ]
+    if not results:
+        found = ", ".join(f"{name} ({stacks.evidence[name]})" for name in sorted(stacks.ours)) or "none deployed yet"
+        results.append(CheckResult("PASS", "stack ownership", f"stacks of this deployment: {found}"))
+    return results
+
+
 def nested_deployments(live: dict[str, dict[str, Any]], config: ProjectConfig) -> dict[str, list[str]]:
     """Other deployments whose name_prefix nests with this one (one is the other plus `-...`) -> their live stacks.
 
@@ -589,8 +647,10 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
 
     cloudformation = clients("cloudformation", region)
     live = live_stacks(cloudformation)
-    deployed = deployed_project_stacks(cloudformation, config, live)
-    results = [check_prefix_nesting(live, config)]
+    stacks = project_stacks(cloudformation, config, live)
+    # Only a stack shown to be this deployment's owns a name below or holds the KubeRay release.
+    deployed = stacks.ours
+    results = [check_prefix_nesting(live, config), *check_stack_ownership(stacks)]
 
     bucket = lifecycle_bucket_name(config, account, region)
     try:

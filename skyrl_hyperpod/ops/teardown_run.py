@@ -40,7 +40,7 @@ from skyrl_hyperpod.values.stack_outputs import OutputKey
 
 from .cluster_workloads import raycluster_path, rayjob_path, rayservice_path
 from .kube import Cluster
-from .preflight import STACK_DEPENDENCIES, deployed_project_stacks, project_stack_components
+from .preflight import STACK_DEPENDENCIES, ProjectStacks, project_stack_components
 
 Echo = Callable[[str], None]
 
@@ -50,7 +50,7 @@ class TeardownError(ProblemsError):
 
 
 def fsx_file_system_id(stacks: dict[str, dict[str, Any]], config: ProjectConfig) -> str | None:
-    """The storage stack's FSx file system id, from this configuration's live stacks (`deployed_project_stacks`)."""
+    """The storage stack's FSx file system id, from this deployment's live stacks (`ProjectStacks.ours`)."""
     storage = stacks.get(config.names.stack("storage")) or {}
     for output in storage.get("Outputs") or []:
         if output.get("OutputKey") == OutputKey.FSX_FILE_SYSTEM_ID.value:
@@ -177,14 +177,24 @@ def deletion_rounds(
     return rounds
 
 
-def delete_stacks(cloudformation: Any, config: ProjectConfig, echo: Echo, *, poll: float, timeout: float) -> list[str]:
-    """Delete this configuration's live stacks, dependants first (`deletion_rounds`); the names in deletion order."""
-    remaining = deployed_project_stacks(cloudformation, config)
+def delete_stacks(
+    cloudformation: Any,
+    config: ProjectConfig,
+    stacks: ProjectStacks,
+    echo: Echo,
+    *,
+    poll: float,
+    timeout: float,
+) -> list[str]:
+    """Delete the stacks shown to be this deployment's (`stacks.ours`, from `preflight.project_stacks`), dependants
+    first (`deletion_rounds`); the names in deletion order. A stack with one of its names that is not shown to be
+    its own is never touched: not its termination protection, not the stack."""
+    remaining = dict(stacks.ours)
     importers = {name: _importers(cloudformation, stack) for name, stack in remaining.items()}
     deleted: list[str] = []
     for ready in deletion_rounds(set(remaining), config, importers):
         for name in ready:
-            if name == config.names.stack("storage"):
+            if name == config.names.stack("storage") and name in stacks.ours:
                 # Termination protection keeps a stray delete of this stack alone from removing FSx under pods.
                 cloudformation.update_termination_protection(EnableTerminationProtection=False, StackName=name)
             cloudformation.delete_stack(StackName=name)

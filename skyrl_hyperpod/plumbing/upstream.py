@@ -10,6 +10,12 @@ DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # most names: namesp
 DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DNS1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"  # Services: a letter first
 
+# The namespaces every Kubernetes cluster starts with
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/namespaces/#initial-namespaces): kube-system
+# holds the control plane's add-ons (CoreDNS, kube-proxy, the VPC CNI, the FSx CSI driver on EKS).
+KUBE_SYSTEM_NAMESPACE = "kube-system"
+KUBERNETES_INITIAL_NAMESPACES = ("default", KUBE_SYSTEM_NAMESPACE, "kube-public", "kube-node-lease")
+
 # Well-known node label the kubelet sets from the EC2 instance type; HyperPod nodes carry their
 # ml.* instance type in it.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -71,6 +77,13 @@ VISGYM_COMMIT = "0289034b0cefa6fbbad27f7dd8c01545df324afd"
 SKYRL_REPOSITORY = "NovaSky-AI/SkyRL"
 SKYRL_VISGYM_EXAMPLE_COMMIT = "a9564572eb8e91076be43c1bd5e4615e3de17265"
 SKYRL_VISGYM_EXAMPLE_PATH = "examples/train/visgym"
+
+# Namespaces the sub-charts of the HyperPod dependencies chart at the pinned commit (b01cf906, release v3.9.0) install
+# into besides their release's: aws-hyperpod (helm_chart/HyperPodHelmChart/charts/{health-monitoring-agent,
+# deep-health-check,job-auto-restart}/values.yaml `namespace`), kubeflow (charts/training-operators' manifests) and
+# mpi-operator (the Namespace in charts/mpi-operator/templates/rbac.yaml).
+# tests/validation/test_hyperpod_chart.py checks them against the chart's render.
+HYPERPOD_DEPENDENCIES_CHART_NAMESPACES = ("aws-hyperpod", "kubeflow", "mpi-operator")
 
 # Chart locations inside aws/sagemaker-hyperpod-cli (helm_chart/HyperPodHelmChart at release v3.9.0; the
 # operator's sub-chart from release v3.10.0 on).

@@ -5,7 +5,9 @@ HyperPod chart, the KubeRay CRDs, synthesized manifests) spend most of their tim
 `load_bounded` reads what a person writes (the configuration, a price file) and `load_all_bounded` what another
 party's tool wrote (a pull request's synthesized manifests, which the review gate reads): the same YAML, with limits
 that refuse a document no configuration or synthesis needs before it costs time or memory, and duplicate keys, which
-plain YAML loading resolves silently by keeping the last one (docs/configuring.md#limits, docs/review-gate.md).
+plain YAML loading resolves silently by keeping the last one, keys YAML 1.1 reads as booleans or null (`on:` is the
+key True), and the tagged values (`!!binary`, `!!set`, `!!omap`, `!!pairs`) that load as Python types no
+configuration value has (docs/configuring.md#limits, docs/review-gate.md).
 """
 
 from __future__ import annotations
@@ -98,6 +100,18 @@ class ValueBudget:
 
 # The tag PyYAML gives a `<<` merge key (https://yaml.org/type/merge.html): a mapping may restate a merged key.
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+# Keys that load as something other than a name: YAML 1.1 (PyYAML's resolver) reads on/off/yes/no/true/false as a
+# boolean and ~/null as None (https://yaml.org/type/bool.html, https://yaml.org/type/null.html).
+_NON_NAME_KEY_TAGS = {
+    "tag:yaml.org,2002:bool": "the boolean {value} (YAML 1.1 reads on/off/yes/no/true/false as booleans)",
+    "tag:yaml.org,2002:null": "null (YAML reads ~, null and an empty key as no value)",
+}
+# Tags whose values load as bytes, sets or lists of pairs (https://yaml.org/type/): accepted by pydantic as text or
+# lists in places, so `name: !!binary ...` would become the base64-decoded bytes' text.
+_REFUSED_TAGS = {
+    f"tag:yaml.org,2002:{name}": what
+    for name, what in (("binary", "bytes"), ("set", "a set"), ("omap", "an ordered map"), ("pairs", "pairs"))
+}
 
 
 class YAMLLimitError(yaml.MarkedYAMLError, ProjectError):
@@ -199,6 +213,14 @@ class _BoundedComposer(Composer):
                     problem_mark=self.peek_event().start_mark,
                 )
             node = cast(Node, super().compose_node(parent, index))
+            if node.tag in _REFUSED_TAGS:
+                where = _dotted([part for part in self._path if part]) or "a value"
+                raise YAMLLimitError(
+                    problem=f"the value of {where} is tagged !!{node.tag.rsplit(':', 1)[1]}, which YAML loads as "
+                    f"{_REFUSED_TAGS[node.tag]}; a configuration holds text, numbers, true/false, lists and "
+                    "mappings: write the value itself",
+                    problem_mark=node.start_mark,
+                )
             if isinstance(node, ScalarNode) and len(node.value) > chars:
                 where = _dotted([part for part in self._path if part]) or "a key"
                 raise YAMLLimitError(
@@ -207,18 +229,28 @@ class _BoundedComposer(Composer):
                     problem_mark=node.start_mark,
                 )
             if isinstance(node, MappingNode):
-                self._refuse_duplicate_keys(node)
+                self._check_keys(node)
         finally:
             self._path.pop()
         self._expanded[id(node)] = 1 + sum(self._expanded[id(child)] for child in _children(node))
         self._count(1, node.start_mark)
         return node
 
-    def _refuse_duplicate_keys(self, node: MappingNode) -> None:
+    def _check_keys(self, node: MappingNode) -> None:
+        """Refuse a key YAML reads as a boolean or null, and a key given twice."""
         seen: dict[Any, ScalarNode] = {}
         for key_node, _ in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
                 continue
+            if key_node.tag in _NON_NAME_KEY_TAGS:
+                written = key_node.value or "~"
+                name = _dotted([part for part in self._path if part] + [written])
+                read_as = _NON_NAME_KEY_TAGS[key_node.tag].format(value=self.construct_object(key_node))
+                raise YAMLLimitError(
+                    problem=f'key {name!r} is read as {read_as}, not as a name; quote it ("{written}": ...) if you '
+                    "mean the word",
+                    problem_mark=key_node.start_mark,
+                )
             key = self._key(key_node)
             first = seen.setdefault(key, key_node)
             if first is not key_node:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import ProjectConfig
-from ..plumbing.upstream import INSTANCE_TYPE_LABEL
+from ..plumbing.upstream import INSTANCE_TYPE_LABEL, KUBE_SYSTEM_NAMESPACE
 
 # AWS's install guide names the release `hyperpod-dependencies` in kube-system
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-install-packages-using-helm-chart.html),
 # so a later `helm upgrade` from that guide targets this release instead of creating a second one.
 HYPERPOD_DEPENDENCIES_RELEASE = "hyperpod-dependencies"
-HYPERPOD_DEPENDENCIES_NAMESPACE = "kube-system"
+HYPERPOD_DEPENDENCIES_NAMESPACE = KUBE_SYSTEM_NAMESPACE
 
 # sha256 of the remote sub-chart archives the chart at the pinned commit downloads (Chart.yaml at
 # b01cf906, release v3.9.0), by the file name `helm pull` writes. Each is the `digest` of that version in

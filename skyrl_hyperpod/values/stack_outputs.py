@@ -51,6 +51,9 @@ class OperatorOutputKey(str, Enum):
     # in outputs.json from `cdk deploy --outputs-file` and from `skyrl-hp outputs` alike, so the manifests
     # synthesized from it say which deploy they were made for.
     CONFIG_FINGERPRINT = "ConfigFingerprint"
+    # On every stack (stacks/compose.py): which deployment it belongs to, the marker skyrl-hp teardown and preflight
+    # check before they act on a stack (values/stack_ownership.py).
+    STACK_OWNERSHIP = "SkyrlHpOwnership"
 
 
 PLACEHOLDER_ACCOUNT = "111111111111"

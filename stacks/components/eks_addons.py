@@ -23,6 +23,7 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.versions import VersionsConfig
+from skyrl_hyperpod.plumbing.upstream import KUBE_SYSTEM_NAMESPACE
 
 from .iam_wildcards import nag_rule
 from .workload_identity import pod_identity_role
@@ -37,7 +38,7 @@ _ADDON_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)-eksbuild\.\d+$")
 # the value is a string there.
 VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 
-FSX_CSI_NAMESPACE = "kube-system"
+FSX_CSI_NAMESPACE = KUBE_SYSTEM_NAMESPACE
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 
 

@@ -12,6 +12,7 @@ from test_ray_endpoint import WITH_KMS  # type: ignore[import-not-found]  # a si
 
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.ops.preflight import STACK_DEPENDENCIES, project_stack_components, synthesized_stack_names
+from skyrl_hyperpod.values.stack_ownership import OWNERSHIP_OUTPUT_KEY, marker_ownership, ownership_marker
 
 # Between them, every optional stack: observability (on by default), Studio, the Ray endpoint operator.
 VARIANTS = {
@@ -63,3 +64,29 @@ def test_storage_goes_after_every_stack_that_mounts_or_reads_it(synthesized):
         config.names.stack("eks"),
         config.names.stack("hyperpod"),
     }
+
+
+def test_every_stack_carries_the_ownership_marker_of_its_deployment_and_component(synthesized):
+    # What skyrl-hp teardown and preflight recognise a stack by: its name alone is another application's too.
+    for variant, (config, assembly) in synthesized.items():
+        component = project_stack_components(config)
+        for stack in assembly.stacks:
+            output = stack.template["Outputs"][OWNERSHIP_OUTPUT_KEY]
+            assert output["Value"] == ownership_marker(config, component[stack.stack_name]), (variant, stack.stack_name)
+            assert json.loads(output["Value"]) == {
+                "managed-by": "skyrl-hp",
+                "project": config.name_prefix,
+                "component": component[stack.stack_name],
+            }
+            # As CloudFormation's describe_stacks returns it once deployed.
+            described = {"Outputs": [{"OutputKey": OWNERSHIP_OUTPUT_KEY, "OutputValue": output["Value"]}]}
+            ownership = marker_ownership(described, config, component[stack.stack_name])
+            assert ownership is not None and ownership.ours
+
+
+def test_the_stacks_themselves_carry_no_tags_so_the_marker_is_an_output(synthesized):
+    # @aws-cdk/core:explicitStackTags: Tags.of(stack) tags the resources; the manifest gives the stacks none.
+    _, assembly = synthesized["default"]
+    artifacts = json.loads((Path(assembly.directory) / "manifest.json").read_text())["artifacts"]
+    stacks = [a for a in artifacts.values() if a["type"] == "aws:cloudformation:stack"]
+    assert stacks and all(not (a["properties"].get("tags") or {}) for a in stacks)

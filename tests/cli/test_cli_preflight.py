@@ -29,8 +29,10 @@ from skyrl_hyperpod.ops.preflight import (
     STACK_DEPENDENCIES,
     check_cluster_access,
     lifecycle_bucket_name,
+    project_stack_components,
 )
 from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
+from skyrl_hyperpod.values.stack_ownership import OWNERSHIP_OUTPUT_KEY, ownership_marker
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access")
 # The stubbed account, and what makes the deployed cluster usable by its caller (arn:aws:iam::<ACCOUNT>:user/tester):
@@ -84,7 +86,11 @@ class Account:
     quotas_applied: bool = True  # False: only AWS's default quota values exist
     bucket_exists: bool = False
     repository_exists: bool = False
+    # Live stacks and their outputs; those with one of the configuration's names carry its ownership marker (unless
+    # their outputs give another) except those in `unmarked` (another application's, or deployed before the marker),
+    # whose templates are given there.
     stacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    unmarked: dict[str, dict] = field(default_factory=dict)
     # The deployed EKS stack's template, when `stacks` holds that stack (preflight reads it for the KubeRay release).
     eks_template: dict = field(default_factory=lambda: {"Resources": {}})
 
@@ -207,14 +213,43 @@ class Account:
             "sagemaker": sagemaker,
             "cloudformation": stub_cloudformation(
                 stub_aws,
-                self.stacks,
+                self.listed(config),
                 self.region,
-                {name: self.eks_template for name in self.stacks if name == config.names.stack("eks")},
+                self.templates_read(config),
             ),
         }
         for stubber in stubbers:
             stubber.activate()
         return RecordingClients(overrides=overrides), stubbers
+
+    def listed(self, config) -> dict[str, dict[str, str]]:
+        ours = project_stack_components(config)
+        return {
+            name: {**({} if name in self.unmarked or name not in ours else marker(config, name)), **outputs}
+            for name, outputs in self.stacks.items()
+        }
+
+    def templates_read(self, config) -> list[tuple[str, dict]]:
+        """The get_template calls preflight makes, in order: each unmarked stack's (for what earlier versions left),
+        then the EKS stack's when it is shown to be this deployment's (for the KubeRay release)."""
+        legacy = [(name, self.unmarked[name]) for name in sorted(self.unmarked) if name in self.stacks]
+        eks = config.names.stack("eks")
+        fingerprinted = "ConfigFingerprint" in self.stacks.get(config.names.stack("network"), {})
+        owned_eks = eks in self.stacks and (
+            eks not in self.unmarked or (fingerprinted and legacy_tagged(self.unmarked[eks], config))
+        )
+        return [*legacy, *([(eks, self.eks_template)] if owned_eks else [])]
+
+
+def marker(config, name: str) -> dict[str, str]:
+    return {OWNERSHIP_OUTPUT_KEY: ownership_marker(config, name.removeprefix(f"{config.name_prefix}-"))}
+
+
+def legacy_tagged(template: dict, config) -> bool:
+    return any(
+        {"Key": "project", "Value": config.name_prefix} in (r.get("Properties") or {}).get("Tags", [])
+        for r in template.get("Resources", {}).values()
+    )
 
 
 class RecordingClients(AwsClients):
@@ -628,3 +663,95 @@ def test_an_assumed_role_session_is_matched_to_its_role(configured, caller, matc
     config = validate_config({"eks": {"admin_principal_arns": [configured], "private_network_access": True}})
     [access, _] = check_cluster_access(config, caller)
     assert (access.status == "PASS") is matches
+
+
+# --- which stacks are this deployment's -----------------------------------------------------------------------------
+
+
+def foreign_template(project: str) -> dict:
+    """Another application's stack: its resources may well carry a `project` tag of the same value."""
+    return {
+        "Resources": {
+            "Db": {"Type": "AWS::RDS::DBInstance", "Properties": {"Tags": [{"Key": "project", "Value": project}]}}
+        }
+    }
+
+
+def prod_config(tmp_path) -> tuple[str, object]:
+    overrides = {**ACCESS, "name_prefix": "prod"}
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(overrides))
+    return str(file), validate_config(overrides)
+
+
+def ownership_lines(result) -> list[str]:
+    return [line for line in result.stdout.splitlines() if " stack ownership:" in line]
+
+
+def test_another_applications_stacks_with_this_configurations_names_fail(tmp_path, preflight):
+    # Another application owns prod-network, prod-storage and prod-database; this configuration's name_prefix is prod.
+    file, config = prod_config(tmp_path)
+    foreign = {"prod-network": foreign_template("prod"), "prod-storage": foreign_template("prod")}
+    account = Account(config, stacks={name: {} for name in (*foreign, "prod-database")}, unmarked=foreign)
+    result, stubbers = preflight(account, config_file=file, config=config)
+    for stubber in stubbers:
+        stubber.assert_no_pending_responses()  # both templates were read, nothing else was asked of them
+    assert result.exit_code == 1
+    assert failed_checks(result) == {"stack ownership"}
+    network, storage = ownership_lines(result)
+    assert network.startswith("FAIL  stack ownership: stack prod-network has one of this configuration's names but is")
+    assert "no SkyrlHpOwnership output" in network and "cdk deploy --all would replace its template" in network
+    assert storage.startswith("FAIL  stack ownership: stack prod-storage has one of")
+    assert "prod-database" not in result.stdout  # not one of this configuration's names
+    # The names those stacks would own count as free of this deployment's stacks: not owned by prod-storage.
+    assert "belongs to the deployed stack" not in result.stdout
+
+
+def test_this_deployments_marked_stacks_pass_the_ownership_check(default_config, preflight):
+    stacks = {default_config.names.stack(c): {} for c in ("network", "storage", "eks")}
+    result, _ = preflight(Account(default_config, stacks=stacks))
+    assert result.exit_code == 0, result.output
+    [line] = ownership_lines(result)
+    assert line.startswith("PASS  stack ownership: stacks of this deployment: skyrl-hp-eks (its SkyrlHpOwnership")
+
+
+def test_a_marker_of_another_deployment_or_component_fails(default_config, preflight):
+    network = default_config.names.stack("network")
+    stacks = {network: {"SkyrlHpOwnership": ownership_marker(default_config, "storage")}}
+    result, stubbers = preflight(Account(default_config, stacks=stacks))
+    for stubber in stubbers:
+        stubber.assert_no_pending_responses()
+    assert failed_checks(result) == {"stack ownership"}
+    assert '"component":"storage"' in ownership_lines(result)[0]
+
+
+def legacy_template(config) -> dict:
+    """A stack as an earlier version deployed it: no marker output, resources tagged with the name prefix."""
+    tags = [{"Key": "project", "Value": config.name_prefix}]
+    return {"Resources": {"Role": {"Type": "AWS::IAM::Role", "Properties": {"Tags": tags}}}}
+
+
+def test_a_deployment_from_before_the_marker_is_recognised_by_what_earlier_versions_left(default_config, preflight):
+    names = [default_config.names.stack(c) for c in ("network", "registry", "eks")]
+    stacks = {name: {} for name in names}
+    stacks[names[0]] = {"ConfigFingerprint": "0123456789abcdef"}
+    unmarked = {name: legacy_template(default_config) for name in names}
+    account = Account(default_config, stacks=stacks, unmarked=unmarked, repository_exists=True)
+    result, stubbers = preflight(account)
+    for stubber in stubbers:
+        stubber.assert_no_pending_responses()
+    assert result.exit_code == 0, result.output
+    [line] = ownership_lines(result)
+    assert line.startswith("PASS") and "deployed before the SkyrlHpOwnership output" in line
+    assert "belongs to the deployed stack skyrl-hp-registry" in line_for(result, "name ECR repository")
+
+
+def test_tagged_stacks_without_the_network_stacks_fingerprint_are_not_recognised(default_config, preflight):
+    network, registry = default_config.names.stack("network"), default_config.names.stack("registry")
+    unmarked = {network: legacy_template(default_config), registry: legacy_template(default_config)}
+    account = Account(default_config, stacks={network: {}, registry: {}}, unmarked=unmarked, repository_exists=True)
+    result, _ = preflight(account)
+    assert failed_checks(result) == {"stack ownership", "name ECR repository"}
+    assert len(ownership_lines(result)) == 2
+    # The repository exists, and the stack named to own it is not shown to be this deployment's.
+    assert "already exists but stack skyrl-hp-registry does not" in line_for(result, "name ECR repository")

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from conftest import REPO_ROOT, TEST_REGION
@@ -12,9 +14,10 @@ from conftest import REPO_ROOT, TEST_REGION
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.ops.preflight import STACK_DEPENDENCIES
+from skyrl_hyperpod.ops.preflight import STACK_DEPENDENCIES, project_stack_components
 from skyrl_hyperpod.ops.teardown import leftovers, plan, replaced_file_systems_query
 from skyrl_hyperpod.ops.teardown_run import deletion_rounds
+from skyrl_hyperpod.values.stack_ownership import OWNERSHIP_OUTPUT_KEY, ownership_marker
 
 
 def run(*args):
@@ -69,8 +72,21 @@ STACK_TIME = "2026-11-20T10:00:00Z"
 EXPORT = "skyrl-hp-network:ExportsOutputRefVpc"
 
 
-def stack(name: str, outputs: list[dict] | None = None, status: str = "CREATE_COMPLETE") -> dict:
-    return {"StackName": name, "StackStatus": status, "CreationTime": STACK_TIME, "Outputs": outputs or []}
+DEFAULT = validate_config({})
+
+
+def marker(name: str, config=DEFAULT) -> list[dict]:
+    """The ownership output the CDK app gives stack `name` of `config`'s deployment."""
+    component = name.removeprefix(f"{config.name_prefix}-")
+    return [{"OutputKey": OWNERSHIP_OUTPUT_KEY, "OutputValue": ownership_marker(config, component)}]
+
+
+def stack(name: str, outputs: list[dict] | None = None, status: str = "CREATE_COMPLETE", *, owned: bool = True) -> dict:
+    """A describe_stacks entry; one of the default deployment's stacks carries its ownership marker unless `owned`
+    is False."""
+    ours = owned and name in project_stack_components(DEFAULT)
+    listed = [*(outputs or []), *(marker(name) if ours else [])]
+    return {"StackName": name, "StackStatus": status, "CreationTime": STACK_TIME, "Outputs": listed}
 
 
 # Another deployment's stacks, whose name_prefix starts with this one's: `skyrl-hp-*` matches them, this
@@ -122,8 +138,7 @@ def test_execute_deletes_workloads_then_stacks_dependants_first(stub_aws, kube, 
     fsx_stubber.add_response("create_backup", {"Backup": backup("CREATING")}, {"FileSystemId": FSX_ID})
     fsx_stubber.add_response("describe_backups", {"Backups": [backup("CREATING")]}, {"BackupIds": [BACKUP_ID]})
     fsx_stubber.add_response("describe_backups", {"Backups": [backup("AVAILABLE")]}, {"BackupIds": [BACKUP_ID]})
-    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the FSx id
-    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the stacks to delete
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # the stacks, their FSx id
     stubber.add_response("list_imports", {"Imports": ["skyrl-hp-storage", "skyrl-hp-eks"]}, {"ExportName": EXPORT})
     # Round 1: eks reads the storage stack's artifacts bucket (a dependency of the app, not an export).
     stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-eks"})
@@ -194,8 +209,7 @@ def run_execute(stub_aws, kube, listed: list[dict], rounds: list[list[str]]):
     """`teardown --execute` against an account listing `listed` (no FSx file system, no exports), expecting the
     deletion in `rounds`; the CLI's result."""
     cloudformation, stubber = stub_aws("cloudformation")
-    stubber.add_response("describe_stacks", {"Stacks": listed}, {})  # the FSx id (none: no output here)
-    stubber.add_response("describe_stacks", {"Stacks": listed}, {})  # the stacks to delete
+    stubber.add_response("describe_stacks", {"Stacks": listed}, {})  # the stacks (no FSx id: no output here)
     add_gone_rounds(stubber, rounds)
     fsx, fsx_stubber = stub_aws("fsx")
     fsx_stubber.add_response("describe_file_systems", {"FileSystems": []}, {})
@@ -265,8 +279,13 @@ def test_execute_refuses_while_the_studio_stack_remains(stub_aws, kube, fake_aws
     assert kube.requests == []
 
 
-def test_execute_without_the_typed_prefix_deletes_nothing(kube, fake_aws_env):
-    state = CliState(kube=kube.api_client(), poll_seconds=0)
+def test_execute_without_the_typed_prefix_deletes_nothing(stub_aws, kube, fake_aws_env):
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": PROJECT_STACKS}, {})  # listed in the confirmation
+    stubber.activate()
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": cloudformation}), kube=kube.api_client(), poll_seconds=0
+    )
     result = CliRunner().invoke(cli, ["teardown", "--execute", "--region", TEST_REGION], obj=state, input="yes\n")
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1] == "teardown: you typed 'yes', not 'skyrl-hp': nothing was deleted"
@@ -376,3 +395,220 @@ def test_teardown_page_matches_the_plan():
     assert "2 hours" not in section
     for marker in ("aws fsx create-backup", "UpdateReplacePolicy: Retain", "update-termination-protection"):
         assert marker in section, marker
+
+
+# --- only what is provably this deployment's --------------------------------------------------------------------------
+
+
+def tagged_template(project: str) -> dict:
+    return {
+        "Resources": {
+            "Thing": {"Type": "AWS::IAM::Role", "Properties": {"Tags": [{"Key": "project", "Value": project}]}}
+        }
+    }
+
+
+def add_template(stubber, name: str, template: dict) -> None:
+    stubber.add_response(
+        "get_template", {"TemplateBody": json.dumps(template)}, {"StackName": name, "TemplateStage": "Original"}
+    )
+
+
+def execute(tmp_path, stub_aws, listed, templates, fsx_systems=None):
+    """Stubs for `teardown --execute` of the default deployment against `listed`: the unmarked stacks' `templates` and
+    FSx listing `fsx_systems` (None: FSx is never asked). (CloudFormation stubber, its client, the clients for
+    AwsClients, the FSx stubber, the configuration file); the caller stubs the deletions and activates."""
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump({"name_prefix": DEFAULT.name_prefix}))
+    cloudformation, stubber = stub_aws("cloudformation")
+    stubber.add_response("describe_stacks", {"Stacks": listed}, {})
+    for name, template in templates:
+        add_template(stubber, name, template)
+    overrides = {"cloudformation": cloudformation}
+    fsx_stubber = None
+    if fsx_systems is not None:
+        fsx, fsx_stubber = stub_aws("fsx")
+        fsx_stubber.add_response("describe_file_systems", {"FileSystems": fsx_systems}, {})
+        fsx_stubber.activate()
+        overrides["fsx"] = fsx
+    return stubber, cloudformation, overrides, fsx_stubber, file
+
+
+def run_teardown(state, file, typed):
+    return CliRunner().invoke(
+        cli, ["--config", str(file), "teardown", "--execute", "--region", TEST_REGION], obj=state, input=typed
+    )
+
+
+class FakeCloudFormation:
+    """One account's CloudFormation in one region, answered in-process behind a real botocore client: each request is
+    built and checked against botocore's service model, then answered from `stacks` instead of being sent. DeleteStack
+    refuses a termination-protected stack, as CloudFormation does; `changes` records every call that changes
+    something."""
+
+    CHANGING = ("UpdateTerminationProtection", "DeleteStack", "CreateStack", "UpdateStack", "CreateChangeSet")
+
+    def __init__(self, stacks: list[dict], templates: dict[str, dict]):
+        self.stacks = {s["StackName"]: dict(s) for s in stacks}
+        self.templates = templates
+        self.changes: list[tuple[str, str]] = []
+        self._params: dict = {}
+
+    def client(self):
+        from skyrl_hyperpod.cli.common import new_session
+
+        client = new_session(None, None).client("cloudformation", region_name=TEST_REGION)
+        client.meta.events.register("before-parameter-build.cloudformation", self._keep_params)
+        client.meta.events.register("before-call.cloudformation", self._answer)
+        return client
+
+    def _keep_params(self, params, **_):
+        self._params = dict(params)
+
+    def _answer(self, model, **_):
+        from botocore.awsrequest import AWSResponse
+
+        name = self._params.get("StackName")
+        if model.name in self.CHANGING:
+            self.changes.append((model.name, name))
+        try:
+            parsed, status = getattr(self, f"_{model.name}")(name), 200
+        except LookupError as error:
+            parsed, status = {"Error": {"Code": "ValidationError", "Message": str(error.args[0])}}, 400
+        return AWSResponse("https://cloudformation.invalid", status, {}, None), parsed
+
+    def _live(self, name: str) -> dict:
+        stack = self.stacks.get(name)
+        if stack is None or stack["StackStatus"] == "DELETE_COMPLETE":
+            raise LookupError(f"Stack with id {name} does not exist")
+        return stack
+
+    def _DescribeStacks(self, name):
+        listed = (
+            [self._live(name)] if name else [s for s in self.stacks.values() if s["StackStatus"] != "DELETE_COMPLETE"]
+        )
+        return {"Stacks": listed}
+
+    def _GetTemplate(self, name):
+        self._live(name)
+        return {"TemplateBody": json.dumps(self.templates.get(name, {"Resources": {}}))}
+
+    def _UpdateTerminationProtection(self, name):
+        self._live(name)["EnableTerminationProtection"] = self._params["EnableTerminationProtection"]
+        return {"StackId": name}
+
+    def _DeleteStack(self, name):
+        stack = self._live(name)
+        if stack.get("EnableTerminationProtection"):
+            raise LookupError(f"Stack [{name}] cannot be deleted while TerminationProtection is enabled")
+        stack["StackStatus"] = "DELETE_COMPLETE"
+        return {}
+
+
+def test_another_applications_stacks_of_the_same_names_are_left_alone(stub_aws, tmp_path, kube, fake_aws_env):
+    # With name_prefix prod, another application owns prod-network, prod-storage (termination-protected) and
+    # prod-database, its resources tagged project: prod. Once `teardown --execute` lifted prod-storage's protection
+    # and deleted it and prod-network.
+    account = FakeCloudFormation(
+        [stack("prod-network", owned=False), {**stack("prod-storage", owned=False), "EnableTerminationProtection": True},
+         stack("prod-database", owned=False)],
+        {name: tagged_template("prod") for name in ("prod-network", "prod-storage", "prod-database")},
+    )  # fmt: skip
+    fsx, fsx_stubber = stub_aws("fsx")
+    fsx_stubber.add_response("describe_file_systems", {"FileSystems": []}, {})
+    fsx_stubber.activate()
+    file = tmp_path / "config.yaml"
+    file.write_text("name_prefix: prod\n")
+    state = CliState(
+        aws=AwsClients(overrides={"cloudformation": account.client(), "fsx": fsx}),
+        kube=kube.api_client(),
+        poll_seconds=0,
+    )
+    result = run_teardown(state, file, "prod\n")
+    assert result.exit_code == 1, result.output
+    assert account.changes == []  # no termination protection lifted, no stack deleted
+    assert account.stacks["prod-storage"]["EnableTerminationProtection"] is True
+    assert {s["StackStatus"] for s in account.stacks.values()} == {"CREATE_COMPLETE"}
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == (
+        "teardown: no stack in us-west-2 is shown to be this deployment's; those above are left alone and nothing was "
+        "deleted"
+    )
+    left = [line for line in lines if line.startswith("Left alone: stack ")]
+    assert [line.split()[3] for line in left] == ["prod-network", "prod-storage"]
+    assert all("has no SkyrlHpOwnership output" in line for line in left)
+    assert "prod-database" not in result.output
+    assert "Type the name prefix" not in result.output  # nothing of this deployment's to confirm
+    assert kube.requests == []  # prod-eks is not shown to be ours either: its cluster is never asked
+
+
+def test_the_fake_refuses_to_delete_a_protected_stack_as_cloudformation_does():
+    from botocore.exceptions import ClientError
+
+    account = FakeCloudFormation([{**stack("x", owned=False), "EnableTerminationProtection": True}], {})
+    client = account.client()
+    with pytest.raises(ClientError, match="cannot be deleted while TerminationProtection is enabled"):
+        client.delete_stack(StackName="x")
+    client.update_termination_protection(EnableTerminationProtection=False, StackName="x")
+    client.delete_stack(StackName="x")
+    assert account.changes == [("DeleteStack", "x"), ("UpdateTerminationProtection", "x"), ("DeleteStack", "x")]
+    with pytest.raises(ClientError, match="does not exist"):
+        client.describe_stacks(StackName="x")
+
+
+def test_only_this_deployments_stacks_are_listed_and_deleted(tmp_path, stub_aws, kube, fake_aws_env):
+    # This deployment's network (marked), another application's skyrl-hp-storage (termination-protected).
+    listed = [
+        stack("skyrl-hp-network"),
+        {**stack("skyrl-hp-storage", owned=False), "EnableTerminationProtection": True},
+    ]
+    stubber, _, overrides, fsx_stubber, file = execute(
+        tmp_path, stub_aws, listed, [("skyrl-hp-storage", tagged_template("someone-else"))], fsx_systems=[]
+    )
+    stubber.add_response("delete_stack", {}, {"StackName": "skyrl-hp-network"})
+    gone(stubber, "skyrl-hp-network")
+    stubber.activate()
+    state = CliState(aws=AwsClients(overrides=overrides), kube=kube.api_client(), poll_seconds=0)
+    result = run_teardown(state, file, "skyrl-hp\n")
+    assert result.exit_code == 0, result.output
+    stubber.assert_no_pending_responses()  # never update_termination_protection, never delete_stack of storage
+    fsx_stubber.assert_no_pending_responses()
+    err = result.stderr
+    listing = err.index("In us-west-2, this deletes:")
+    assert listing < err.index("  - stack skyrl-hp-network (round 1; this deployment's: its SkyrlHpOwnership output)")
+    assert err.index("Left alone: stack skyrl-hp-storage has one of this configuration's names") < err.index(
+        "Type the name prefix 'skyrl-hp' to delete what is listed above"
+    )
+    assert "the workloads" not in err and kube.requests == []  # the eks stack is not there: no cluster to ask
+    assert "deleted 1 stack(s) in us-west-2" in result.stdout
+    assert "skyrl-hp-storage" not in result.stdout
+
+
+def test_a_deployment_from_before_the_marker_is_torn_down(tmp_path, stub_aws, kube, fake_aws_env):
+    fingerprint = [{"OutputKey": "ConfigFingerprint", "OutputValue": "0123456789abcdef"}]
+    listed = [stack("skyrl-hp-network", fingerprint, owned=False), stack("skyrl-hp-registry", owned=False)]
+    templates = [("skyrl-hp-network", tagged_template("skyrl-hp")), ("skyrl-hp-registry", tagged_template("skyrl-hp"))]
+    stubber, _, overrides, _, file = execute(tmp_path, stub_aws, listed, templates, fsx_systems=[])
+    add_gone_rounds(stubber, [["skyrl-hp-network", "skyrl-hp-registry"]])  # neither depends on the other
+    stubber.activate()
+    state = CliState(aws=AwsClients(overrides=overrides), kube=kube.api_client(), poll_seconds=0)
+    result = run_teardown(state, file, "skyrl-hp\n")
+    assert result.exit_code == 0, result.output
+    stubber.assert_no_pending_responses()
+    assert "this deployment's: deployed before the SkyrlHpOwnership output" in result.stderr
+    assert "deleted 2 stack(s) in us-west-2" in result.stdout
+
+
+def test_termination_protection_is_lifted_only_by_delete_stacks_for_a_stack_shown_to_be_ours(default_config):
+    from skyrl_hyperpod.ops.preflight import ProjectStacks
+    from skyrl_hyperpod.ops.teardown_run import delete_stacks
+
+    class Refusing:
+        """A CloudFormation client that fails any call: nothing is ours, so nothing may be asked."""
+
+        def __getattr__(self, name):
+            raise AssertionError(f"{name} called")
+
+    storage = default_config.names.stack("storage")
+    nothing_ours = ProjectStacks(ours={}, evidence={}, unverified={storage: "no marker"})
+    assert delete_stacks(Refusing(), default_config, nothing_ours, print, poll=0, timeout=1) == []

@@ -518,13 +518,18 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path, content):
     assert line.startswith(f"config error: {file} is not UTF-8 text")
 
 
-def test_a_utf8_file_with_control_bytes_is_one_line(tmp_path):
+def test_a_utf8_file_with_control_bytes_is_one_line_naming_the_character_and_where(tmp_path):
+    # Once "is not valid YAML" and nothing else: the reader refuses the character before any YAML is parsed.
     file = tmp_path / "bad.yaml"
     file.write_bytes(b"env:\n  region: \x00\x01\n")
     with pytest.raises(ConfigError) as raised:
         load_config(file)
     [line] = raised.value.problems
-    assert line == f"config error: {file} is not valid YAML"
+    assert line.startswith(f"config error: {file} at line 2, column 11: character U+0000 (NUL) is not allowed in YAML")
+    file.write_bytes(b"env:\n  region: us-west-2\x1b\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(file)
+    assert raised.value.problems[0].startswith(f"config error: {file} at line 2, column 20: character U+001B (ESC)")
 
 
 # --- messages that say what to write ---------------------------------------------------------------------------------

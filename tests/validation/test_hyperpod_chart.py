@@ -21,8 +21,13 @@ from cli_helpers import skyrl_hp
 from conftest import REPO_ROOT
 
 from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.config.workloads import RESERVED_NAMESPACES
 from skyrl_hyperpod.plumbing.errors import InputError
-from skyrl_hyperpod.plumbing.upstream import HYPERPOD_CHART_PATH, RAY_ENDPOINT_OPERATOR_CHART_PATH
+from skyrl_hyperpod.plumbing.upstream import (
+    HYPERPOD_CHART_PATH,
+    HYPERPOD_DEPENDENCIES_CHART_NAMESPACES,
+    RAY_ENDPOINT_OPERATOR_CHART_PATH,
+)
 from skyrl_hyperpod.validation import hyperpod_chart, verified_archive
 from skyrl_hyperpod.validation.hyperpod_chart import (
     chart_assembly_module,
@@ -289,6 +294,12 @@ def test_render_installs_the_pinned_chart_as_the_installer_assembles_it(tmp_path
     assert stand_in["metadata"]["namespace"] == "kube-system"  # the release's namespace, as the stack installs it
     handed = json.loads(stand_in["data"]["values.json"])
     assert handed["devicePlugin"] == {"enabled": True} and selected_instance_types(handed) == {GPU_TYPE}
+    # Every namespace the chart puts anything in is one the workloads may not take (workloads.namespace).
+    docs = [d for sub_chart in rendered for d in rendered_docs(out, sub_chart)]
+    namespaces = {d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")}
+    namespaces |= {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
+    assert namespaces == {"kube-system", *HYPERPOD_DEPENDENCIES_CHART_NAMESPACES}
+    assert namespaces <= set(RESERVED_NAMESPACES)
 
 
 def test_the_old_package_every_local_sub_chart_step_fails_the_render(tmp_path, capsys, monkeypatch):
