@@ -123,7 +123,8 @@ def mutation_checkpoint_without_processor(drill: Drill) -> list[Outcome]:
     shutil.copytree(model["model_dir"], mapped)
     (mapped / PROCESSOR_FILE).unlink()
     run = drill.training.submit(edited, timeout=JOB_TIMEOUT_SECONDS)
-    said = [line for line in run.logs.splitlines() if line.startswith("train_job: error: checkpoint ")]
+    # Distinct lines: Ray's job log repeats the driver's last output in the job's failure message.
+    said = sorted({line for line in run.logs.splitlines() if line.startswith("train_job: error: checkpoint ")})
     ok = run.status == "FAILED" and run.stop is None and len(said) == 1 and "processor" in said[0]
     verdict = (
         f"stops in train_job.py's checkpoint check before SkyRL starts, as it must: {said[0].removeprefix('train_job: error: ')[:300]}"
