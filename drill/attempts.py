@@ -13,8 +13,10 @@ retry submits it (resume.py says how KubeRay v1.7.0 retries); together they trai
    before SkyRL saves its checkpoint, the process running SkyRL's training loop stops itself (SIGSTOP,
    `freeze_at_step`) and the drill stops the job's driver too: a stale attempt, as a node that lost its kubelet
    keeps it.
-3. A newer attempt starts beside it on a node of its own (OVERLAP_NODE: the frozen one still holds its GPUs, and
-   KubeRay's retry would run on a new RayCluster), takes the next generation, trains step 2 from the same
+3. The stale attempt's vLLM engine is ended (`release_engines`: two attempts do not fit in the machine's memory; its
+   FSDP ranks, which would write the checkpoint, stay). A newer attempt starts beside it on a node of its own
+   (OVERLAP_NODE: the frozen one still holds its GPUs, and KubeRay's retry would run on a new RayCluster), takes the
+   next generation, trains step 2 from the same
    checkpoint, saves it and exports it. Then the stale attempt is resumed (SIGCONT): it must end with the fencing
    line and leave every file of the run as attempt 3 wrote it.
 """
@@ -63,6 +65,8 @@ NODE_TIMEOUT_SECONDS = 300
 WATCHDOG_LINE = "train_job: error: stalled:"
 STALL_EXIT = "exit code 124"
 ATTEMPTS_DIR = ".skyrl-hp-attempts"
+# SkyRL's vLLM server actor (skyrl/backends/skyrl_train/inference_servers/vllm_server_actor.py), as Ray names it
+ENGINE_ACTOR = "VLLMServerActor"
 _GENERATION = re.compile(r"attempt generation (\d+) \(")
 
 
@@ -229,9 +233,10 @@ def train_hang_and_overlap(drill: Drill, manifest: dict[str, Any], edited: dict[
     os.kill(driver, signal.SIGSTOP)
     states = {pid: wait_stopped(pid) for pid in (trainer, driver)}
     try:
+        released = release_engines(drill, retry.job_id)
         node = drill.training.add_overlap_node(overlap_gpus(edited), NODE_TIMEOUT_SECONDS)
         print(f"drill: {name}: attempt frozen (trainer pid {trainer} and driver pid {driver}: states "
-              f"{'/'.join(states.values())}); {node} added for the newer attempt", flush=True)  # fmt: skip
+              f"{'/'.join(states.values())}); {released}; {node} added for the newer attempt", flush=True)  # fmt: skip
         newer = launch_training(drill, job).wait(TRAIN_TIMEOUT_SECONDS)
         run_dir = drill.training.paths.path(overrides_of(job)["trainer.export_path"])
         before = fingerprint(run_dir)
@@ -248,6 +253,34 @@ def train_hang_and_overlap(drill: Drill, manifest: dict[str, Any], edited: dict[
     if steps != [HANG_STEP]:
         verdict = Outcome(False, f"{verdict.line}; but the newer attempt trained steps {steps}, not [{HANG_STEP}]")
     return [train_summary(drill, manifest, hanging, hang.run, (newer,)), hang_line, verdict]
+
+
+def release_engines(drill: Drill, job_id: str) -> str:
+    """Ends the stale attempt's vLLM engines (each server actor's process group: the actor, vLLM's engine core and
+    its worker) and says so: a stand-in for hardware. Two attempts' engines and FSDP ranks do not fit in the
+    machine's memory together (Ray's memory monitor then kills a task of the newer attempt); on the cluster each
+    attempt has nodes of its own. The stale attempt does not use its engines before the fence: it is frozen at its
+    step's end, and SkyRL's save_checkpoints, where the fence is checked, comes before the step's weight sync."""
+    ended = []
+    for actor in drill.training.job_actors(job_id, ENGINE_ACTOR):
+        pid = int(actor["pid"])
+        try:
+            if os.getpgid(pid) != pid:  # a Ray worker leads its process group; anything else is not ours to end
+                continue
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        ended.append(pid)
+    deadline = time.monotonic() + STOP_SETTLE_SECONDS
+    while any(process_state(pid) not in ("?", "Z") for pid in ended) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not ended:
+        return f"no {ENGINE_ACTOR} of the stale attempt found to end"
+    return (
+        f"its vLLM engine ended ({ENGINE_ACTOR} pid {', '.join(map(str, ended))} and its processes) [stand-in for "
+        "hardware]: two attempts do not fit in this machine's memory; on the cluster each has its own nodes; "
+        "unproven here: nothing the fence depends on (the stale attempt is fenced before it would use them)"
+    )
 
 
 def overlap_gpus(rayjob: dict[str, Any]) -> int:

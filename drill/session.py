@@ -16,8 +16,6 @@ from .serving_cluster import ServingCluster
 from .training_cluster import DrillEnv, TrainingCluster
 
 CLUSTER_TIMEOUT_SECONDS = 300
-# vLLM's CPU backend sizes its KV cache in GiB of host memory (VLLM_CPU_KVCACHE_SPACE), not gpu_memory_utilization.
-CPU_NODE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 @dataclass
@@ -49,7 +47,7 @@ class Drill:
         spec = json.loads(specs.pop())
         cluster = TrainingCluster(self.run_dir, self.manifests, self.config, self.env, spec, self.example_dir)
         if cpu_training:
-            cluster.inference_node, cluster.extra_env = True, dict(CPU_NODE_ENV)
+            cluster.inference_node = True
         cluster.start(CLUSTER_TIMEOUT_SECONDS)
         self._training = cluster
         return cluster.describe()

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import time
+import urllib.parse
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +20,16 @@ from skyrl_hyperpod.plumbing.upstream import VISGYM_COMMIT
 
 from . import kuberay
 from .cluster import RayNode, RunningCluster, plan_cluster, start_cluster
-from .layout import Entrypoint, ModelMaker, PathMap, image_env, load_train_job, pod_mounts, prepare_job_state
+from .layout import (
+    Entrypoint,
+    ModelMaker,
+    PathMap,
+    image_env,
+    load_train_job,
+    pod_mounts,
+    prepare_job_state,
+    write_example_checkout,
+)
 from .manifests import Manifests
 
 SITE_DIR = Path(__file__).with_name("site")
@@ -216,9 +226,8 @@ class TrainingCluster:
     # SkyRL's VisGym example, the verified copy the image's checkout is given.
     example_dir: Path
     # Real training on CPU (cpu_training.py): one more worker node, a copy of a GPU worker, for the inference engine
-    # (not colocated, it needs a GPU bundle of its own), and the nodes' extra environment.
+    # (not colocated, it needs a GPU bundle of its own).
     inference_node: bool = False
-    extra_env: dict[str, str] = field(default_factory=dict)
     paths: PathMap = field(init=False)
     cluster: RunningCluster = field(init=False)
     # The environment every Ray node's processes start with (the image's ENV, paths mapped, the drill's own).
@@ -234,6 +243,8 @@ class TrainingCluster:
             mounts.update(pod_mounts(template, self.run_dir, self.manifests))
         image = self.config.training_image
         self.skyrl_dir = self.run_dir / "image" / image.skyrl_dir.strip("/")
+        # The image holds its checkout before any job runs (the image check opens VisGym through it first).
+        write_example_checkout(self.example_dir, self.skyrl_dir)
         mounts[image.skyrl_dir] = self.skyrl_dir
         self.paths = PathMap(mounts)
         job_script = next(path for path in mounts.values() if (path / "train_job.py").is_file()) / "train_job.py"
@@ -248,7 +259,6 @@ class TrainingCluster:
             **{name: self.paths.text(value) for name, value in image_env(DOCKERFILE, image.build_args).items()},
             "HP_DRILL_BOUNDARY": "1",
             "HP_DRILL_DIR": str(self.run_dir),
-            **self.extra_env,
         }
         base_env["PYTHONPATH"] = f"{SITE_DIR}:{base_env.get('PYTHONPATH', '')}".rstrip(":")
         self.node_env = base_env
@@ -334,6 +344,23 @@ class TrainingCluster:
         code, body = kuberay.request("GET", f"{self.cluster.dashboard_url}/api/jobs/{job_id}", token=self.token)
         info: dict[str, Any] = json.loads(body) if code == 200 else {}
         return info
+
+    def job_actors(self, job_id: str, class_name: str) -> list[dict[str, Any]]:
+        """The live actors of class `class_name` that submission `job_id` created (Ray's state API, with pids)."""
+        ray_job_id = self.job_info(job_id).get("job_id")
+        if not ray_job_id:
+            return []
+        query = urllib.parse.urlencode(
+            [("filter_keys", "job_id"), ("filter_predicates", "="), ("filter_values", ray_job_id)]
+            + [("filter_keys", "class_name"), ("filter_predicates", "="), ("filter_values", class_name)]
+            + [("filter_keys", "state"), ("filter_predicates", "="), ("filter_values", "ALIVE")]
+            + [("detail", "1"), ("limit", "100")]
+        )
+        code, body = kuberay.request("GET", f"{self.cluster.dashboard_url}/api/v0/actors?{query}", token=self.token)
+        if code != 200:
+            return []
+        listed = ((json.loads(body).get("data") or {}).get("result") or {}).get("result") or []
+        return [actor for actor in listed if actor.get("pid")]
 
     def job_status(self, job_id: str) -> tuple[str, str]:
         code, body = kuberay.request("GET", f"{self.cluster.dashboard_url}/api/jobs/{job_id}", token=self.token)

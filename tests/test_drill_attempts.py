@@ -269,3 +269,55 @@ def test_the_docs_state_the_drills_hang_bound():
     drill_doc = (REPO_ROOT / "docs" / "drill.md").read_text()
     assert f"--stall-timeout-step {attempts.STEP_BOUND_SECONDS:g}" in drill_doc
     assert f"at a {attempts.STEP_BOUND_SECONDS:g} s step bound" in (REPO_ROOT / "docs" / "failures.md").read_text()
+
+
+# --- the stale attempt's engines ----------------------------------------------------------------------------------
+
+
+def engine_group() -> tuple[subprocess.Popen[bytes], int]:
+    """A process group like a Ray worker's: the leader (the actor) and a child of it (vLLM's engine core)."""
+    leader = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; "
+         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+         "print(child.pid, flush=True); time.sleep(600)"],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    assert leader.stdout is not None
+    return leader, int(leader.stdout.readline())
+
+
+def test_release_engines_ends_each_engine_actors_process_group_and_says_it_is_a_stand_in():
+    leader, child = engine_group()
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # not a group leader
+    asked: list[tuple[str, str]] = []
+
+    def job_actors(job_id: str, class_name: str) -> list[dict[str, Any]]:
+        asked.append((job_id, class_name))
+        return [{"pid": leader.pid}, {"pid": bystander.pid}]
+
+    drill = types.SimpleNamespace(training=types.SimpleNamespace(job_actors=job_actors))
+    try:
+        said = attempts.release_engines(drill, "maze-2")
+        leader.wait(10)
+        deadline = time.monotonic() + 10
+        while attempts.process_state(child) not in ("?", "Z") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert asked == [("maze-2", "VLLMServerActor")]
+        assert attempts.process_state(child) in ("?", "Z"), "the engine's child process outlived its actor"
+        assert bystander.poll() is None, "a process that leads no group of its own was ended"
+        assert f"pid {leader.pid}" in said and str(bystander.pid) not in said
+        assert "[stand-in for hardware]" in said
+    finally:
+        for process in (leader, bystander):
+            if process.poll() is None:
+                process.kill()
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_release_engines_says_when_the_stale_attempt_has_no_engine():
+    drill = types.SimpleNamespace(training=types.SimpleNamespace(job_actors=lambda job_id, class_name: []))
+    assert attempts.release_engines(drill, "maze-2") == "no VLLMServerActor of the stale attempt found to end"
