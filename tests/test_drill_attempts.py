@@ -5,6 +5,7 @@ with the watchdog off the hang check fails, with the fence off the overlap check
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -312,10 +313,8 @@ def test_release_engines_ends_each_engine_actors_process_group_and_says_it_is_a_
         for process in (leader, bystander):
             if process.poll() is None:
                 process.kill()
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_release_engines_says_when_the_stale_attempt_has_no_engine():
