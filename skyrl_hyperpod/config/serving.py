@@ -139,6 +139,18 @@ class ServingConfig(StrictModel):
     max_replicas: int = Field(default=2, gt=0)
     target_ongoing_requests: int = Field(default=16, gt=0, description="Autoscaling target per replica.")
     worker_replicas: int = Field(default=1, gt=0, description="GPU worker pods (one per node of the GPU group).")
+    worker_idle_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=86400,
+        description="hyperpod.worker_group.scaling on_demand: how long a serving worker pod without Serve replicas "
+        "stays before KubeRay's autoscaler removes it (its idleTimeoutSeconds); its node goes "
+        "hyperpod.worker_group.scale_down_after_minutes later.",
+    )
+    autoscaler_cpus: int = Field(
+        default=1, gt=0, le=16, description="The Ray autoscaler container in the head pod (on_demand)."
+    )
+    autoscaler_memory_gib: int = Field(default=1, gt=0, le=64)
     worker_shm_gib: int = Field(default=32, ge=MIN_SHM_GIB, description="/dev/shm per worker pod (Ray's object store).")
     head_cpus: int = Field(default=8, gt=0, description="The serve head runs the proxy and controller, no model.")
     head_memory_gib: int = Field(default=32, gt=0)
