@@ -718,7 +718,8 @@ def check_autoscaling_prerequisites(
         return []
     results = []
     source = "the deployed cluster" if deployed else "what the hyperpod stack creates"
-    mode = (deployed or {}).get("NodeProvisioningMode", HYPERPOD_EKS_NODE_PROVISIONING_MODE)
+    # DescribeCluster leaves NodeProvisioningMode out for a cluster created without continuous provisioning.
+    mode = deployed.get("NodeProvisioningMode", "not set") if deployed else HYPERPOD_EKS_NODE_PROVISIONING_MODE
     results.append(
         CheckResult("PASS", f"{AUTOSCALING_CHECK}: node provisioning", f"{mode} ({source})")
         if mode == HYPERPOD_EKS_NODE_PROVISIONING_MODE
@@ -730,7 +731,7 @@ def check_autoscaling_prerequisites(
             "or keep hyperpod.worker_group.scaling: fixed",
         )
     )
-    recovery = (deployed or {}).get("NodeRecovery", config.hyperpod.node_recovery)
+    recovery = deployed.get("NodeRecovery", "not set") if deployed else config.hyperpod.node_recovery
     results.append(
         CheckResult("PASS", f"{AUTOSCALING_CHECK}: node recovery", f"{recovery} ({source})")
         if recovery == AUTOSCALING_NODE_RECOVERY
