@@ -195,11 +195,21 @@ class ServingConfig(StrictModel):
         return self
 
 
+def serving_head_requests(serving: ServingConfig, hyperpod: HyperPodConfig) -> tuple[int, int]:
+    """(vCPUs, GiB) the serving head pod requests: its Ray container, and with an autoscaled GPU group KubeRay's
+    autoscaler container beside it (autoscalerOptions.resources)."""
+    if not serving.enabled:
+        return 0, 0
+    if hyperpod.worker_group.autoscaled:
+        return serving.head_cpus + serving.autoscaler_cpus, serving.head_memory_gib + serving.autoscaler_memory_gib
+    return serving.head_cpus, serving.head_memory_gib
+
+
 def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpod: HyperPodConfig) -> tuple[int, int]:
     """(vCPUs, GiB) of the training head pod: explicit, or what one head node has left after the
     serving head, so the RayService head schedules beside the training RayCluster."""
     head = hyperpod.head_group
-    serving_cpus, serving_memory = (serving.head_cpus, serving.head_memory_gib) if serving.enabled else (0, 0)
+    serving_cpus, serving_memory = serving_head_requests(serving, hyperpod)
     cpus = training.cluster.head_cpus or head.allocatable_vcpus - serving_cpus
     memory = training.cluster.head_memory_gib or head.allocatable_memory_gib - serving_memory
     return cpus, memory
@@ -211,9 +221,10 @@ def _check_head_node(
     """Both heads on one head node: their requests together must fit what a pod there may request."""
     head = hyperpod.head_group
     training_cpus, training_memory = training_head
+    serving_cpus, serving_memory = serving_head_requests(serving, hyperpod)
     for key, unit, allocatable, training_value, serving_value in (
-        ("head_cpus", "vCPUs", head.allocatable_vcpus, training_cpus, serving.head_cpus),
-        ("head_memory_gib", "GiB", head.allocatable_memory_gib, training_memory, serving.head_memory_gib),
+        ("head_cpus", "vCPUs", head.allocatable_vcpus, training_cpus, serving_cpus),
+        ("head_memory_gib", "GiB", head.allocatable_memory_gib, training_memory, serving_memory),
     ):
         if training_value < 1 or training_value + serving_value > allocatable:
             raise ValueError(

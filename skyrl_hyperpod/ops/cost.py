@@ -196,6 +196,9 @@ class ScalingComparison:
     image_pull_minutes: float
     model_load_minutes: float
     scale_down_minutes: float
+    # A self-contained job's cluster, and so its GPU nodes, stays this long after the job succeeded
+    # (training.jobs.job_ttl_seconds_after_finished); the next job of a sweep starts once it is gone.
+    cluster_ttl_minutes: float
     fixed: ModeCost
     on_demand: ModeCost
 
@@ -219,6 +222,7 @@ class ScalingComparison:
                 "total": round(self.scale_up_minutes, 2),
             },
             "scale_down_minutes": self.scale_down_minutes,
+            "cluster_ttl_minutes": self.cluster_ttl_minutes,
             "fixed": mode(self.fixed),
             "on_demand": mode(self.on_demand),
         }
@@ -423,9 +427,11 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
 def scaling_comparison(
     config: ProjectConfig, book: PriceBook, *, platform_hourly: float, run_hours: float, price_file: str
 ) -> ScalingComparison:
-    """Both scaling modes of the GPU group at this configuration's prices. A sweep is every configured experiment run
-    back to back (its RayJobs queue for the group's nodes), so on_demand pays one scale-up and one scale-down per
-    sweep; the group's nodes and their EBS volumes are what on_demand stops billing while no job runs."""
+    """Both scaling modes of the GPU group at this configuration's prices; the group's nodes and their EBS volumes are
+    what on_demand stops billing while no job holds them. A run holds them for its hours and then while its
+    finished cluster stays (job_ttl_seconds_after_finished). A sweep is every configured experiment back to back:
+    its RayJobs queue for the group's nodes, each starting once the previous one's cluster is gone, so on_demand pays
+    one scale-up and one scale-down per sweep, and fixed nodes bill the gaps too."""
     group = config.hyperpod.worker_group
     gpu_nodes_hourly = _instance_group_item(group, book, price_file).hourly_usd + (
         group.instance_count * group.ebs_volume_gb * book.hyperpod_ebs_gb_month.usd / book.hours_per_month
@@ -437,16 +443,19 @@ def scaling_comparison(
         SCALE_UP.node_provisioning_minutes + SCALE_UP.image_pull_minutes() + SCALE_UP.model_load_minutes(fsx_mb_per_s)
     )
     overhead_hours = (scale_up + group.scale_down_after_minutes) / 60
+    jobs = config.training.jobs
+    ttl_hours = jobs.job_ttl_seconds_after_finished / 3600 if jobs.self_contained_jobs else 0.0
     runs = len(config.derived.runs)
+    sweep_hours = runs * run_hours + (runs - 1) * ttl_hours
     fixed = ModeCost(
         idle_day_usd=platform_hourly * 24,
         run_usd=platform_hourly * run_hours,
-        sweep_usd=platform_hourly * run_hours * runs,
+        sweep_usd=platform_hourly * sweep_hours,
     )
     on_demand = ModeCost(
         idle_day_usd=rest_hourly * 24,
-        run_usd=platform_hourly * run_hours + gpu_nodes_hourly * overhead_hours,
-        sweep_usd=platform_hourly * run_hours * runs + gpu_nodes_hourly * overhead_hours,
+        run_usd=platform_hourly * run_hours + gpu_nodes_hourly * (ttl_hours + overhead_hours),
+        sweep_usd=rest_hourly * sweep_hours + gpu_nodes_hourly * (runs * (run_hours + ttl_hours) + overhead_hours),
     )
     return ScalingComparison(
         configured=group.scaling,
@@ -457,6 +466,7 @@ def scaling_comparison(
         image_pull_minutes=SCALE_UP.image_pull_minutes(),
         model_load_minutes=SCALE_UP.model_load_minutes(fsx_mb_per_s),
         scale_down_minutes=group.scale_down_after_minutes,
+        cluster_ttl_minutes=ttl_hours * 60,
         fixed=fixed,
         on_demand=on_demand,
     )
@@ -480,6 +490,7 @@ def render_scaling(est: Estimate) -> list[str]:
         f"on_demand starts the nodes for each scale-up about {cmp.scale_up_minutes:.0f} min before the first step "
         f"(assumed: node provisioning without deep health checks {cmp.node_provisioning_minutes:g} min, image pull "
         f"{cmp.image_pull_minutes:.1f} min, model load from FSx {cmp.model_load_minutes:.1f} min) and bills each node "
+        f"while a finished job's cluster stays ({cmp.cluster_ttl_minutes:g} min, job_ttl_seconds_after_finished) and "
         f"{cmp.scale_down_minutes:g} min after it empties (scale_down_after_minutes); fixed nodes passed their deep "
         "health checks once, at deploy.",
     ]

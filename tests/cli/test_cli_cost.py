@@ -257,19 +257,33 @@ def test_both_scaling_modes_side_by_side(default_config, book):
     scale_up = SCALE_UP.node_provisioning_minutes + SCALE_UP.image_gb * 1000 / SCALE_UP.image_pull_mb_per_s / 60
     scale_up += model_minutes
     assert scaling["scale_up_minutes"]["total"] == pytest.approx(scale_up, abs=0.01)
-    overhead = gpu_hourly * (scale_up + group.scale_down_after_minutes) / 60
+    # ... and while the finished job's cluster stays (job_ttl_seconds_after_finished, 1 h by default).
+    ttl_hours = default_config.training.jobs.job_ttl_seconds_after_finished / 3600
+    assert scaling["cluster_ttl_minutes"] == ttl_hours * 60 == 60
+    overhead = gpu_hourly * ((scale_up + group.scale_down_after_minutes) / 60 + ttl_hours)
     assert scaling["on_demand"]["run_usd"] == pytest.approx(hourly * 10 + overhead, abs=0.01)
 
 
-def test_a_sweep_pays_one_scale_up_for_all_its_runs(tmp_path):
+def test_a_sweep_pays_one_scale_up_for_all_its_runs(tmp_path, default_config):
     config = write_config(
         tmp_path, {"training": {"experiments": [{"name": "a", "overrides": {}}, {"name": "b", "overrides": {}}]}}
     )
-    scaling = cost_json("--config", config, "--hours", "10")["scaling"]
+    data = cost_json("--config", config, "--hours", "10")
+    scaling, hourly = data["scaling"], data["totals"]["hourly"]
     assert scaling["sweep_runs"] == 2
-    assert scaling["fixed"]["sweep_usd"] == pytest.approx(2 * scaling["fixed"]["run_usd"], abs=0.01)
-    run_overhead = scaling["on_demand"]["run_usd"] - scaling["fixed"]["run_usd"]
-    assert scaling["on_demand"]["sweep_usd"] == pytest.approx(scaling["fixed"]["sweep_usd"] + run_overhead, abs=0.02)
+    # Back to back: the second job starts once the first one's cluster is gone, an hour after it finished.
+    wall_hours = 2 * 10 + 1
+    assert scaling["fixed"]["sweep_usd"] == pytest.approx(hourly * wall_hours, abs=0.01)
+    rest_hourly = scaling["on_demand"]["idle_day_usd"] / 24
+    gpu_hourly = hourly - rest_hourly
+    scale_minutes = scaling["scale_up_minutes"]["total"] + scaling["scale_down_minutes"]
+    expected = rest_hourly * wall_hours + gpu_hourly * (2 * (10 + 1) + scale_minutes / 60)
+    assert scaling["on_demand"]["sweep_usd"] == pytest.approx(expected, abs=0.05)
+
+
+def test_jobs_on_the_shared_cluster_leave_no_finished_cluster_behind(tmp_path):
+    config = write_config(tmp_path, {"training": {"jobs": {"self_contained_jobs": False, "job_backoff_limit": 0}}})
+    assert cost_json("--config", config)["scaling"]["cluster_ttl_minutes"] == 0
 
 
 def test_the_table_shows_both_modes_and_the_scale_up_assumptions(tmp_path):

@@ -71,3 +71,20 @@ def test_more_groups_than_a_nodeclass_takes_are_refused():
     nodeclass_groups_problem(groups[:NODECLASS_MAX_INSTANCE_GROUPS])  # ten fit
     with pytest.raises(ValueError, match=r"^11 instance groups with scaling on_demand \(g0, .*takes at most 10"):
         nodeclass_groups_problem(groups)
+
+
+def test_the_serving_autoscaler_leaves_room_on_the_head_node(default_config):
+    from skyrl_hyperpod.config.serving import serving_head_requests, training_head_size
+
+    config = validate_config(VARIANT_ON_DEMAND)
+    serving, head = config.serving, config.hyperpod.head_group
+    assert serving_head_requests(serving, config.hyperpod) == (
+        serving.head_cpus + serving.autoscaler_cpus,
+        serving.head_memory_gib + serving.autoscaler_memory_gib,
+    )
+    assert serving_head_requests(serving, default_config.hyperpod) == (serving.head_cpus, serving.head_memory_gib)
+    # Both heads and the autoscaler container fill the head node exactly: the training head gives up the autoscaler's.
+    cpus, memory = training_head_size(config.training, serving, config.hyperpod)
+    fixed_cpus, fixed_memory = training_head_size(default_config.training, serving, default_config.hyperpod)
+    assert (fixed_cpus - cpus, fixed_memory - memory) == (serving.autoscaler_cpus, serving.autoscaler_memory_gib)
+    assert cpus + serving.head_cpus + serving.autoscaler_cpus == head.allocatable_vcpus
