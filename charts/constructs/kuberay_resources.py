@@ -127,7 +127,8 @@ def ray_cluster_spec(props: RayClusterSpecProps) -> dict:
     if autoscaling is not None:
         quantities = {"cpu": str(autoscaling.cpus), "memory": f"{autoscaling.memory_gib}Gi"}
         spec["autoscalerOptions"] = {
-            # Ray's autoscaler v2 (KubeRay's `version: v2`): the one Ray Serve's docs pair with KubeRay.
+            # Ray's autoscaler v2 (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/configuring-autoscaling.html),
+            # which KubeRay v1.7.0 requires for per-group idle timeouts (validateWorkerGroupIdleTimeout).
             "version": "v2",
             "upscalingMode": "Default",
             "idleTimeoutSeconds": autoscaling.idle_timeout_seconds,

@@ -61,7 +61,9 @@ class GroupStatus:
         found = []
         if self.autoscaled:
             if self.running > self.configured:
-                found.append(f"group {self.name}: {self.running} nodes running, more than the NodePool's {self.configured}")
+                found.append(
+                    f"group {self.name}: {self.running} nodes running, more than the NodePool's {self.configured}"
+                )
             return found + [f"group {self.name}: node failure: {message}" for message in self.failure_messages]
         if self.target != self.configured:
             found.append(
