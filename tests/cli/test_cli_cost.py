@@ -233,7 +233,7 @@ def test_live_prices_come_from_the_price_list_api(default_config, book):
 
 
 def test_both_scaling_modes_side_by_side(default_config, book):
-    from skyrl_hyperpod.ops.cost import SCALE_UP
+    from skyrl_hyperpod.ops.scaling_cost import SCALE_UP
 
     data = cost_json("--hours", "10")
     scaling = data["scaling"]
