@@ -47,7 +47,6 @@ class InstanceGroupConfig(StrictModel):
         "starts nodes while Ray pods wait for them and removes empty ones; instance_count is the maximum, the group "
         "is created with 0 nodes and may have no deep health checks (worker_group only; docs/autoscaling.md).",
     )
-
     scale_down_after_minutes: int = Field(
         default=10,
         ge=0,
@@ -180,7 +179,7 @@ class HyperPodConfig(StrictModel):
                 "head_group.scaling on_demand: the Ray head (and the KubeRay autoscaler in it) must always run; "
                 "only worker_group.scaling may be on_demand"
             )
-        nodeclass_groups_problem(self.autoscaled_groups)
+        check_nodeclass_groups(self.autoscaled_groups)
         if self.head_group.instance_count < 1:
             raise ValueError("head_group.instance_count must be at least 1: the Ray head needs a node")
         head = self.head_group
@@ -202,7 +201,7 @@ class HyperPodConfig(StrictModel):
         return self
 
 
-def nodeclass_groups_problem(groups: list[InstanceGroupConfig]) -> None:
+def check_nodeclass_groups(groups: list[InstanceGroupConfig]) -> None:
     """A HyperpodNodeClass names at most NODECLASS_MAX_INSTANCE_GROUPS instance groups."""
     if len(groups) > NODECLASS_MAX_INSTANCE_GROUPS:
         raise ValueError(

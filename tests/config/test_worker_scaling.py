@@ -7,7 +7,7 @@ import pytest
 from conftest import VARIANT_ON_DEMAND
 
 from skyrl_hyperpod.config import ConfigError, validate_config
-from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig, nodeclass_groups_problem
+from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig, check_nodeclass_groups
 from skyrl_hyperpod.plumbing.upstream import NODECLASS_MAX_INSTANCE_GROUPS
 
 
@@ -68,9 +68,9 @@ def test_more_groups_than_a_nodeclass_takes_are_refused():
         InstanceGroupConfig(name=f"g{i}", instance_type="ml.g7e.12xlarge", instance_count=1, scaling="on_demand")
         for i in range(NODECLASS_MAX_INSTANCE_GROUPS + 1)
     ]
-    nodeclass_groups_problem(groups[:NODECLASS_MAX_INSTANCE_GROUPS])  # ten fit
+    check_nodeclass_groups(groups[:NODECLASS_MAX_INSTANCE_GROUPS])  # ten fit
     with pytest.raises(ValueError, match=r"^11 instance groups with scaling on_demand \(g0, .*takes at most 10"):
-        nodeclass_groups_problem(groups)
+        check_nodeclass_groups(groups)
 
 
 def test_the_serving_autoscaler_leaves_room_on_the_head_node(default_config):

@@ -1,5 +1,5 @@
-"""A HyperPod cluster whose autoscaling is switched on or off, or an instance group whose node count changes: what
-the update does to the nodes and so to the jobs running on them."""
+"""A HyperPod cluster whose autoscaling is switched on or off, or an instance group that loses nodes: what the update
+does to the nodes and so to the jobs running on them (more nodes of a fixed group stop nothing, and are not flagged)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def _count(group: dict[str, Any] | None) -> Any:
     return MISSING if group is None else strip_strength(group.get("InstanceCount", MISSING))
 
 
-def _count_effect(old: Any, new: Any, *, autoscaled: bool) -> str:
+def _count_effect(old: Any, new: Any, *, autoscaled: bool) -> str | None:
+    """What a count change does to the pods on the group's nodes; None when it stops none (more nodes)."""
     if autoscaled:
         return (
             f"the group now starts at 0 and Karpenter adds nodes for pending pods: its {display_value(old)} running "
@@ -33,7 +34,7 @@ def _count_effect(old: Any, new: Any, *, autoscaled: bool) -> str:
             f"HyperPod removes {old - new} node(s) of its choosing: the pods on them stop (a training job's attempt "
             "fails and retries from its newest checkpoint once nodes are back)"
         )
-    return "new nodes are provisioned (with the group's deep health checks, if any); running pods keep their nodes"
+    return None
 
 
 def check(context: ReviewContext) -> list[Disruption]:
@@ -66,22 +67,23 @@ def check(context: ReviewContext) -> list[Disruption]:
         old_groups = instance_groups(old_cluster)
         for name, group in instance_groups(cluster).items():
             old, new = _count(old_groups.get(name)), _count(group)
-            if name not in old_groups or old == new:
-                continue
-            found.append(
-                Disruption(
-                    f"HyperPod group `{name}`, {where}",
-                    f"InstanceCount {display_value(old)} → {display_value(new)}: "
-                    + _count_effect(old, new, autoscaled=is_on and new == 0),
-                    SCALING_GUIDE,
-                )
+            effect = (
+                _count_effect(old, new, autoscaled=is_on and new == 0) if name in old_groups and old != new else None
             )
+            if effect is not None:
+                found.append(
+                    Disruption(
+                        f"HyperPod group `{name}`, {where}",
+                        f"InstanceCount {display_value(old)} → {display_value(new)}: {effect}",
+                        SCALING_GUIDE,
+                    )
+                )
     return found
 
 
 RULE = ReviewRule(
     name="hyperpod_scaling",
-    flags="a HyperPod cluster's autoscaling switched on or off, or an instance group's node count changed",
+    flags="a HyperPod cluster's autoscaling switched on or off, or an instance group's node count lowered",
     section="disruptions",
     check=check,
 )
