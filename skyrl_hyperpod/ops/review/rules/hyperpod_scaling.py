@@ -50,17 +50,17 @@ def check(context: ReviewContext) -> list[Disruption]:
         was_on, is_on = _autoscaling_on(old_cluster), _autoscaling_on(cluster)
         where = f"`{node[0]}/{node[1]}`"
         if was_on != is_on:
-            effect = (
+            switch = (
                 "managed Karpenter starts and removes the autoscaled groups' nodes from now on: a group created with "
                 "nodes is scaled down to 0 and the pods on those nodes stop (hyperpod.worker_group.scaling on_demand)"
                 if is_on
-                else "Karpenter stops adding nodes for pending pods; the nodes it started stay until removed by hand, "
-                "and jobs waiting for GPU nodes wait for the group's fixed count (hyperpod.worker_group.scaling fixed)"
+                else "Karpenter stops adding nodes for pending pods: jobs that wait for GPU nodes get the group's fixed "
+                "count once HyperPod has provisioned it, with its deep health checks (hyperpod.worker_group.scaling fixed)"
             )
             found.append(
                 Disruption(
                     f"HyperPod cluster {where}",
-                    f"AutoScaling {'off → on' if is_on else 'on → off'}: {effect}",
+                    f"AutoScaling {'off → on' if is_on else 'on → off'}: {switch}",
                     AUTOSCALING_GUIDE if is_on else NODECLASS_GUIDE,
                 )
             )
