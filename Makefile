@@ -14,6 +14,12 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 KUBERAY_TAG := v$(shell sed -n 's/^KUBERAY_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/plumbing/upstream.py)
 SHARED_CRDS := $(abspath $(CURDIR)/../shared/kuberay-crds/$(KUBERAY_TAG))
 export KUBERAY_CRDS_DIR ?= $(if $(wildcard $(SHARED_CRDS)/ray.io_rayclusters.yaml),$(SHARED_CRDS),$(CURDIR)/.build/kuberay-crds/$(KUBERAY_TAG))
+# Karpenter's NodePool CRD for the NodePool check (hyperpod.worker_group.scaling: on_demand), at the release
+# skyrl_hyperpod/plumbing/upstream.py pins: the copy beside this repository when there is one, else a checksum-verified
+# download (`karpenter-crds` target) into .build/.
+KARPENTER_TAG := v$(shell sed -n 's/^KARPENTER_RELEASE = "\(.*\)"$$/\1/p' skyrl_hyperpod/plumbing/upstream.py)
+SHARED_KARPENTER_CRDS := $(abspath $(CURDIR)/../shared/karpenter-crds/$(KARPENTER_TAG))
+export KARPENTER_CRDS_DIR ?= $(if $(wildcard $(SHARED_KARPENTER_CRDS)/karpenter.sh_nodepools.yaml),$(SHARED_KARPENTER_CRDS),$(CURDIR)/.build/karpenter-crds/$(KARPENTER_TAG))
 # The HyperPod dependencies chart at the pinned commit, for the offline chart check: the copies beside
 # this repository when there are, else a checksum-verified download (`hyperpod-chart` target) into .build/.
 SHARED_CHARTS := $(abspath $(CURDIR)/../shared/hyperpod-helm-chart)
@@ -33,7 +39,7 @@ DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
 DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/version_lock.py; echo $(PYTHON312) $(VISGYM_COMMIT); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds hyperpod-chart visgym chart-check promtool lint test test-fast drill drill-env drill-serve-env bench docs clean
+.PHONY: setup synth synth-cdk synth-k8s crds karpenter-crds hyperpod-chart visgym chart-check promtool lint test test-fast drill drill-env drill-serve-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
@@ -82,6 +88,9 @@ synth-k8s: $(VENV)/.installed node_modules/.installed crds
 crds: $(VENV)/.installed
 	@$(SKYRL_HP) fetch crds --if-missing --dest $(KUBERAY_CRDS_DIR)
 
+karpenter-crds: $(VENV)/.installed
+	@$(SKYRL_HP) fetch karpenter-crds --if-missing --dest $(KARPENTER_CRDS_DIR)
+
 hyperpod-chart: $(VENV)/.installed
 	@$(SKYRL_HP) fetch hyperpod-chart --if-missing --dest $(HYPERPOD_CHARTS_DIR)
 
@@ -120,13 +129,13 @@ promtool:
 	for deb in prometheus_*.deb prometheus-alertmanager_*.deb; do dpkg-deb -x $$deb $(CURDIR)/.build/prometheus; done
 	@$(PROMETHEUS_TOOLS)/promtool --version 2>&1 | head -1; $(PROMETHEUS_TOOLS)/amtool --version 2>&1 | head -1
 
-test: setup crds hyperpod-chart visgym promtool lint chart-check
+test: setup crds karpenter-crds hyperpod-chart visgym promtool lint chart-check
 	$(PYTHON) -m pytest
 
 # The edit loop (docs/development.md): every test not marked long_running (no real Ray cluster, Helm
 # installer handler, checkov, chart render, lifecycle scripts, PR review run or trainer left to hang until the
 # watchdog ends it), no lint. `make test` and CI run all.
-test-fast: setup crds visgym
+test-fast: setup crds karpenter-crds visgym
 	$(PYTHON) -m pytest -m "not long_running"
 
 drill-env: $(DRILL_ENV)/.installed

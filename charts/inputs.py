@@ -7,10 +7,11 @@ from functools import cached_property
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training_runs import WorkerLayout, shared_path
+from skyrl_hyperpod.plumbing.upstream import KARPENTER_DO_NOT_DISRUPT
 from skyrl_hyperpod.values.publish_job import lora_loading_path
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
-from .constructs.ray_pods import SharedVolume
+from .constructs.ray_pods import SCHEDULABLE_NODE, SharedVolume
 
 JOB_SCRIPT_NAME = "train_job.py"
 
@@ -72,3 +73,18 @@ class ChartInputs:
     @property
     def lora_loading_path(self) -> str:
         return lora_loading_path(self.config, self.outputs)
+
+    @property
+    def ray_pod_annotations(self) -> dict[str, str]:
+        """With an autoscaled group, every Ray pod keeps Karpenter from voluntarily disrupting its node
+        (https://karpenter.sh/docs/concepts/disruption/#pod-level-controls): a Ray worker's actors and GPU memory do
+        not move, so a node goes only once its pods are gone."""
+        return {KARPENTER_DO_NOT_DISRUPT: "true"} if self.config.hyperpod.autoscaled_groups else {}
+
+    @property
+    def worker_node_labels(self) -> tuple[tuple[str, str], ...]:
+        """Labels a GPU worker's node must carry. Not HyperPod's Schedulable health label on an autoscaled group:
+        Karpenter starts a node for a pending pod only when its NodePool shows the node will carry every label the
+        pod requires (https://karpenter.sh/docs/concepts/scheduling/), and HyperPod sets that label on the node
+        itself; its node-health taint still keeps Ray off a node under repair (ray_pods.ray_pod_template)."""
+        return () if self.config.hyperpod.worker_group.autoscaled else SCHEDULABLE_NODE

@@ -11,6 +11,7 @@ import cdk8s
 import cdk8s_plus_33 as kplus
 from constructs import Construct
 
+from .constructs.node_autoscaling import HyperPodAutoscaling
 from .constructs.ray_network import NetworkPolicy
 from .inputs import JOB_SCRIPT_NAME, ChartInputs
 from .ray_access import namespace_network_policies
@@ -78,3 +79,13 @@ class NamespaceResourcesChart(cdk8s.Chart):
             metadata={"name": inputs.job_script_config_map, "namespace": namespace},
             data={JOB_SCRIPT_NAME: inputs.job_script},
         )
+        groups = config.hyperpod.autoscaled_groups
+        if groups:
+            # Before any Ray pod: a pending GPU pod is what makes Karpenter start a node.
+            HyperPodAutoscaling(
+                self,
+                "Autoscaling",
+                node_class_name=config.names.hyperpod_cluster,
+                node_pool_names={group.name: config.names.autoscaling(group.name) for group in groups},
+                groups=groups,
+            )

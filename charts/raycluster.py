@@ -16,7 +16,6 @@ from .constructs.kuberay_resources import RayCluster, RayClusterSpecProps
 from .constructs.ray_network import ray_workload_labels
 from .constructs.ray_pods import (
     HEAD_PORTS,
-    SCHEDULABLE_NODE,
     RayPodProps,
     ScriptVolume,
     allocatable_pod,
@@ -63,6 +62,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         run_as=owner,
         init_containers=(prepare,),
         labels=ray_workload_labels(TRAINING_COMPONENT),
+        annotations=inputs.ray_pod_annotations,
     )
     worker = RayPodProps(
         container_name="ray-worker",
@@ -81,7 +81,8 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         shared=inputs.shared_volume(),
         run_as=owner,
         labels=ray_workload_labels(TRAINING_COMPONENT),
-        required_node_labels=SCHEDULABLE_NODE,
+        annotations=inputs.ray_pod_annotations,
+        required_node_labels=inputs.worker_node_labels,
     )
     return RayClusterSpecProps(
         ray_version=config.training_image.ray_version,

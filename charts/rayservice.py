@@ -17,9 +17,9 @@ from skyrl_hyperpod.config.training_runs import model_path
 from skyrl_hyperpod.config.vllm_memory import MULTIMODAL_LIMITS_ARGUMENT
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
-from .constructs.kuberay_resources import RayClusterSpecProps, RayService
+from .constructs.kuberay_resources import InTreeAutoscaling, RayClusterSpecProps, RayService
 from .constructs.ray_network import ray_workload_labels
-from .constructs.ray_pods import HEAD_PORTS, SCHEDULABLE_NODE, SERVE_PORT, RayPodProps, allocatable_pod
+from .constructs.ray_pods import HEAD_PORTS, SERVE_PORT, RayPodProps, allocatable_pod
 from .inputs import ChartInputs, lora_loading_path
 from .ray_access import SERVING_COMPONENT
 
@@ -90,6 +90,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         # The ingress (OpenAI router) may run on the head and may read the base model's config.
         shared=inputs.shared_volume(read_only=True),
         labels=ray_workload_labels(SERVING_COMPONENT),
+        annotations=inputs.ray_pod_annotations,
     )
     worker = RayPodProps(
         container_name="ray-worker",
@@ -105,7 +106,8 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         # Read-only: serving never writes to the training outputs.
         shared=inputs.shared_volume(read_only=True),
         labels=ray_workload_labels(SERVING_COMPONENT),
-        required_node_labels=SCHEDULABLE_NODE,
+        annotations=inputs.ray_pod_annotations,
+        required_node_labels=inputs.worker_node_labels,
     )
     return RayClusterSpecProps(
         ray_version=config.serving_image.ray_version,
@@ -113,6 +115,16 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         worker_group_name=worker_group.name,
         worker=worker,
         worker_replicas=serving.worker_replicas,
+        # Autoscaled GPU nodes: the worker group follows Serve's replicas, from none (a pending worker pod is what
+        # makes Karpenter start a node); on fixed nodes it holds its nodes from the start.
+        autoscaling=InTreeAutoscaling(
+            min_replicas=0,
+            idle_timeout_seconds=serving.worker_idle_seconds,
+            cpus=serving.autoscaler_cpus,
+            memory_gib=serving.autoscaler_memory_gib,
+        )
+        if worker_group.autoscaled
+        else None,
     )
 
 

@@ -299,6 +299,15 @@ VARIANT_ENV_PERSISTENT_1 = {
     "network": {"max_azs": 3, "nat_gateways": 2},
     "fsx": {"deployment_type": "PERSISTENT_1", "per_unit_storage_throughput": 100, "storage_capacity_gib": 4800},
 }
+# The GPU group under HyperPod's managed Karpenter: no deep health checks (the default group's carry over otherwise).
+VARIANT_ON_DEMAND = {"hyperpod": {"worker_group": {"scaling": "on_demand", "deep_health_checks": []}}}
+# Everything off by default, synthesized once for cfn-lint, checkov and the stack graph: Studio, alert subscriptions and
+# the autoscaled GPU group (its cluster role).
+VARIANT_OPTIONAL = {
+    "studio": {"enabled": True},
+    "alerts": {"email_addresses": ["ops@example.com"]},
+    **VARIANT_ON_DEMAND,
+}
 VARIANT_NAMED_BUCKET = {"name_prefix": "team-a", "hyperpod": {"lifecycle_bucket_name": "sagemaker-team-a-scripts"}}
 
 

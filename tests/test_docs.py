@@ -322,3 +322,9 @@ def test_readme_cost_figures_are_the_estimates():
     assert f"one training run of {estimate.run_hours:.0f} h" in section
     assert f"| ${estimate.run_usd:,.2f} |" in section
     assert f"prices as of {book.as_of}" in section
+    # Both scaling modes of the GPU group (docs/autoscaling.md).
+    from skyrl_hyperpod.ops.scaling_cost import scaling_comparison
+
+    scaling = scaling_comparison(config, book, estimate)
+    assert f"(the GPU nodes at zero) | ${scaling.on_demand.idle_day_usd:,.2f} |" in section
+    assert f"the idle minutes before the nodes go) | ${scaling.on_demand.run_usd:,.2f} |" in section

@@ -24,8 +24,20 @@ SubmissionMode = Literal["K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMo
 
 
 @dataclass(frozen=True)
+class InTreeAutoscaling:
+    """KubeRay's in-tree Ray autoscaler: the worker group scales between min_replicas and the spec's
+    worker_replicas as Ray asks for resources (Ray Serve's replicas), and a worker idle for idle_timeout_seconds goes.
+    https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/configuring-autoscaling.html"""
+
+    min_replicas: int
+    idle_timeout_seconds: int
+    cpus: int
+    memory_gib: int
+
+
+@dataclass(frozen=True)
 class RayClusterSpecProps:
-    """A head group and one fixed-size worker group (no autoscaler: HyperPod nodes are fixed)."""
+    """A head group and one worker group: fixed-size, or scaled by KubeRay's in-tree autoscaler (`autoscaling`)."""
 
     ray_version: str
     head: RayPodProps
@@ -35,6 +47,7 @@ class RayClusterSpecProps:
     head_service_type: str = "ClusterIP"
     # NodePort/LoadBalancer only: the client CIDRs the load balancer admits.
     head_service_source_ranges: tuple[str, ...] = ()
+    autoscaling: InTreeAutoscaling | None = None
 
 
 # Ray token authentication on every cluster. Without secretName, KubeRay v1.7.0 creates a Secret
@@ -93,22 +106,37 @@ def ray_cluster_spec(props: RayClusterSpecProps) -> dict:
     service = head_service(props)
     if service:
         head_group["headService"] = service
-    return {
+    autoscaling = props.autoscaling
+    min_replicas = props.worker_replicas if autoscaling is None else autoscaling.min_replicas
+    spec: dict = {
         "rayVersion": props.ray_version,
-        "enableInTreeAutoscaling": False,
+        "enableInTreeAutoscaling": autoscaling is not None,
         "authOptions": dict(AUTH_OPTIONS),
         "headGroupSpec": head_group,
         "workerGroupSpecs": [
             {
                 "groupName": props.worker_group_name,
-                "replicas": props.worker_replicas,
-                "minReplicas": props.worker_replicas,
+                "replicas": min_replicas,
+                "minReplicas": min_replicas,
                 "maxReplicas": props.worker_replicas,
                 "rayStartParams": ray_start_params(props.worker),
                 "template": ray_pod_template(props.worker),
             }
         ],
     }
+    if autoscaling is not None:
+        quantities = {"cpu": str(autoscaling.cpus), "memory": f"{autoscaling.memory_gib}Gi"}
+        spec["autoscalerOptions"] = {
+            # Ray's autoscaler v2 (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/configuring-autoscaling.html),
+            # which KubeRay v1.7.0 requires for per-group idle timeouts (validateWorkerGroupIdleTimeout).
+            "version": "v2",
+            "upscalingMode": "Default",
+            "idleTimeoutSeconds": autoscaling.idle_timeout_seconds,
+            "imagePullPolicy": "IfNotPresent",
+            "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+            "securityContext": {"allowPrivilegeEscalation": False},
+        }
+    return spec
 
 
 class _RayObject(Construct):

@@ -82,6 +82,7 @@ class RayPodProps:
     run_as: tuple[int, int] | None = None
     init_containers: tuple[dict, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
     # (label, value) pairs the node must carry: a required node affinity, so a node that loses
     # one is not picked for new pods (running pods stay: IgnoredDuringExecution).
     required_node_labels: tuple[tuple[str, str], ...] = ()
@@ -167,8 +168,11 @@ def ray_pod_template(props: RayPodProps) -> dict:
     if props.init_containers:
         spec["initContainers"] = list(props.init_containers)
     template: dict = {"spec": spec}
-    if props.labels:
-        template["metadata"] = {"labels": dict(props.labels)}
+    metadata = {
+        key: dict(value) for key, value in (("labels", props.labels), ("annotations", props.annotations)) if value
+    }
+    if metadata:
+        template["metadata"] = metadata
     return template
 
 

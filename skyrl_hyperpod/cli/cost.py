@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
 from skyrl_hyperpod.ops import cost as cost_module
+from skyrl_hyperpod.ops import scaling_cost
 from skyrl_hyperpod.plumbing.runtime import fail
 
 from .common import (
@@ -58,7 +60,8 @@ def cost(
     live: bool,
     profile: str | None,
 ) -> None:
-    """Hourly and monthly cost estimate of the configured platform, per component."""
+    """Hourly and monthly cost estimate of the configured platform, per component, and the GPU group's two scaling
+    modes side by side (idle day, one run, a sweep)."""
     config = load_project_config(config_path, region=region)
     chosen = resolve_region(region, config)
     if chosen is None and prices_file is None:
@@ -81,4 +84,8 @@ def cost(
         result = cost_module.estimate(config, book, price_file=cost_module.display_path(file), run_hours=run_hours)
     except cost_module.PriceError as error:
         fail(error.problems, EXIT_BAD_INPUT)
-    echo(cost_module.render_json(result) if as_json else cost_module.render_table(result))
+    scaling = scaling_cost.scaling_comparison(config, book, result)
+    if as_json:
+        echo(json.dumps({**result.to_json(), "scaling": scaling.to_json()}, indent=2))
+    else:
+        echo("\n".join([cost_module.render_table(result), *scaling_cost.render_scaling(scaling)]))

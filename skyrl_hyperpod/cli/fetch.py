@@ -1,5 +1,5 @@
-"""`skyrl-hp fetch crds | hyperpod-chart | visgym`: download and verify the upstream files the offline checks and the
-drill read (the pinned KubeRay CRDs, the HyperPod dependencies chart, VisGym and SkyRL's VisGym example;
+"""`skyrl-hp fetch crds | karpenter-crds | hyperpod-chart | visgym`: download and verify the upstream files the offline
+checks and the drill read (the pinned KubeRay CRDs, Karpenter's NodePool CRD, the HyperPod dependencies chart, VisGym and SkyRL's VisGym example;
 skyrl_hyperpod/validation/)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from skyrl_hyperpod.plumbing.runtime import fail
 from skyrl_hyperpod.plumbing.upstream import HYPERPOD_CHART_PATH
 from skyrl_hyperpod.validation import crds as crds_module
 from skyrl_hyperpod.validation import hyperpod_chart as chart_module
+from skyrl_hyperpod.validation import karpenter as karpenter_module
 
 from .common import EXIT_FINDINGS, echo
 
@@ -45,6 +46,29 @@ def fetch_crds_command(dest: Path | None, if_missing: bool) -> None:
     for path in written:
         echo(f"verified {path}")
     echo(f"export {crds_module.CRDS_DIR_ENV_VAR}={target.resolve()}")
+
+
+@fetch.command("karpenter-crds")
+@click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"Directory to write the CRD to (default: ${karpenter_module.CRDS_DIR_ENV_VAR}, else "
+                   f"{karpenter_module.DEFAULT_CRDS_DIR.name} in the default location).")  # fmt: skip
+@click.option("--if-missing", is_flag=True, help="Do nothing when DEST already holds the CRD file.")
+def fetch_karpenter_crds_command(dest: Path | None, if_missing: bool) -> None:
+    """Download Karpenter's NodePool CRD at the pinned release and verify its sha256; a mismatch is refused."""
+    from skyrl_hyperpod.validation import fetch_crds
+
+    target = dest or karpenter_module.resolve_crds_dir()
+    if if_missing and karpenter_module.missing_crd_reason(target) is None:
+        return
+    try:
+        written = fetch_crds.fetch_karpenter_crds(target)
+    except ValueError as exc:
+        fail(str(exc).splitlines(), EXIT_FINDINGS)
+    except OSError as exc:
+        fail([f"fetch_crds: cannot write to {target}: {exc}"], EXIT_FINDINGS)
+    for path in written:
+        echo(f"verified {path}")
+    echo(f"export {karpenter_module.CRDS_DIR_ENV_VAR}={target.resolve()}")
 
 
 @fetch.command("hyperpod-chart")

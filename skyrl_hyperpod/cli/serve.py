@@ -67,9 +67,10 @@ def serve_up(
     wait: bool,
     timeout: float,
 ) -> None:
-    """Apply the RayService, after making room on the GPU nodes: the training RayCluster holds every one, so
+    """Apply the RayService. On fixed GPU nodes, after making room: the training RayCluster holds every one, so
     this asks before deleting it (checkpoints and adapters stay on the shared file system). The cluster of a
-    self-contained RayJob that has not finished goes through its RayJob, which would otherwise create it again."""
+    self-contained RayJob that has not finished goes through its RayJob, which would otherwise create it again.
+    With hyperpod.worker_group.scaling on_demand nothing is deleted: the serving workers get nodes of their own."""
     config, source = load_project_config_with_source(config_path, region=region)
     if not config.serving.enabled:
         fail(["serve: serving.enabled is false in this configuration: nothing to serve"], EXIT_BAD_INPUT)
@@ -81,6 +82,8 @@ def serve_up(
         holders = serve_module.gpu_holders(cluster, namespace)
         question = serve_module.room_question(config, holders)
         flush_header()
+        if note := serve_module.beside_training(config, holders):
+            echo(note)
         if question is not None:
             if not (yes or click.confirm(question, default=False, err=True)):
                 fail(

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ..plumbing.upstream import NODECLASS_MAX_INSTANCE_GROUPS
 from .base import StrictModel
 from .catalog import INSTANCE_CATALOG, InstanceSpec, unknown_instance_type
 
@@ -14,6 +15,10 @@ _HYPERPOD_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+# `fixed`: the group's nodes run (and bill) from deploy to teardown. `on_demand`: HyperPod's managed Karpenter adds
+# nodes while pods wait for them and removes them once empty; the group is created with 0 nodes and instance_count is
+# its maximum (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html).
+Scaling = Literal["fixed", "on_demand"]
 
 
 class InstanceGroupConfig(StrictModel):
@@ -36,6 +41,19 @@ class InstanceGroupConfig(StrictModel):
     training_plan_arn: str | None = Field(
         default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/.+$"
     )
+    scaling: Scaling = Field(
+        default="fixed",
+        description="fixed: instance_count nodes from deploy to teardown. on_demand: HyperPod's managed Karpenter "
+        "starts nodes while Ray pods wait for them and removes empty ones; instance_count is the maximum, the group "
+        "is created with 0 nodes and may have no deep health checks (worker_group only; docs/autoscaling.md).",
+    )
+    scale_down_after_minutes: int = Field(
+        default=10,
+        ge=0,
+        le=1440,
+        description="scaling on_demand: how long a node stays empty before Karpenter removes it (its NodePool's "
+        "consolidateAfter); nodes running a Ray pod are never removed.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -57,6 +75,20 @@ class InstanceGroupConfig(StrictModel):
             raise ValueError(
                 f"deep_health_checks {self.deep_health_checks} need a GPU instance type; {self.instance_type} has none"
             )
+        if self.scaling == "on_demand":
+            # Both ruled out by https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-nodeclass.html
+            if self.deep_health_checks:
+                raise ValueError(
+                    f"deep_health_checks {self.deep_health_checks} with scaling on_demand: HyperPod's Karpenter "
+                    "autoscaling does not take instance groups with deep health checks (60-90 minutes per new node); "
+                    "set deep_health_checks: [] or scaling: fixed"
+                )
+            if self.training_plan_arn:
+                raise ValueError(
+                    f"training_plan_arn {self.training_plan_arn} with scaling on_demand: HyperPod's Karpenter "
+                    "autoscaling uses on-demand capacity only (no training plan or reserved capacity); remove "
+                    "training_plan_arn or set scaling: fixed"
+                )
         if self.system_reserved_vcpus is not None and self.system_reserved_vcpus >= self.node_vcpus:
             raise ValueError(
                 f"system_reserved_vcpus {self.system_reserved_vcpus} leaves nothing for Ray: a {self.instance_type} "
@@ -67,6 +99,16 @@ class InstanceGroupConfig(StrictModel):
     @property
     def spec(self) -> InstanceSpec:
         return INSTANCE_CATALOG[self.instance_type]
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.scaling == "on_demand"
+
+    @property
+    def initial_instance_count(self) -> int:
+        """The count the cluster is created with: an autoscaled group starts at 0 (Karpenter scales any other count
+        down to 0) and grows up to instance_count."""
+        return 0 if self.autoscaled else self.instance_count
 
     @property
     def node_vcpus(self) -> int:
@@ -124,8 +166,20 @@ class HyperPodConfig(StrictModel):
         the GPU workers reads `head_group` or `worker_group`."""
         return {"head_group": self.head_group, "worker_group": self.worker_group}
 
+    @property
+    def autoscaled_groups(self) -> list[InstanceGroupConfig]:
+        """The groups HyperPod's Karpenter scales: the HyperpodNodeClass names them, the cluster's AutoScaling is on
+        when there is one."""
+        return [group for group in self.instance_groups.values() if group.autoscaled]
+
     @model_validator(mode="after")
     def _groups(self) -> HyperPodConfig:
+        if self.head_group.autoscaled:
+            raise ValueError(
+                "head_group.scaling on_demand: the Ray head (and the KubeRay autoscaler in it) must always run; "
+                "only worker_group.scaling may be on_demand"
+            )
+        check_nodeclass_groups(self.autoscaled_groups)
         if self.head_group.instance_count < 1:
             raise ValueError("head_group.instance_count must be at least 1: the Ray head needs a node")
         head = self.head_group
@@ -145,3 +199,12 @@ class HyperPodConfig(StrictModel):
                 raise ValueError(f"{seen[group.name]}.name and {key}.name are both {group.name!r}")
             seen[group.name] = key
         return self
+
+
+def check_nodeclass_groups(groups: list[InstanceGroupConfig]) -> None:
+    """A HyperpodNodeClass names at most NODECLASS_MAX_INSTANCE_GROUPS instance groups."""
+    if len(groups) > NODECLASS_MAX_INSTANCE_GROUPS:
+        raise ValueError(
+            f"{len(groups)} instance groups with scaling on_demand ({', '.join(g.name for g in groups)}): a "
+            f"HyperpodNodeClass takes at most {NODECLASS_MAX_INSTANCE_GROUPS}; set scaling: fixed on the others"
+        )

@@ -38,6 +38,11 @@ class DerivedNames(StrictModel):
     def ecr_repository(self) -> str:
         return f"{self.prefix}/skyrl-train"
 
+    def autoscaling(self, group_name: str) -> str:
+        """The HyperpodNodeClass and the NodePool of an autoscaled instance group (cluster-scoped objects, so the
+        prefix keeps two deployments on one EKS cluster apart; Kubernetes names are lowercase)."""
+        return f"{self.prefix}-{group_name}".lower()
+
     def stack(self, component: str) -> str:
         return f"{self.prefix}-{component}"
 

@@ -139,6 +139,18 @@ class ServingConfig(StrictModel):
     max_replicas: int = Field(default=2, gt=0)
     target_ongoing_requests: int = Field(default=16, gt=0, description="Autoscaling target per replica.")
     worker_replicas: int = Field(default=1, gt=0, description="GPU worker pods (one per node of the GPU group).")
+    worker_idle_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=86400,
+        description="hyperpod.worker_group.scaling on_demand: how long a serving worker pod without Serve replicas "
+        "stays before KubeRay's autoscaler removes it (its idleTimeoutSeconds); its node goes "
+        "hyperpod.worker_group.scale_down_after_minutes later.",
+    )
+    autoscaler_cpus: int = Field(
+        default=1, gt=0, le=16, description="The Ray autoscaler container in the head pod (on_demand)."
+    )
+    autoscaler_memory_gib: int = Field(default=1, gt=0, le=64)
     worker_shm_gib: int = Field(default=32, ge=MIN_SHM_GIB, description="/dev/shm per worker pod (Ray's object store).")
     head_cpus: int = Field(default=8, gt=0, description="The serve head runs the proxy and controller, no model.")
     head_memory_gib: int = Field(default=32, gt=0)
@@ -183,11 +195,21 @@ class ServingConfig(StrictModel):
         return self
 
 
+def serving_head_requests(serving: ServingConfig, hyperpod: HyperPodConfig) -> tuple[int, int]:
+    """(vCPUs, GiB) the serving head pod requests: its Ray container, and with an autoscaled GPU group KubeRay's
+    autoscaler container beside it (autoscalerOptions.resources)."""
+    if not serving.enabled:
+        return 0, 0
+    if hyperpod.worker_group.autoscaled:
+        return serving.head_cpus + serving.autoscaler_cpus, serving.head_memory_gib + serving.autoscaler_memory_gib
+    return serving.head_cpus, serving.head_memory_gib
+
+
 def training_head_size(training: TrainingConfig, serving: ServingConfig, hyperpod: HyperPodConfig) -> tuple[int, int]:
     """(vCPUs, GiB) of the training head pod: explicit, or what one head node has left after the
     serving head, so the RayService head schedules beside the training RayCluster."""
     head = hyperpod.head_group
-    serving_cpus, serving_memory = (serving.head_cpus, serving.head_memory_gib) if serving.enabled else (0, 0)
+    serving_cpus, serving_memory = serving_head_requests(serving, hyperpod)
     cpus = training.cluster.head_cpus or head.allocatable_vcpus - serving_cpus
     memory = training.cluster.head_memory_gib or head.allocatable_memory_gib - serving_memory
     return cpus, memory
@@ -199,9 +221,10 @@ def _check_head_node(
     """Both heads on one head node: their requests together must fit what a pod there may request."""
     head = hyperpod.head_group
     training_cpus, training_memory = training_head
+    serving_cpus, serving_memory = serving_head_requests(serving, hyperpod)
     for key, unit, allocatable, training_value, serving_value in (
-        ("head_cpus", "vCPUs", head.allocatable_vcpus, training_cpus, serving.head_cpus),
-        ("head_memory_gib", "GiB", head.allocatable_memory_gib, training_memory, serving.head_memory_gib),
+        ("head_cpus", "vCPUs", head.allocatable_vcpus, training_cpus, serving_cpus),
+        ("head_memory_gib", "GiB", head.allocatable_memory_gib, training_memory, serving_memory),
     ):
         if training_value < 1 or training_value + serving_value > allocatable:
             raise ValueError(

@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from skyrl_hyperpod.config import ProjectConfig
@@ -694,6 +695,94 @@ def check_names(config: ProjectConfig, clients: AwsClients, region: str, account
     return results
 
 
+AUTOSCALING_CHECK = "autoscaling prerequisites"
+
+
+def check_autoscaling_prerequisites(
+    config: ProjectConfig, deployed: dict[str, Any] | None, charts_dir: Path | None = None
+) -> list[CheckResult]:
+    """HyperPod's prerequisites for managed Karpenter
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html), for a configuration
+    with an autoscaled group: continuous node provisioning and automatic node recovery (the deployed cluster's,
+    DescribeCluster `deployed`, else what the stack creates), and the health-monitoring agent the pinned chart
+    installs. Nothing for fixed groups."""
+    from skyrl_hyperpod.plumbing.errors import InputError
+    from skyrl_hyperpod.plumbing.upstream import (
+        AUTOSCALING_MIN_AGENT_TAG,
+        AUTOSCALING_NODE_RECOVERY,
+        HYPERPOD_EKS_NODE_PROVISIONING_MODE,
+    )
+    from skyrl_hyperpod.validation import hyperpod_chart
+
+    if not config.hyperpod.autoscaled_groups:
+        return []
+    results = []
+    source = "the deployed cluster" if deployed else "what the hyperpod stack creates"
+    # DescribeCluster leaves NodeProvisioningMode out for a cluster created without continuous provisioning.
+    mode = deployed.get("NodeProvisioningMode", "not set") if deployed else HYPERPOD_EKS_NODE_PROVISIONING_MODE
+    results.append(
+        CheckResult("PASS", f"{AUTOSCALING_CHECK}: node provisioning", f"{mode} ({source})")
+        if mode == HYPERPOD_EKS_NODE_PROVISIONING_MODE
+        else CheckResult(
+            "FAIL",
+            f"{AUTOSCALING_CHECK}: node provisioning",
+            f"{mode} ({source}); autoscaling needs {HYPERPOD_EKS_NODE_PROVISIONING_MODE}",
+            "a cluster's provisioning mode is set when it is created: tear the hyperpod stack down and deploy again, "
+            "or keep hyperpod.worker_group.scaling: fixed",
+        )
+    )
+    recovery = deployed.get("NodeRecovery", "not set") if deployed else config.hyperpod.node_recovery
+    results.append(
+        CheckResult("PASS", f"{AUTOSCALING_CHECK}: node recovery", f"{recovery} ({source})")
+        if recovery == AUTOSCALING_NODE_RECOVERY
+        else CheckResult(
+            "FAIL",
+            f"{AUTOSCALING_CHECK}: node recovery",
+            f"{recovery} ({source}); autoscaling needs {AUTOSCALING_NODE_RECOVERY}",
+            f"set hyperpod.node_recovery: {AUTOSCALING_NODE_RECOVERY}",
+        )
+    )
+    commit = config.versions.hyperpod_cli_commit
+    try:
+        tag = hyperpod_chart.health_agent_image_tag(commit, charts_dir)
+    except InputError as error:
+        results.append(CheckResult("SKIP", f"{AUTOSCALING_CHECK}: health-monitoring agent", error.problems[0]))
+        return results
+    if hyperpod_chart.agent_version(tag) >= hyperpod_chart.agent_version(AUTOSCALING_MIN_AGENT_TAG):
+        results.append(
+            CheckResult(
+                "PASS",
+                f"{AUTOSCALING_CHECK}: health-monitoring agent",
+                f"{tag} from the chart at {commit[:12]} (needs {AUTOSCALING_MIN_AGENT_TAG} or later)",
+            )
+        )
+    else:
+        results.append(
+            CheckResult(
+                "FAIL",
+                f"{AUTOSCALING_CHECK}: health-monitoring agent",
+                f"{tag} from the chart at {commit[:12]}; autoscaling needs {AUTOSCALING_MIN_AGENT_TAG} or later",
+                "pin a newer versions.hyperpod_cli_commit",
+            )
+        )
+    return results
+
+
+def deployed_hyperpod_cluster(config: ProjectConfig, clients: AwsClients, region: str) -> dict[str, Any] | None:
+    """DescribeCluster of this configuration's HyperPod cluster, None when there is none yet."""
+    from botocore.exceptions import ClientError
+
+    try:
+        described: dict[str, Any] = clients("sagemaker", region).describe_cluster(
+            ClusterName=config.names.hyperpod_cluster
+        )
+    except ClientError as error:
+        if _error_code(error) in ("ResourceNotFound", "ValidationException"):
+            return None
+        raise
+    return described
+
+
 def configuration_checks(config: ProjectConfig, region: str | None) -> list[CheckResult]:
     """The checks that need no AWS call, for a valid `region` (None: the region-bound ones are left out)."""
     results = []
@@ -749,4 +838,9 @@ def run_preflight(
     results += _guard("quotas", lambda: check_quotas(config, clients, region))
     results += _guard("cdk bootstrap", lambda: check_bootstrap(clients, region, account, qualifier))
     results += _guard("names", lambda: check_names(config, clients, region, account))
+    if config.hyperpod.autoscaled_groups:
+        results += _guard(
+            AUTOSCALING_CHECK,
+            lambda: check_autoscaling_prerequisites(config, deployed_hyperpod_cluster(config, clients, region)),
+        )
     return results

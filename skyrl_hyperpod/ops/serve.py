@@ -90,11 +90,12 @@ def gpu_holders(cluster: Cluster, namespace: str) -> list[GpuHolder]:
 
 
 def room_question(config: ProjectConfig, holders: list[GpuHolder]) -> str | None:
-    """What to ask before deleting GPU holders; None when the RayService fits beside them."""
+    """What to ask before deleting GPU holders; None when the RayService fits beside them, or when the GPU group is
+    autoscaled (its workers wait for nodes Karpenter starts: `beside_training`)."""
     group = config.hyperpod.worker_group
     held = sum(h.gpu_workers for h in holders)
     needed = config.serving.worker_replicas
-    if held + needed <= group.instance_count:
+    if group.autoscaled or held + needed <= group.instance_count:
         return None
     names = ", ".join(f"{h.name} ({h.gpu_workers} GPU workers)" for h in holders)
     every = "every GPU node" if held >= group.instance_count else f"{held} of the GPU nodes"
@@ -108,9 +109,29 @@ def room_question(config: ProjectConfig, holders: list[GpuHolder]) -> str | None
         )
     return (
         f"{names} hold {every} ({held} of {group.instance_count} {group.instance_type}); the RayService needs "
-        f"{needed} (serving.worker_replicas){stop}. Delete {'it' if len(holders) == 1 else 'them'} to make room? "
-        "Checkpoints and adapters stay on the shared file system"
+        f"{needed} (serving.worker_replicas){stop}. With hyperpod.worker_group.scaling fixed these nodes are all "
+        "there is (scaling: on_demand serves beside training on nodes started for it). "
+        f"Delete {'it' if len(holders) == 1 else 'them'} to make room? Checkpoints and adapters stay on the shared "
+        "file system"
     )
+
+
+def beside_training(config: ProjectConfig, holders: list[GpuHolder]) -> str | None:
+    """With an autoscaled GPU group, what `serve up` does instead of deleting anything: the RayService's workers start
+    from none and Karpenter adds nodes for them, up to the group's maximum. None on fixed nodes."""
+    group = config.hyperpod.worker_group
+    if not group.autoscaled:
+        return None
+    held = sum(h.gpu_workers for h in holders)
+    free = max(group.instance_count - held, 0)
+    line = (
+        f"hyperpod.worker_group.scaling on_demand: the RayService runs beside {held} training GPU worker(s); its "
+        f"workers start when Serve asks for replicas and Karpenter adds {group.instance_type} nodes for them "
+        f"(up to {group.instance_count}, {free} free now)"
+    )
+    if free < config.serving.worker_replicas:
+        line += f"; past that they wait until training frees a node ({config.serving.worker_replicas} wanted)"
+    return line
 
 
 def make_room(cluster: Cluster, namespace: str, holders: list[GpuHolder]) -> Iterator[GpuHolder]:

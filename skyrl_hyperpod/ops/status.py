@@ -44,6 +44,12 @@ class GroupStatus:
     target: int | None  # the live group's TargetCount; None: the cluster has no such group
     nodes: Counter[str] = field(default_factory=Counter)  # node status -> count
     failure_messages: tuple[str, ...] = ()
+    # scaling on_demand: `configured` is the most nodes Karpenter starts, and the live target follows the pods.
+    autoscaled: bool = False
+
+    @property
+    def configured_text(self) -> str:
+        return f"0-{self.configured}" if self.autoscaled else str(self.configured)
 
     @property
     def running(self) -> int:
@@ -53,6 +59,12 @@ class GroupStatus:
         if self.target is None:
             return [f"group {self.name}: missing from the live cluster (config wants {self.configured} nodes)"]
         found = []
+        if self.autoscaled:
+            if self.running > self.configured:
+                found.append(
+                    f"group {self.name}: {self.running} nodes running, more than the NodePool's {self.configured}"
+                )
+            return found + [f"group {self.name}: node failure: {message}" for message in self.failure_messages]
         if self.target != self.configured:
             found.append(
                 f"group {self.name}: live target {self.target} differs from the config's {self.configured} "
@@ -111,6 +123,7 @@ def fetch_status(config: ProjectConfig, sagemaker: Any) -> ClusterStatus:
                 name=configured.name,
                 instance_type=configured.instance_type,
                 configured=configured.instance_count,
+                autoscaled=configured.autoscaled,
                 target=live[configured.name].get("TargetCount") if configured.name in live else None,
                 nodes=Counter(node["InstanceStatus"]["Status"] for node in group_nodes),
                 failure_messages=tuple(dict.fromkeys(messages))[:MAX_FAILURE_MESSAGES],
@@ -133,7 +146,7 @@ def render(status: ClusterStatus) -> list[str]:
         (
             group.name,
             group.instance_type,
-            str(group.configured),
+            group.configured_text,
             "-" if group.target is None else str(group.target),
             str(group.running),
             ", ".join(f"{count} {state}" for state, count in sorted(group.nodes.items()) if state != RUNNING) or "-",
@@ -257,6 +270,7 @@ def as_dict(status: ClusterStatus) -> dict[str, Any]:
                 "name": group.name,
                 "instance_type": group.instance_type,
                 "configured": group.configured,
+                "scaling": "on_demand" if group.autoscaled else "fixed",
                 "target": group.target,
                 "running": group.running,
                 "nodes": dict(group.nodes),

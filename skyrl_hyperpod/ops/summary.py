@@ -31,6 +31,23 @@ def gpu_line(config: ProjectConfig) -> str:
     )
 
 
+def scaling_line(config: ProjectConfig) -> str:
+    """The GPU group's scaling mode and the trade it makes: on_demand gives up deep health checks for nodes that bill
+    only while work holds them."""
+    worker = config.hyperpod.worker_group
+    if not worker.autoscaled:
+        checks = ", ".join(worker.deep_health_checks) or "none"
+        return (
+            f"scaling: fixed: {worker.instance_count} GPU nodes bill from deploy to teardown; deep health checks: "
+            f"{checks}"
+        )
+    return (
+        f"scaling: on_demand: HyperPod's managed Karpenter starts 0 to {worker.instance_count} GPU nodes for pending "
+        f"Ray pods and removes them {worker.scale_down_after_minutes} min after they empty; new nodes get no deep "
+        "health checks (HyperPod's autoscaling does not take them)"
+    )
+
+
 def price_line(config: ProjectConfig) -> str:
     region = config.env.region or cost_module.DEFAULT_PRICE_REGION
     try:
@@ -61,7 +78,8 @@ def placeholder_lines(config: ProjectConfig) -> list[str]:
 
 def platform_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:
     """The CDK app's lines."""
-    return [config_line(source), region_line(config), gpu_line(config), price_line(config), *placeholder_lines(config)]
+    lines = [config_line(source), region_line(config), gpu_line(config), scaling_line(config), price_line(config)]
+    return [*lines, *placeholder_lines(config)]
 
 
 def workloads_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:

@@ -89,3 +89,27 @@ HYPERPOD_DEPENDENCIES_CHART_NAMESPACES = ("aws-hyperpod", "kubeflow", "mpi-opera
 # operator's sub-chart from release v3.10.0 on).
 HYPERPOD_CHART_PATH = "helm_chart/HyperPodHelmChart"
 RAY_ENDPOINT_OPERATOR_CHART_PATH = f"{HYPERPOD_CHART_PATH}/charts/hyperpod-ray-endpoint-operator"
+
+# HyperPod's managed Karpenter autoscaling (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html
+# and its pages on the IAM role, the cluster, the NodeClass and the NodePool). The service principal the cluster role
+# trusts, the AutoScaling values of the cluster, the NodeClass's API (up to 10 instance groups per NodeClass).
+HYPERPOD_AUTOSCALING_PRINCIPAL = "hyperpod.sagemaker.amazonaws.com"
+HYPERPOD_AUTOSCALER_TYPE = "Karpenter"
+HYPERPOD_NODECLASS_GROUP = "karpenter.sagemaker.amazonaws.com"
+HYPERPOD_NODECLASS_API_VERSION = f"{HYPERPOD_NODECLASS_GROUP}/v1"
+HYPERPOD_NODECLASS_KIND = "HyperpodNodeClass"
+NODECLASS_MAX_INSTANCE_GROUPS = 10
+# The autoscaling page's prerequisites: continuous node provisioning, automatic node recovery, and the health
+# monitoring agent at this version or later.
+HYPERPOD_EKS_NODE_PROVISIONING_MODE = "Continuous"
+AUTOSCALING_NODE_RECOVERY = "Automatic"
+AUTOSCALING_MIN_AGENT_TAG = "1.0.742.0_1.0.241.0"
+# Karpenter's v1 API (https://karpenter.sh/docs/concepts/nodepools/): the NodePool kind, and the pod annotation that
+# keeps Karpenter from voluntarily disrupting (consolidating, expiring, drifting) the node a pod runs on
+# (https://karpenter.sh/docs/concepts/disruption/#pod-level-controls). The release whose NodePool CRD validation reads:
+# https://github.com/kubernetes-sigs/karpenter/tree/v1.14.1 (pkg/apis/crds/karpenter.sh_nodepools.yaml); the Makefile
+# reads KARPENTER_RELEASE from this line.
+KARPENTER_RELEASE = "1.14.1"
+KARPENTER_TAG = f"v{KARPENTER_RELEASE}"
+KARPENTER_API_VERSION = "karpenter.sh/v1"
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"

@@ -4,6 +4,8 @@
   first, then validation with unknown fields rejected instead of silently pruned), then the CRDs'
   CEL rules (`cel_rules`: those that apply on create; update-only rules are reported SKIPPED by
   name), then the KubeRay operator's own spec checks (`kuberay_operator`, on objects that passed).
+- `karpenter.sh/v1` NodePools: Karpenter's CRD at the pinned release (schema and CEL rules; SKIPPED with its reason
+  where the CRD is not on this machine); HyperpodNodeClasses: the fields AWS documents (`karpenter`).
 - Core objects: Kubernetes' strict JSON schemas for the configured version (kubernetes-validate).
 - RayService `serveConfigV2`: Ray's own Serve and Serve LLM schema classes, when Ray at the
   serving version is installed; otherwise the check reports itself SKIPPED (a `CheckSkipped`
@@ -21,8 +23,8 @@ from typing import Any
 
 from ..config.project import ProjectConfig
 from ..plumbing.json_types import JsonObject
-from ..plumbing.upstream import KUBERAY_API_VERSION
-from . import cel_rules, crds, kubernetes, serve_config, skyrl_overrides
+from ..plumbing.upstream import HYPERPOD_NODECLASS_GROUP, KUBERAY_API_VERSION
+from . import cel_rules, crds, karpenter, kubernetes, serve_config, skyrl_overrides
 from .placeholder_outputs import deployability_problems
 from .report import CheckSkipped, object_label, skipped
 
@@ -73,6 +75,8 @@ def validation_report(
                 reason = crds.cel_rules_not_evaluated(doc["kind"], crds_dir)
                 if reason:
                     skips.append(skipped(f"{doc['kind']} {cel_rules.CHECK_NAME}s", f"not evaluated: {reason}"))
+        elif doc["apiVersion"].split("/")[0] in ("karpenter.sh", HYPERPOD_NODECLASS_GROUP):
+            lines = _karpenter_problems(doc, kinds_seen, skips)
         else:
             lines = kubernetes.core_problems(doc, kubernetes_version)
         problems += [f"{label}: {line}" for line in lines]
@@ -86,6 +90,20 @@ def validation_report(
                 if reason:
                     skips.append(skipped(f"{serve_config.CHECK_NAME} ({label})", reason))
     return problems, skips
+
+
+def _karpenter_problems(doc: JsonObject, kinds_seen: set[str], skips: list[str]) -> list[str]:
+    """A NodePool against Karpenter's CRD (each skipped check reported once), a HyperpodNodeClass against ours."""
+    if doc["apiVersion"].split("/")[0] == HYPERPOD_NODECLASS_GROUP:
+        return karpenter.nodeclass_problems(doc)
+    lines, reason = karpenter.nodepool_problems(doc)
+    if karpenter.CHECK_NAME not in kinds_seen:
+        kinds_seen.add(karpenter.CHECK_NAME)
+        if reason:
+            skips.append(skipped(karpenter.CHECK_NAME, reason))
+        elif rules_reason := karpenter.cel_rules_not_evaluated():
+            skips.append(skipped(f"NodePool {cel_rules.CHECK_NAME}s", f"not evaluated: {rules_reason}"))
+    return lines
 
 
 def validate_skyrl_overrides(overrides: list[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Download the KubeRay v1.7.0 CRDs that validation reads, and verify their sha256 sums.
+"""Download the KubeRay v1.7.0 CRDs (and Karpenter's NodePool CRD) that validation reads, and verify their sha256 sums.
 
     skyrl-hp fetch crds --dest ~/.cache/kuberay-crds/v1.7.0
     export KUBERAY_CRDS_DIR=~/.cache/kuberay-crds/v1.7.0
@@ -14,7 +14,8 @@ import os
 import urllib.request
 from pathlib import Path
 
-from ..plumbing.upstream import KUBERAY_TAG
+from ..plumbing.upstream import KARPENTER_TAG, KUBERAY_TAG
+from . import karpenter
 from .crds import KUBERAY_KINDS
 
 RAW_URL = "https://raw.githubusercontent.com/ray-project/kuberay/{tag}/ray-operator/config/crd/bases/{file}"
@@ -26,11 +27,24 @@ opener: urllib.request.OpenerDirector = urllib.request.build_opener()
 
 def fetch_crds(dest: Path) -> list[Path]:
     """Download every CRD into `dest`; raises ValueError (one line per problem) on any mismatch."""
+    files = [(RAW_URL.format(tag=KUBERAY_TAG, file=k.file_name), k.file_name, k.sha256) for k in KUBERAY_KINDS.values()]
+    return _fetch_verified(dest, files, f"KubeRay {KUBERAY_TAG}")
+
+
+def fetch_karpenter_crds(dest: Path) -> list[Path]:
+    """Download Karpenter's NodePool CRD at the pinned release into `dest`, the same way."""
+    files = [
+        (karpenter.RAW_URL.format(tag=KARPENTER_TAG, file=k.file_name), k.file_name, k.sha256)
+        for k in karpenter.KARPENTER_KINDS.values()
+    ]
+    return _fetch_verified(dest, files, f"Karpenter {KARPENTER_TAG}")
+
+
+def _fetch_verified(dest: Path, files: list[tuple[str, str, str]], release: str) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     written, problems = [], []
-    for spec in KUBERAY_KINDS.values():
-        url = RAW_URL.format(tag=KUBERAY_TAG, file=spec.file_name)
-        target = dest / spec.file_name
+    for url, file_name, sha256 in files:
+        target = dest / file_name
         try:
             with opener.open(url, timeout=TIMEOUT_S) as response:
                 data = response.read()
@@ -38,10 +52,10 @@ def fetch_crds(dest: Path) -> list[Path]:
             problems.append(f"fetch_crds: cannot download {url}: {getattr(exc, 'reason', exc)}")
             continue
         actual = hashlib.sha256(data).hexdigest()
-        if actual != spec.sha256:
+        if actual != sha256:
             target.unlink(missing_ok=True)
             problems.append(
-                f"fetch_crds: {url} has sha256 {actual}, expected {spec.sha256} (KubeRay {KUBERAY_TAG}); "
+                f"fetch_crds: {url} has sha256 {actual}, expected {sha256} ({release}); "
                 f"refused, {target.name} not written"
             )
             continue

@@ -39,6 +39,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -407,6 +408,28 @@ def helm_template(helm: Path, chart_dir: Path, values: dict[str, Any], namespace
 
 
 POD_CONTROLLERS = ("DaemonSet", "Deployment", "StatefulSet")
+
+# The agent image tag the health-monitoring sub-chart installs when no value names one: its templates/_helpers.tpl
+# reads `.Values.imageTag | default "<tag>"`, and values/helm_values.py sets no imageTag.
+_AGENT_TAG_DEFAULT = re.compile(r'\$imageTag := \.Values\.imageTag \| default "([0-9][0-9._]*)"')
+
+
+def health_agent_image_tag(commit: str, charts_dir: Path | str | None = None) -> str:
+    """The health-monitoring agent's image tag at the pinned chart commit; InputError (one line) when the copy is
+    missing or the template no longer names a default tag."""
+    helpers = (
+        commit_dir(commit, charts_dir) / HYPERPOD_CHART_PATH / "charts" / HEALTH_MONITORING_AGENT / "templates"
+        / "_helpers.tpl"
+    )  # fmt: skip
+    found = _AGENT_TAG_DEFAULT.search(helpers.read_text(encoding="utf-8")) if helpers.is_file() else None
+    if found is None:
+        raise InputError([f"chart check: {helpers} names no default image tag for {HEALTH_MONITORING_AGENT}"])
+    return found.group(1)
+
+
+def agent_version(tag: str) -> tuple[int, ...]:
+    """An agent tag such as 1.0.1892.0_1.0.424.0 as numbers, compared part by part."""
+    return tuple(int(part) for part in re.split(r"[._]", tag) if part.isdigit())
 
 
 def health_agent_problems(

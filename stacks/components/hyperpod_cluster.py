@@ -12,6 +12,11 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from skyrl_hyperpod.config.hyperpod import HyperPodConfig, InstanceGroupConfig
+from skyrl_hyperpod.plumbing.upstream import (
+    HYPERPOD_AUTOSCALER_TYPE,
+    HYPERPOD_AUTOSCALING_PRINCIPAL,
+    HYPERPOD_EKS_NODE_PROVISIONING_MODE,
+)
 
 from .iam_wildcards import acknowledge_iam_wildcards, arn_pattern, managed_policy_finding
 from .lifecycle import LifecycleScripts
@@ -19,8 +24,8 @@ from .lifecycle import LifecycleScripts
 # Reads lifecycle scripts from sagemaker-* buckets and lets nodes report to HyperPod.
 INSTANCE_ROLE_MANAGED_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 # HyperPod accepts only this mode for new EKS clusters: nodes are provisioned (and retried)
-# in the background instead of failing the whole create call.
-NODE_PROVISIONING_MODE = "Continuous"
+# in the background instead of failing the whole create call; autoscaling needs it too.
+NODE_PROVISIONING_MODE = HYPERPOD_EKS_NODE_PROVISIONING_MODE
 # Service Authorization Reference for every action below, its resource types and condition keys:
 # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html and
 # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticcontainerregistry.html
@@ -226,6 +231,46 @@ class HyperPodExecutionRole(Construct):
         )
 
 
+# The two calls HyperPod's managed Karpenter makes with the cluster role
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-iam.html); both are authorized
+# against the cluster resource (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html).
+AUTOSCALING_ACTIONS = ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"]
+
+
+class HyperPodAutoscalingRole(Construct):
+    """The role HyperPod assumes to add and remove nodes of the autoscaled groups (the cluster's ClusterRole).
+
+    Its one permission is scoped to this cluster's ARN, which exists only once the cluster does: the policy is its
+    own resource, created right after the cluster in the same deploy. HyperPod uses it only when Karpenter acts on a
+    pending pod, and no Ray pod exists before the stack is complete. The AWS page's KMS statement is for instance
+    groups whose EBS volumes use a customer managed key; this project sets none (instance_storage_configs).
+
+    No aws:SourceAccount / aws:SourceArn condition on the trust: the AWS page's trust policy has none, and
+    HyperPod is not among the SageMaker features that document the confused-deputy keys they set
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html); a condition on a key
+    the service does not set denies the AssumeRole, and then no node is ever added.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal(HYPERPOD_AUTOSCALING_PRINCIPAL),
+            description="HyperPod managed Karpenter: adds and removes this cluster's autoscaled nodes",
+        )
+
+    def allow_on(self, cluster_arn: str) -> iam.Policy:
+        return iam.Policy(
+            self,
+            "ScaleThisCluster",
+            roles=[self.role],
+            statements=[
+                iam.PolicyStatement(sid="ScaleThisCluster", actions=AUTOSCALING_ACTIONS, resources=[cluster_arn])
+            ],
+        )
+
+
 class HyperPodCluster(Construct):
     """`AWS::SageMaker::Cluster` with an EKS orchestrator and one instance group per configured group."""
 
@@ -245,6 +290,9 @@ class HyperPodCluster(Construct):
         super().__init__(scope, construct_id)
         self._execution_role = execution_role
         self._lifecycle_scripts = lifecycle_scripts
+        # Managed Karpenter for the groups with scaling on_demand: the cluster's AutoScaling and its ClusterRole
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-cluster.html).
+        self.autoscaling_role = HyperPodAutoscalingRole(self, "AutoscalingRole") if hyperpod.autoscaled_groups else None
         self.cluster = sagemaker.CfnCluster(
             self,
             "Cluster",
@@ -258,7 +306,15 @@ class HyperPodCluster(Construct):
             node_recovery=hyperpod.node_recovery,
             node_provisioning_mode=NODE_PROVISIONING_MODE,
             instance_groups=[self._instance_group(group) for group in hyperpod.instance_groups.values()],
+            auto_scaling=None
+            if self.autoscaling_role is None
+            else sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
+                mode="Enable", auto_scaler_type=HYPERPOD_AUTOSCALER_TYPE
+            ),
+            cluster_role=None if self.autoscaling_role is None else self.autoscaling_role.role.role_arn,
         )
+        if self.autoscaling_role is not None:
+            self.autoscaling_role.allow_on(self.cluster.attr_cluster_arn)
         # Nodes fetch the scripts as soon as they boot: the objects and every grant must exist.
         self.cluster.node.add_dependency(lifecycle_scripts.deployment)
         grants_added_later = execution_role.node.try_find_child("DefaultPolicy")
@@ -271,7 +327,7 @@ class HyperPodCluster(Construct):
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_type=group.instance_type,
-            instance_count=group.instance_count,
+            instance_count=group.initial_instance_count,
             threads_per_core=group.threads_per_core,
             execution_role=self._execution_role.role_arn,
             life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, VARIANT_OPTIONAL
 
 from skyrl_hyperpod.config import validate_config
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.long_running
 SCAN_VENV = Path(os.environ.get("SKYRL_HP_SCAN_VENV", REPO_ROOT / ".venv-scan"))
 JUSTIFICATIONS_FILE = REPO_ROOT / "stacks" / "components" / "checkov_justifications.yaml"
 # The largest configuration: Studio and the alert subscriptions add resources the default does not have.
-SCANNED_VARIANT = {"studio": {"enabled": True}, "alerts": {"email_addresses": ["ops@example.com"]}}
+SCANNED_VARIANT = VARIANT_OPTIONAL
 CANARY_STACK = "canary"
 # A log group without a customer-managed key: CKV_AWS_158 fails on it.
 CANARY_TEMPLATE = {

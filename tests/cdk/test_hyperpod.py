@@ -15,11 +15,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
-from conftest import cdk_json_context, cfn_lint_errors
+from conftest import VARIANT_ON_DEMAND, cdk_json_context, cfn_lint_errors
 
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
+from skyrl_hyperpod.plumbing.upstream import HYPERPOD_AUTOSCALER_TYPE, HYPERPOD_AUTOSCALING_PRINCIPAL
 from skyrl_hyperpod.values.stack_outputs import OutputKey
 from stacks.components.hyperpod_cluster import INSTANCE_ROLE_MANAGED_POLICY
 from stacks.components.lifecycle import LIFECYCLE_SCRIPTS_DIR, ON_CREATE_SCRIPT
@@ -479,3 +481,111 @@ def test_alert_addresses_are_validated(addresses):
     with pytest.raises(ConfigError) as error:
         validate_config({"alerts": {"email_addresses": addresses}})
     assert "alerts.email_addresses" in str(error.value.problems)
+
+
+# hyperpod.worker_group.scaling on_demand: the cluster's AutoScaling and ClusterRole, the GPU group created with 0 nodes
+# and no deep health checks, and a role that can scale this cluster only.
+CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111111111111:cluster/abcdef012345"
+
+
+@pytest.fixture(scope="module")
+def on_demand_config():
+    return validate_config(VARIANT_ON_DEMAND)
+
+
+@pytest.fixture(scope="module")
+def on_demand(on_demand_config) -> Template:
+    return hyperpod_template(on_demand_config)
+
+
+def roles(template: Template) -> dict[str, dict]:
+    return template.find_resources("AWS::IAM::Role")
+
+
+def autoscaling_role_id(template: Template) -> str:
+    [logical_id] = [
+        lid
+        for lid, role in roles(template).items()
+        if role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+        == {"Service": HYPERPOD_AUTOSCALING_PRINCIPAL}
+    ]
+    return logical_id
+
+
+def test_on_demand_turns_on_managed_karpenter_with_its_own_role(on_demand):
+    cluster = the_cluster(on_demand)
+    assert cluster["AutoScaling"] == {"Mode": "Enable", "AutoScalerType": HYPERPOD_AUTOSCALER_TYPE}
+    assert cluster["ClusterRole"] == {"Fn::GetAtt": [autoscaling_role_id(on_demand), "Arn"]}
+    # The prerequisites the stack owns (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html).
+    assert (cluster["NodeProvisioningMode"], cluster["NodeRecovery"]) == ("Continuous", "Automatic")
+
+
+def test_the_gpu_group_starts_empty_without_deep_health_checks(on_demand, on_demand_config, default_config):
+    groups = groups_by_name(on_demand)
+    gpu = groups[on_demand_config.hyperpod.worker_group.name]
+    assert gpu["InstanceCount"] == 0
+    assert "OnStartDeepHealthChecks" not in gpu
+    head = default_config.hyperpod.head_group
+    assert groups[head.name]["InstanceCount"] == head.instance_count
+
+
+def test_fixed_nodes_have_no_autoscaling_and_no_cluster_role(default_config):
+    template = hyperpod_template(default_config)
+    cluster = the_cluster(template)
+    assert "AutoScaling" not in cluster and "ClusterRole" not in cluster
+    assert groups_by_name(template)[default_config.hyperpod.worker_group.name]["InstanceCount"] == 3
+    assert all(
+        role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+        != {"Service": HYPERPOD_AUTOSCALING_PRINCIPAL}
+        for role in roles(template).values()
+    )
+
+
+def test_the_role_scales_this_cluster_only(on_demand):
+    from iam_reference import statement_problems
+
+    role_id = autoscaling_role_id(on_demand)
+    trust = roles(on_demand)[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": HYPERPOD_AUTOSCALING_PRINCIPAL}}
+    ]
+    assert "ManagedPolicyArns" not in roles(on_demand)[role_id]["Properties"]
+    policies = [
+        p["Properties"]
+        for p in on_demand.find_resources("AWS::IAM::Policy").values()
+        if p["Properties"]["Roles"] == [{"Ref": role_id}]
+    ]
+    [statement] = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    [cluster_id] = on_demand.find_resources("AWS::SageMaker::Cluster")
+    assert statement["Action"] == ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"]
+    assert statement["Resource"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
+    assert "Condition" not in statement
+    # The actions act on that resource type (Service Authorization Reference), with the ARN the cluster gets.
+    assert statement_problems({**statement, "Resource": CLUSTER_ARN}) == []
+
+
+def test_cfn_lint_and_the_cdk_types_know_the_new_properties(on_demand_config, tmp_path):
+    """cfn-lint validates the template with its bundled resource schema; the CDK's own CfnCluster types (generated
+    from the CloudFormation registry schema) carry both properties and AutoScaling's two fields."""
+    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
+
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-west-2", "AWS::SageMaker::Cluster").schema
+    assert {"AutoScaling", "ClusterRole"} <= set(schema["properties"])
+    config_properties = schema["definitions"]["ClusterAutoScalingConfig"]["properties"]
+    assert {"Mode", "AutoScalerType"} <= set(config_properties)
+    assert {"auto_scaling", "cluster_role"} <= set(sagemaker.CfnClusterProps.__init__.__annotations__)
+    assert {"mode", "auto_scaler_type"} <= set(
+        sagemaker.CfnCluster.ClusterAutoScalingConfigProperty.__init__.__annotations__
+    )
+
+    app = _app(tmp_path)
+    stack = build_hyperpod_stack(on_demand_config, app)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    assembly = app.synth()  # any unacknowledged cdk-nag finding fails here
+    template = json.loads(Path(assembly.get_stack_by_name(stack.stack_name).template_full_path).read_text())
+    assert cfn_lint_errors(template) == []
+    # A value outside the schema's enum is an error there: the lint does check these properties.
+    template["Resources"][next(iter(Template.from_json(template).find_resources("AWS::SageMaker::Cluster")))][
+        "Properties"
+    ]["AutoScaling"]["Mode"] = "Sometimes"
+    assert any("Sometimes" in error for error in cfn_lint_errors(template))

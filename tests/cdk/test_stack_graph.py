@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import VARIANT_OPTIONAL
 from test_ray_endpoint import WITH_KMS  # type: ignore[import-not-found]  # a sibling: mypy_path is tests/ alone
 
 from skyrl_hyperpod.config import validate_config
@@ -17,7 +18,7 @@ from skyrl_hyperpod.values.stack_ownership import OWNERSHIP_OUTPUT_KEY, marker_o
 # Between them, every optional stack: observability (on by default), Studio, the Ray endpoint operator.
 VARIANTS = {
     "default": {},
-    "studio": {"studio": {"enabled": True}, "alerts": {"email_addresses": ["ops@example.com"]}},
+    "studio": VARIANT_OPTIONAL,
     "ray-endpoint": WITH_KMS,
 }
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import cfn_lint_errors
+from conftest import VARIANT_OPTIONAL, cfn_lint_errors
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from skyrl_hyperpod.values.stack_outputs import FIELD_BY_OUTPUT_KEY, OutputKey, StackOutputs
@@ -141,8 +141,9 @@ def test_no_retained_resource_sits_in_a_subnet_or_group_the_destroy_deletes(temp
 
 
 def test_optional_stacks_pass_cfn_lint(assembly_for):
-    # Studio (its own security group, rules into the HyperPod group) and alert subscriptions are off by default.
-    variant = assembly_for({"studio": {"enabled": True}, "alerts": {"email_addresses": ["ops@example.com"]}})
+    # Studio (its own security group, rules into the HyperPod group), alert subscriptions and the autoscaled GPU group
+    # (AutoScaling, its cluster role) are off by default.
+    variant = assembly_for(VARIANT_OPTIONAL)
     assert [f"{s.stack_name}: {e}" for s in variant.stacks for e in cfn_lint_errors(s.template)] == []
 
 

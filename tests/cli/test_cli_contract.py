@@ -289,10 +289,25 @@ def test_synth_summary_names_file_region_gpus_price_and_each_schedule(tmp_path):
     assert platform[0] == f"configuration: {file} (--config)"
     assert platform[1] == "region: us-west-2"
     assert platform[2].startswith("GPUs: 6 x ml.g7e.12xlarge = 12 ")
-    assert platform[3].startswith("price: $") and " an hour" in platform[3]
+    assert platform[3] == (
+        "scaling: fixed: 6 GPU nodes bill from deploy to teardown; deep health checks: InstanceStress, "
+        "InstanceConnectivity"
+    )
+    assert platform[4].startswith("price: $") and " an hour" in platform[4]
     [schedule] = workloads_summary(config, source)[2:]
     # 12 ranks, 8 samples: SkyRL keeps multiples of 3 prompts, so 30 / 15; 15 x 8 // 12 = 10 per GPU admits micro 2.
     assert schedule == "experiment maze-grpo: batch 30 / mini 15 / micro 2 / 20 epochs / 160 steps on 6 x 2 GPUs"
+
+
+def test_synth_summary_names_the_trade_of_on_demand_nodes():
+    from conftest import VARIANT_ON_DEMAND
+
+    from skyrl_hyperpod.ops.summary import scaling_line
+
+    assert scaling_line(validate_config(VARIANT_ON_DEMAND)) == (
+        "scaling: on_demand: HyperPod's managed Karpenter starts 0 to 3 GPU nodes for pending Ray pods and removes "
+        "them 10 min after they empty; new nodes get no deep health checks (HyperPod's autoscaling does not take them)"
+    )
 
 
 def test_synth_names_each_of_the_examples_placeholders_in_one_line():

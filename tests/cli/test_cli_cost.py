@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import boto3
 import pytest
@@ -229,3 +230,66 @@ def test_live_prices_come_from_the_price_list_api(default_config, book):
         book.hyperpod_instance_hour[head.instance_type].usd * head.instance_count
     )
     assert f"no HyperPod price for {head.instance_type}" in result.stderr
+
+
+def test_both_scaling_modes_side_by_side(default_config, book):
+    from skyrl_hyperpod.ops.scaling_cost import SCALE_UP
+
+    data = cost_json("--hours", "10")
+    scaling = data["scaling"]
+    group = default_config.hyperpod.worker_group
+    node_hourly = book.hyperpod_instance_hour[group.instance_type].usd
+    ebs_hourly = group.ebs_volume_gb * book.hyperpod_ebs_gb_month.usd / 730
+    gpu_hourly = group.instance_count * (node_hourly + ebs_hourly)
+    hourly = data["totals"]["hourly"]
+    assert scaling["configured"] == "fixed" and scaling["nodes"] == 3
+    # Fixed nodes bill around the clock; on_demand's idle day is everything but the GPU nodes and their volumes.
+    assert scaling["fixed"] == {
+        "idle_day_usd": pytest.approx(hourly * 24, abs=0.01),
+        "run_usd": pytest.approx(hourly * 10, abs=0.01),
+        "sweep_usd": pytest.approx(hourly * 10, abs=0.01),
+    }
+    assert scaling["on_demand"]["idle_day_usd"] == pytest.approx((hourly - gpu_hourly) * 24, abs=0.01)
+    assert scaling["on_demand"]["idle_day_usd"] == pytest.approx(125.70, abs=0.01)  # at the shipped us-west-2 prices
+    # A run pays the GPU nodes through one scale-up and the empty time before they go.
+    fsx = default_config.fsx
+    model_minutes = SCALE_UP.model_gb * 1000 / (fsx.per_unit_storage_throughput * fsx.storage_capacity_gib / 1024) / 60
+    scale_up = SCALE_UP.node_provisioning_minutes + SCALE_UP.image_gb * 1000 / SCALE_UP.image_pull_mb_per_s / 60
+    scale_up += model_minutes
+    assert scaling["scale_up_minutes"]["total"] == pytest.approx(scale_up, abs=0.01)
+    # ... and while the finished job's cluster stays (job_ttl_seconds_after_finished, 1 h by default).
+    ttl_hours = default_config.training.jobs.job_ttl_seconds_after_finished / 3600
+    assert scaling["cluster_ttl_minutes"] == ttl_hours * 60 == 60
+    overhead = gpu_hourly * ((scale_up + group.scale_down_after_minutes) / 60 + ttl_hours)
+    assert scaling["on_demand"]["run_usd"] == pytest.approx(hourly * 10 + overhead, abs=0.01)
+
+
+def test_a_sweep_pays_one_scale_up_for_all_its_runs(tmp_path, default_config):
+    config = write_config(
+        tmp_path, {"training": {"experiments": [{"name": "a", "overrides": {}}, {"name": "b", "overrides": {}}]}}
+    )
+    data = cost_json("--config", config, "--hours", "10")
+    scaling, hourly = data["scaling"], data["totals"]["hourly"]
+    assert scaling["sweep_runs"] == 2
+    # Back to back: the second job starts once the first one's cluster is gone, an hour after it finished.
+    wall_hours = 2 * 10 + 1
+    assert scaling["fixed"]["sweep_usd"] == pytest.approx(hourly * wall_hours, abs=0.01)
+    rest_hourly = scaling["on_demand"]["idle_day_usd"] / 24
+    gpu_hourly = hourly - rest_hourly
+    scale_minutes = scaling["scale_up_minutes"]["total"] + scaling["scale_down_minutes"]
+    expected = rest_hourly * wall_hours + gpu_hourly * (2 * (10 + 1) + scale_minutes / 60)
+    assert scaling["on_demand"]["sweep_usd"] == pytest.approx(expected, abs=0.05)
+
+
+def test_jobs_on_the_shared_cluster_leave_no_finished_cluster_behind(tmp_path):
+    config = write_config(tmp_path, {"training": {"jobs": {"self_contained_jobs": False, "job_backoff_limit": 0}}})
+    assert cost_json("--config", config)["scaling"]["cluster_ttl_minutes"] == 0
+
+
+def test_the_table_shows_both_modes_and_the_scale_up_assumptions(tmp_path):
+    config = write_config(tmp_path, {"hyperpod": {"worker_group": {"scaling": "on_demand", "deep_health_checks": []}}})
+    result = run("--region", REGION, "--config", config)
+    assert result.exit_code == 0, result.output
+    assert "hyperpod.worker_group.scaling (configured: on_demand)" in result.output
+    assert re.search(r"Idle day \(no job\)\s+\$729\.20\s+\$125\.70", result.output)
+    assert "node provisioning without deep health checks 10 min, image pull 2.5 min" in result.output

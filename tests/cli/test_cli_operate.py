@@ -224,3 +224,29 @@ def test_verify_finds_the_agent_by_its_image_too(kube, http):
     assert result.exit_code == 0, result.output
     agent["args"] = ["--enable-network-policy=false"]
     assert run(kube, http, "verify").exit_code == 1
+
+
+def test_verify_expects_no_gpu_node_while_an_autoscaled_group_is_idle():
+    from conftest import VARIANT_ON_DEMAND
+
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.ops.verify import check_nodes
+
+    config = validate_config(VARIANT_ON_DEMAND)
+    head, worker = config.hyperpod.head_group, config.hyperpod.worker_group
+
+    class Nodes:
+        def __init__(self, *found: dict):
+            self.found = list(found)
+
+        def nodes(self) -> list[dict]:
+            return self.found
+
+    idle = {r.name: r for r in check_nodes(Nodes(node("head-0", head.instance_type)), config)}
+    assert idle["nodes gpu-workers"].status == "PASS"
+    assert idle["nodes gpu-workers"].detail == (
+        "0 ml.g7e.12xlarge nodes Ready and Schedulable (scaling on_demand: 0 to 3, started for waiting Ray pods)"
+    )
+    # A node Karpenter started that is not healthy still fails.
+    sick = Nodes(node("head-0", head.instance_type), node("gpu-0", worker.instance_type, health="Unschedulable"))
+    assert {r.name: r.status for r in check_nodes(sick, config)}["nodes gpu-workers"] == "FAIL"

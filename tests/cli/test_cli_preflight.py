@@ -755,3 +755,65 @@ def test_tagged_stacks_without_the_network_stacks_fingerprint_are_not_recognised
     assert len(ownership_lines(result)) == 2
     # The repository exists, and the stack named to own it is not shown to be this deployment's.
     assert "already exists but stack skyrl-hp-registry does not" in line_for(result, "name ECR repository")
+
+
+# --- autoscaling prerequisites ----------------------------------------------------------------------------------
+
+
+def autoscaling_lines(config, deployed=None, charts_dir=None) -> list[str]:
+    from skyrl_hyperpod.ops.preflight import check_autoscaling_prerequisites
+
+    return [result.line() for result in check_autoscaling_prerequisites(config, deployed, charts_dir)]
+
+
+def test_autoscaling_prerequisites_only_for_on_demand(default_config):
+    assert autoscaling_lines(default_config) == []
+
+
+def test_autoscaling_prerequisites_of_a_new_cluster_and_the_pinned_agent():
+    from conftest import VARIANT_ON_DEMAND
+
+    from skyrl_hyperpod.validation.hyperpod_chart import resolve_charts_dir
+
+    config = validate_config(VARIANT_ON_DEMAND)
+    commit = config.versions.hyperpod_cli_commit
+    if not (resolve_charts_dir() / commit).is_dir():
+        pytest.skip(f"no copy of the HyperPod chart at {commit} (make hyperpod-chart)")
+    assert autoscaling_lines(config) == [
+        "PASS  autoscaling prerequisites: node provisioning: Continuous (what the hyperpod stack creates)",
+        "PASS  autoscaling prerequisites: node recovery: Automatic (what the hyperpod stack creates)",
+        f"PASS  autoscaling prerequisites: health-monitoring agent: 1.0.1892.0_1.0.424.0 from the chart at "
+        f"{commit[:12]} (needs 1.0.742.0_1.0.241.0 or later)",
+    ]
+
+
+def test_autoscaling_prerequisites_a_deployed_cluster_or_the_config_misses(tmp_path, monkeypatch):
+    from conftest import VARIANT_ON_DEMAND
+
+    from skyrl_hyperpod.validation import hyperpod_chart
+
+    config = validate_config(
+        {**VARIANT_ON_DEMAND, "hyperpod": {**VARIANT_ON_DEMAND["hyperpod"], "node_recovery": "None"}}
+    )
+    # A cluster created before continuous provisioning; no chart copy in tmp_path: the agent check is SKIP.
+    provisioning, recovery, agent = autoscaling_lines(config, {"NodeRecovery": "None"}, tmp_path)
+    assert provisioning.startswith(
+        "FAIL  autoscaling prerequisites: node provisioning: not set (the deployed cluster); autoscaling needs "
+        "Continuous -> fix: a cluster's provisioning mode is set when it is created"
+    )
+    assert recovery == (
+        "FAIL  autoscaling prerequisites: node recovery: None (the deployed cluster); autoscaling needs Automatic "
+        "-> fix: set hyperpod.node_recovery: Automatic"
+    )
+    assert agent.startswith("SKIP  autoscaling prerequisites: health-monitoring agent: chart check: no copy of")
+    provisioning, recovery, _ = autoscaling_lines(
+        config, {"NodeProvisioningMode": "Continuous", "NodeRecovery": "Automatic"}, tmp_path
+    )
+    assert provisioning == "PASS  autoscaling prerequisites: node provisioning: Continuous (the deployed cluster)"
+    # The deployed cluster's recovery is what counts until the next deploy changes it.
+    assert recovery == "PASS  autoscaling prerequisites: node recovery: Automatic (the deployed cluster)"
+    # An agent older than the page's minimum (compared number by number, not as text).
+    monkeypatch.setattr(hyperpod_chart, "health_agent_image_tag", lambda commit, charts_dir=None: "1.0.99.0_1.0.241.0")
+    *_, old = autoscaling_lines(config, None, tmp_path)
+    assert old.startswith("FAIL  autoscaling prerequisites: health-monitoring agent: 1.0.99.0_1.0.241.0 from the chart")
+    assert hyperpod_chart.agent_version("1.0.742.0_1.0.241.0") < hyperpod_chart.agent_version("1.0.1892.0_1.0.424.0")

@@ -160,7 +160,27 @@ def test_serve_up_asks_before_deleting_the_training_cluster_and_stops_on_no(kube
         f"{RAYCLUSTER} (3 GPU workers) hold every GPU node (3 of 3 ml.g7e.12xlarge); the RayService needs 1 "
         "(serving.worker_replicas); RayJob skyrl-visgym-maze-grpo is still running and stops with it."
     ) in result.stderr
+    # Why: fixed nodes are all there is.
+    assert "With hyperpod.worker_group.scaling fixed these nodes are all there is" in result.stderr
     assert kube.deleted() == [] and kube.applied() == []
+
+
+def test_serve_up_on_demand_serves_beside_training_and_deletes_nothing(kube, tmp_path):
+    from conftest import VARIANT_ON_DEMAND
+
+    file = tmp_path / "on-demand.yaml"
+    file.write_text(yaml.safe_dump(VARIANT_ON_DEMAND))
+    dist = write_dist(tmp_path / "dist", load_config(file), config_file=str(file))
+    training_cluster(kube)  # every one of the 3 nodes the NodePool allows
+    result = run(kube, "serve", "up", "--config", str(file), "--dist", str(dist))
+    assert result.exit_code == 0, result.output
+    assert kube.deleted() == [] and "Delete" not in result.stderr
+    assert kube.applied() == [f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayservices/visgym-serve"]
+    assert (
+        "hyperpod.worker_group.scaling on_demand: the RayService runs beside 3 training GPU worker(s); its workers "
+        "start when Serve asks for replicas and Karpenter adds ml.g7e.12xlarge nodes for them (up to 3, 0 free now); "
+        "past that they wait until training frees a node (1 wanted)"
+    ) in result.stdout
 
 
 def test_serve_up_on_yes_deletes_the_training_cluster_then_applies_the_rayservice(kube, dist):

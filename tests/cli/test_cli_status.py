@@ -295,3 +295,20 @@ def run_status_with(stub_aws, config, nodes, groups, extra_args, kube=None, eks=
     overrides = {"sagemaker": client} | ({"eks": eks} if eks else {})
     state = CliState(aws=AwsClients(overrides=overrides), kube=kube)
     return CliRunner().invoke(cli, ["status", "--region", REGION, *extra_args], obj=state)
+
+
+def test_an_autoscaled_group_at_zero_is_no_problem():
+    from skyrl_hyperpod.ops.status import GroupStatus
+
+    idle = GroupStatus(name="gpu-workers", instance_type="ml.g7e.12xlarge", configured=3, target=0, autoscaled=True)
+    assert idle.problems() == [] and idle.configured_text == "0-3"
+    fixed = GroupStatus(name="gpu-workers", instance_type="ml.g7e.12xlarge", configured=3, target=0)
+    assert fixed.problems()[0] == (
+        "group gpu-workers: live target 0 differs from the config's 3 (a deploy is pending, or the cluster was "
+        "changed outside CloudFormation)"
+    )
+    failing = GroupStatus(
+        name="gpu-workers", instance_type="ml.g7e.12xlarge", configured=3, target=1, autoscaled=True,
+        failure_messages=(CAPACITY,),
+    )  # fmt: skip
+    assert failing.problems() == [f"group gpu-workers: node failure: {CAPACITY}"]

@@ -539,3 +539,48 @@ def test_fetch_crds_refuses_and_deletes_a_tampered_file(monkeypatch, tmp_path, c
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "ray.io_rayjobs.yaml has sha256" in line and "refused" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ray.io_rayclusters.yaml", "ray.io_rayservices.yaml"]
+
+
+class KarpenterOpener:
+    """Serves Karpenter's NodePool CRD as if from GitHub: `data`, else the verified copy validation reads."""
+
+    def __init__(self, data: bytes | None = None):
+        self.urls: list[str] = []
+        self.data = data
+
+    def open(self, url, timeout=None):
+        self.urls.append(url)
+        from skyrl_hyperpod.validation import karpenter
+
+        data = (
+            self.data if self.data is not None else (karpenter.resolve_crds_dir() / url.rsplit("/", 1)[1]).read_bytes()
+        )
+        return io.BytesIO(data)
+
+
+def test_fetch_karpenter_crds_downloads_the_pinned_release(monkeypatch, tmp_path):
+    from skyrl_hyperpod.validation import karpenter
+
+    if reason := karpenter.missing_crd_reason():
+        pytest.skip(f"{karpenter.CHECK_NAME}: {reason}")
+    opener = KarpenterOpener()
+    monkeypatch.setattr(fetch_crds, "opener", opener)
+    assert skyrl_hp("fetch", "karpenter-crds", "--dest", str(tmp_path)) == 0
+    assert opener.urls == [
+        "https://raw.githubusercontent.com/kubernetes-sigs/karpenter/v1.14.1/pkg/apis/crds/karpenter.sh_nodepools.yaml"
+    ]
+    written = tmp_path / karpenter.NODEPOOL.file_name
+    assert hashlib.sha256(written.read_bytes()).hexdigest() == karpenter.NODEPOOL.sha256
+    assert karpenter.missing_crd_reason(tmp_path) is None
+
+
+def test_fetch_karpenter_crds_refuses_another_file(monkeypatch, tmp_path, capsys):
+    from skyrl_hyperpod.validation import karpenter
+
+    stale = tmp_path / karpenter.NODEPOOL.file_name
+    stale.write_text("old copy")
+    monkeypatch.setattr(fetch_crds, "opener", KarpenterOpener(b"kind: CustomResourceDefinition\n"))
+    assert skyrl_hp("fetch", "karpenter-crds", "--dest", str(tmp_path)) == 1
+    assert not stale.exists()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "karpenter.sh_nodepools.yaml has sha256" in line and "(Karpenter v1.14.1); refused" in line

@@ -21,6 +21,7 @@ from . import (
     custom_name,
     helm_release,
     hyperpod_nodes,
+    hyperpod_scaling,
     rayservice_upgrade,
     replace_or_fail,
     stateful_loss,
@@ -33,6 +34,7 @@ RULES: list[Rule] = [
     helm_release.RULE,
     cdk_helm_release.RULE,
     hyperpod_nodes.RULE,
+    hyperpod_scaling.RULE,
     rayservice_upgrade.RULE,
 ]
 
