@@ -294,7 +294,7 @@ class ServingImageConfig(StrictModel):
 
     @model_validator(mode="after")
     def _ray_matches_image(self) -> ServingImageConfig:
-        known = SERVING_IMAGES.get(self.image)
+        known = SERVING_IMAGES.get(self.image_name)
         if known is not None and known.ray != self.ray_version:
             raise ValueError(
                 f"ray_version {self.ray_version} differs from the Ray {known.ray} that image {self.image} carries"
@@ -302,7 +302,12 @@ class ServingImageConfig(StrictModel):
         return self
 
     @property
+    def image_name(self) -> str:
+        """The image without its digest: `name:tag@sha256:...` (the lock's form) is still the known `name:tag`."""
+        return self.image.partition("@")[0]
+
+    @property
     def vllm_version(self) -> str | None:
         """vLLM inside a known serving image (None for another image)."""
-        known = SERVING_IMAGES.get(self.image)
+        known = SERVING_IMAGES.get(self.image_name)
         return known.vllm if known else None

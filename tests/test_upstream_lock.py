@@ -1,0 +1,355 @@
+"""upstream-lock.yaml (skyrl_hyperpod/config/upstream_lock.py) and `skyrl-hp image lock` (ops/upstream_resolve.py):
+every movable upstream name the manifests, the stacks and the image pull is taken by digest or commit once locked,
+refused when the lock lacks it, and failed by preflight while unresolved. The resolver is tested against the CNCF
+distribution registry (Debian's docker-registry, `make registry`) on 127.0.0.1 and against real git repositories."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urljoin
+
+import pytest
+import requests
+import yaml
+from chart_helpers import objects, one, synth
+from cli_helpers import skyrl_hp
+
+from skyrl_hyperpod.config import ConfigError, validate_config
+from skyrl_hyperpod.config.loader import read_lock
+from skyrl_hyperpod.config.upstream_lock import (
+    LOCK_COMMAND,
+    LOCK_FILE,
+    UpstreamLock,
+    apply_lock,
+    lock_status,
+    render_lock,
+)
+from skyrl_hyperpod.ops.preflight import check_upstream_lock
+from skyrl_hyperpod.ops.upstream_resolve import ResolveError, parse_image, resolve_git_tag, resolve_image
+from skyrl_hyperpod.plumbing.locations import CHECKOUT_ROOT, DOCKER_DIR
+from skyrl_hyperpod.values.image_commands import base_digest_steps
+
+SERVING_DIGEST = "sha256:" + "1" * 64
+PUBLISH_DIGEST = "sha256:" + "2" * 64
+BASE_DIGEST = "sha256:" + "3" * 64
+SKYRL_COMMIT = "4" * 40
+MODEL_COMMIT = "5" * 40
+
+
+def resolved_lock(config) -> UpstreamLock:
+    image, data = config.training_image, config.training.data
+    return UpstreamLock(
+        images={
+            config.serving_image.image: SERVING_DIGEST,
+            config.serving.publish.image: PUBLISH_DIGEST,
+            image.base_image: BASE_DIGEST,
+        },
+        git_tags={f"{image.skyrl_repository}@{image.skyrl_tag}": SKYRL_COMMIT},
+        huggingface={data.model_repo: MODEL_COMMIT},
+    )
+
+
+def write(path: Path, lock: UpstreamLock) -> Path:
+    path.write_text(render_lock(lock), encoding="utf-8")
+    return path
+
+
+# --- the lock file and what synthesis does with it -------------------------------------------------------
+
+
+def test_the_repository_lock_names_every_movable_name_the_defaults_pull():
+    status = lock_status(validate_config({}), read_lock())
+    assert status.missing == ()
+    # The file is exactly what `skyrl-hp image lock` writes: a rerun that resolves nothing new changes no byte.
+    assert LOCK_FILE.read_text(encoding="utf-8") == render_lock(read_lock())
+
+
+def test_resolved_entries_pin_every_pull_of_the_manifests_and_the_image_build():
+    unlocked = validate_config({})
+    config = apply_lock(unlocked, resolved_lock(unlocked))
+    charts = synth(config)
+    service_images = {
+        container["image"]
+        for group in [
+            one(charts, "RayService")["spec"]["rayClusterConfig"]["headGroupSpec"],
+            *one(charts, "RayService")["spec"]["rayClusterConfig"]["workerGroupSpecs"],
+        ]
+        for container in group["template"]["spec"]["containers"]
+    }
+    assert service_images == {f"{unlocked.serving_image.image}@{SERVING_DIGEST}"}
+    publish_images = {
+        container["image"]
+        for job in objects(charts, "Job")
+        for container in job["spec"]["template"]["spec"]["containers"]
+    }
+    assert publish_images == {f"{unlocked.serving.publish.image}@{PUBLISH_DIGEST}"}
+    for rayjob in objects(charts, "RayJob"):
+        entrypoint = rayjob["spec"]["entrypoint"]
+        assert f"--model-revision {MODEL_COMMIT}" in entrypoint
+    # The image builds FROM the locked base digest and fetches SkyRL by the locked commit; both are in its tag.
+    build_args = config.training_image.build_args
+    assert (build_args["BASE_IMAGE_DIGEST"], build_args["SKYRL_REF"]) == (BASE_DIGEST, SKYRL_COMMIT)
+    assert base_digest_steps(config.training_image) == [f"BASE_IMAGE_DIGEST={BASE_DIGEST}"]
+    assert config.training_image.tag != unlocked.training_image.tag
+    # The digest form is still the known serving image (its Ray and vLLM).
+    assert config.serving_image.vllm_version == unlocked.serving_image.vllm_version is not None
+    assert lock_status(config, resolved_lock(unlocked)).unresolved == ()
+
+
+def test_the_configurations_own_pins_win_over_the_lock():
+    pinned_digest = "sha256:" + "9" * 64
+    config = validate_config(
+        {"serving_image": {"image": f"public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda-v1.0@{pinned_digest}"}}
+    )
+    locked = apply_lock(config, resolved_lock(validate_config({})))
+    assert locked.serving_image.image.endswith(f"@{pinned_digest}")
+    assert "serving_image.image" not in {pin.field for pin in lock_status(config, UpstreamLock()).missing}
+
+
+def test_unresolved_entries_keep_the_names_with_one_warning_line_and_fail_preflight(tmp_path):
+    config = validate_config({})
+    lock = resolved_lock(config)
+    lock = lock.model_copy(update={"images": dict.fromkeys(lock.images), "huggingface": {"VisGym/visgym_model": None}})
+    path = write(tmp_path / "upstream-lock.yaml", lock)
+    assert apply_lock(config, lock).serving_image.image == config.serving_image.image
+    warning = lock_status(config, read_lock(path), path).synth_warning()
+    assert warning is not None and "\n" not in warning and LOCK_COMMAND in warning
+    assert config.serving_image.image in warning and "VisGym/visgym_model" in warning
+    results = check_upstream_lock(config, path)
+    assert [result.status for result in results] == ["FAIL"] * 4  # three images and the checkpoint; SkyRL resolved
+    assert all(LOCK_COMMAND in result.hint for result in results)
+    resolved = write(tmp_path / "resolved.yaml", resolved_lock(config))
+    assert lock_status(config, read_lock(resolved), resolved).synth_warning() is None
+    assert [result.status for result in check_upstream_lock(config, resolved)] == ["PASS"]
+
+
+def test_a_name_missing_from_the_lock_is_refused_with_the_command(tmp_path):
+    config = validate_config({"serving": {"publish": {"image": "registry.example/tools/aws-cli:2.40.0"}}})
+    path = write(tmp_path / "upstream-lock.yaml", resolved_lock(validate_config({})))
+    with pytest.raises(ConfigError) as error:
+        lock_status(config, read_lock(path), path).synth_warning()
+    [line] = error.value.problems
+    assert line == (
+        "lock error: serving.publish.image registry.example/tools/aws-cli:2.40.0 is not in upstream-lock.yaml: run "
+        f"`{LOCK_COMMAND}` with registry access and commit the file (or pin it in the configuration)"
+    )
+
+
+@pytest.mark.parametrize("app", ["k8s_app.py", "app.py"])
+def test_synthesis_refuses_an_unlocked_image_before_writing_anything(tmp_path, app):
+    config_file = tmp_path / "skyrl-hp.yaml"
+    config_file.write_text("serving:\n  publish:\n    image: registry.example/tools/aws-cli:2.40.0\n", encoding="utf-8")
+    env = {**os.environ, "SKYRL_HP_CONFIG": str(config_file), "CDK8S_OUTDIR": str(tmp_path / "dist")}
+    env.pop("CDK_CONTEXT_JSON", None)
+    result = subprocess.run(
+        [sys.executable, str(CHECKOUT_ROOT / app)], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "lock error: serving.publish.image registry.example/tools/aws-cli:2.40.0 is not in upstream-lock.yaml"
+        )
+    )
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "dist").exists() and not (tmp_path / "cdk.out").exists()
+
+
+def test_a_malformed_lock_is_one_line_naming_the_file(tmp_path):
+    path = tmp_path / "upstream-lock.yaml"
+    path.write_text("images:\n  public.ecr.aws/aws-cli/aws-cli:2.32.9: sha256:abc\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as error:
+        read_lock(path)
+    [line] = error.value.problems
+    assert line.startswith(f"lock error: {path}: images.public.ecr.aws/aws-cli/aws-cli:2.32.9: String should match")
+
+
+# --- the image's hashed requirements ------------------------------------------------------------------------
+
+
+def requirement_pins(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^ \\\n]+)", text, flags=re.MULTILINE))
+
+
+def test_the_image_installs_hashed_requirements_at_the_configured_versions():
+    text = (DOCKER_DIR / "requirements-image.txt").read_text(encoding="utf-8")
+    requirements = [block for block in re.split(r"\n(?=[A-Za-z0-9_.-]+==)", text) if "==" in block]
+    assert requirements and all("--hash=sha256:" in block for block in requirements)
+    pins = {name.lower().replace("_", "-"): version for name, version in requirement_pins(text).items()}
+    image = validate_config({}).training_image
+    assert (pins["ray"], pins["pygame"]) == (image.ray_version, image.pygame_version)
+    wanted = (DOCKER_DIR / "requirements-image.in").read_text(encoding="utf-8")
+    for line in wanted.splitlines():
+        if line and not line.startswith("#"):
+            assert re.sub(r"\[.*\]", "", line).lower() in pins
+    # The build context carries it (the tag hashes it).
+    assert "!requirements-image.txt" in (DOCKER_DIR / ".dockerignore").read_text(encoding="utf-8").splitlines()
+
+
+# --- the resolvers ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        ("ubuntu", ("registry-1.docker.io", "library/ubuntu", "latest")),
+        ("novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0", ("registry-1.docker.io", "novaskyai/skyrl-train-ray-2.57.0-py3.12-cu13.0", "latest")),
+        ("public.ecr.aws/aws-cli/aws-cli:2.32.9", ("public.ecr.aws", "aws-cli/aws-cli", "2.32.9")),
+        ("127.0.0.1:5000/serve:1", ("127.0.0.1:5000", "serve", "1")),
+        ("localhost/a/b:c", ("localhost", "a/b", "c")),
+    ],
+)  # fmt: skip
+def test_image_references_are_read_as_docker_reads_them(reference, expected):
+    parsed = parse_image(reference)
+    assert (parsed.registry, parsed.repository, parsed.tag) == expected
+    assert parsed.scheme == ("http" if expected[0].split(":")[0] in {"127.0.0.1", "localhost"} else "https")
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_git_tags_resolve_to_their_commits(tmp_path):
+    git("init", "--quiet", "-b", "main", cwd=tmp_path)
+    git("commit", "--quiet", "--allow-empty", "-m", "one", cwd=tmp_path)
+    first = git("rev-parse", "HEAD", cwd=tmp_path)
+    git("tag", "-a", "skyrl-v0.4.0", "-m", "release", cwd=tmp_path)  # annotated: its own object, peeled to the commit
+    git("commit", "--quiet", "--allow-empty", "-m", "two", cwd=tmp_path)
+    git("tag", "light", cwd=tmp_path)
+    assert resolve_git_tag(str(tmp_path), "skyrl-v0.4.0") == first
+    assert resolve_git_tag(str(tmp_path), "light") == git("rev-parse", "HEAD", cwd=tmp_path)
+    with pytest.raises(ResolveError, match="no such tag"):
+        resolve_git_tag(str(tmp_path), "skyrl-v9.9.9")
+
+
+# --- against a real OCI registry on 127.0.0.1 ---------------------------------------------------------------
+
+REGISTRY_BIN = Path(
+    os.environ.get("DOCKER_REGISTRY_BIN") or CHECKOUT_ROOT / ".build/docker-registry/usr/bin/docker-registry"
+)
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """The CNCF distribution server on a free loopback port, storing in tmp_path; its address."""
+    if not os.access(REGISTRY_BIN, os.X_OK):
+        pytest.skip(f"no OCI registry at {REGISTRY_BIN}: `make registry` unpacks Debian's docker-registry package")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = {
+        "version": 0.1,
+        "log": {"level": "error"},
+        "storage": {"filesystem": {"rootdirectory": str(tmp_path / "storage")}},
+        "http": {"addr": f"127.0.0.1:{port}"},
+    }
+    (tmp_path / "registry.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    server = subprocess.Popen(
+        [str(REGISTRY_BIN), "serve", str(tmp_path / "registry.yml")],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "registry.log").open("wb"),
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if requests.get(f"http://{address}/v2/", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                pytest.fail(f"registry did not start: {(tmp_path / 'registry.log').read_text(errors='replace')}")
+            time.sleep(0.1)
+        yield address
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def push_blob(address: str, repository: str, data: bytes) -> dict:
+    """The OCI distribution spec's POST-then-PUT upload; the blob's descriptor."""
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    started = requests.post(f"http://{address}/v2/{repository}/blobs/uploads/", timeout=10)
+    assert started.status_code == 202, started.text
+    location = urljoin(f"http://{address}/", started.headers["Location"])
+    separator = "&" if "?" in location else "?"
+    done = requests.put(
+        f"{location}{separator}digest={digest}",
+        data=data,
+        headers={"Content-Type": "application/octet-stream"},
+        timeout=10,
+    )
+    assert done.status_code == 201, done.text
+    return {"digest": digest, "size": len(data)}
+
+
+def push_image(address: str, repository: str, tag: str, layer: bytes) -> str:
+    """A one-layer image under `tag`; the digest the registry announces for its manifest."""
+    config = push_blob(address, repository, json.dumps({"architecture": "amd64", "os": "linux"}).encode())
+    blob = push_blob(address, repository, layer)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **blob}],
+    }
+    body = json.dumps(manifest).encode()
+    response = requests.put(
+        f"http://{address}/v2/{repository}/manifests/{tag}",
+        data=body,
+        headers={"Content-Type": OCI_MANIFEST},
+        timeout=10,
+    )
+    assert response.status_code == 201, response.text
+    assert response.headers["Docker-Content-Digest"] == "sha256:" + hashlib.sha256(body).hexdigest()
+    return response.headers["Docker-Content-Digest"]
+
+
+def test_the_resolver_reads_a_tags_manifest_digest_from_a_real_registry(registry):
+    pushed = push_image(registry, "team/serve", "v1", b"layer one")
+    assert resolve_image(f"{registry}/team/serve:v1") == pushed
+    moved = push_image(registry, "team/serve", "v1", b"layer two")
+    assert moved != pushed and resolve_image(f"{registry}/team/serve:v1") == moved
+    with pytest.raises(ResolveError, match="answered HTTP 404"):
+        resolve_image(f"{registry}/team/serve:v2")
+
+
+def test_image_lock_records_the_digests_and_check_reports_drift(registry, tmp_path, capsys):
+    serving, publish = f"{registry}/team/serve:v1", f"{registry}/tools/aws-cli:2.40.0"
+    serving_digest = push_image(registry, "team/serve", "v1", b"serve")
+    publish_digest = push_image(registry, "tools/aws-cli", "2.40.0", b"cli")
+    config = {
+        "serving_image": {"image": serving},
+        "serving": {"publish": {"image": publish}},
+        "training_image": {"base_image_digest": BASE_DIGEST, "skyrl_ref": SKYRL_COMMIT},
+        "training": {"data": {"model_revision": MODEL_COMMIT}},
+    }
+    config_file = tmp_path / "skyrl-hp.yaml"
+    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+    lock_file = tmp_path / "upstream-lock.yaml"
+
+    assert skyrl_hp("image", "lock", "--config", str(config_file), "--lock-file", str(lock_file)) == 0
+    assert read_lock(lock_file).images == {serving: serving_digest, publish: publish_digest}
+    written = lock_file.read_bytes()
+    assert skyrl_hp("image", "lock", "--check", "--config", str(config_file), "--lock-file", str(lock_file)) == 0
+    capsys.readouterr()
+
+    moved = push_image(registry, "team/serve", "v1", b"serve, rebuilt")
+    assert skyrl_hp("image", "lock", "--check", "--config", str(config_file), "--lock-file", str(lock_file)) == 1
+    out = capsys.readouterr().out
+    assert f"drift: {serving} is locked at {serving_digest} and now resolves to {moved}" in out
+    assert publish not in out
+    assert lock_file.read_bytes() == written  # --check writes nothing
