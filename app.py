@@ -74,10 +74,10 @@ def main() -> None:
                 ]
             )
         config, source = load_config_with_source(None)
-        if lock_warning := lock_status(config, read_lock()).synth_warning():
-            print(lock_warning, file=sys.stderr)
         for line in platform_summary(config, source):
             print(line, file=sys.stderr)
+        if lock_warning := lock_status(config, read_lock()).synth_warning():
+            print(lock_warning, file=sys.stderr)
     except ProblemsError as error:  # the configuration, or the image build context its tag is computed from
         fail(error.problems)
     prefer_venv_node()

@@ -73,10 +73,10 @@ def main() -> None:
     remove_previous_charts(outdir)
     try:
         config, source = load_config_with_source(None)
-        if lock_warning := lock_status(config, read_lock()).synth_warning():
-            print(lock_warning, file=sys.stderr)
         for line in workloads_summary(config, source):
             print(line, file=sys.stderr)
+        if lock_warning := lock_status(config, read_lock()).synth_warning():
+            print(lock_warning, file=sys.stderr)
         outputs, job_script = stack_outputs(config), read_job_script()
     except ProblemsError as error:  # the configuration, the stack outputs file or the training script
         fail(error.problems)

@@ -122,10 +122,9 @@ class LockStatus:
         """The one line synthesis prints while entries are unresolved."""
         if not self.unresolved:
             return None
-        names = ", ".join(pin.key for pin in self.unresolved)
         return (
-            f"warning: {len(self.unresolved)} upstream name(s) not resolved in {self.path.name}, used by name: "
-            f"{names} (`{LOCK_COMMAND}`; preflight fails until then)"
+            f"warning: {len(self.unresolved)} upstream name(s) unresolved in {self.path.name}, pulled by name "
+            f"(`{LOCK_COMMAND}`; preflight fails and lists them)"
         )
 
 
