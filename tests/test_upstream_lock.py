@@ -30,7 +30,9 @@ from skyrl_hyperpod.config.upstream_lock import (
     UpstreamLock,
     apply_lock,
     lock_status,
+    merged,
     render_lock,
+    required_pins,
 )
 from skyrl_hyperpod.ops.preflight import check_upstream_lock
 from skyrl_hyperpod.ops.upstream_resolve import ResolveError, parse_image, resolve_git_tag, resolve_image
@@ -163,6 +165,17 @@ def test_synthesis_refuses_an_unlocked_image_before_writing_anything(tmp_path, a
     )
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "dist").exists() and not (tmp_path / "cdk.out").exists()
+
+
+def test_a_rerun_that_cannot_resolve_keeps_what_was_resolved_before():
+    config = validate_config({})
+    before = resolved_lock(config)
+    pins = {pin.key: pin for pin in required_pins(config)}
+    after = merged(before, [(pins[config.serving_image.image], None), (pins["VisGym/visgym_model"], "6" * 40)])
+    assert after.images == before.images  # null never overwrites a digest
+    assert after.huggingface == {"VisGym/visgym_model": "6" * 40}
+    new = merged(UpstreamLock(), [(pins[config.serving_image.image], None)])
+    assert new.images == {config.serving_image.image: None}  # known, not resolved yet
 
 
 def test_a_malformed_lock_is_one_line_naming_the_file(tmp_path):
@@ -326,6 +339,11 @@ def test_the_resolver_reads_a_tags_manifest_digest_from_a_real_registry(registry
     assert moved != pushed and resolve_image(f"{registry}/team/serve:v1") == moved
     with pytest.raises(ResolveError, match="answered HTTP 404"):
         resolve_image(f"{registry}/team/serve:v2")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{probe.getsockname()[1]}"
+    with pytest.raises(ResolveError, match=f"^{closed}/team/serve:v1: cannot reach {closed}$"):
+        resolve_image(f"{closed}/team/serve:v1")
 
 
 def test_image_lock_records_the_digests_and_check_reports_drift(registry, tmp_path, capsys):

@@ -106,8 +106,10 @@ def resolve_image(reference: str, session: requests.Session | None = None) -> st
             token = _bearer_token(session, response.headers["WWW-Authenticate"], reference)
             headers["Authorization"] = f"Bearer {token}"
             response = session.get(parsed.manifest_url, headers=headers, timeout=TIMEOUT_S)
-    except requests.RequestException as error:
-        raise ResolveError(f"{reference}: {type(error).__name__}: {error}") from None
+    except requests.ConnectionError:
+        raise ResolveError(f"{reference}: cannot reach {parsed.registry}") from None
+    except requests.RequestException as error:  # a timeout, a token service's HTTP error
+        raise ResolveError(f"{reference}: {type(error).__name__} from {parsed.registry}") from None
     if response.status_code != 200:
         raise ResolveError(f"{reference}: {parsed.manifest_url} answered HTTP {response.status_code}")
     computed = "sha256:" + hashlib.sha256(response.content).hexdigest()
