@@ -21,10 +21,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 import yaml
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from ..plumbing.errors import ConfigError
 from ..plumbing.locations import CHECKOUT_ROOT
@@ -62,14 +62,20 @@ class UpstreamLock(StrictModel):
 
 @dataclass(frozen=True)
 class Pin:
-    """One movable name the configuration uses and does not pin itself."""
+    """One movable name the configuration uses and does not pin itself, and the field a resolved value goes into."""
 
     section: LockSection
     key: str
     field: str  # the configuration field that names it, for messages
+    target: str = ""  # the field the resolved value pins (dotted path); the image's own field when empty
+    as_image: bool = False  # the value is the image reference with `@<digest>` appended
 
     def describe(self) -> str:
         return f"{self.field} {self.key}"
+
+    def pinned(self, value: str) -> tuple[str, str]:
+        """(dotted field, value) that pins this name in the configuration."""
+        return (self.field, f"{self.key}@{value}") if self.as_image else (self.target, value)
 
 
 def git_tag_key(repository: str, tag: str) -> str:
@@ -84,15 +90,17 @@ def required_pins(config: ProjectConfig) -> list[Pin]:
         ("serving.publish.image", config.serving.publish.image),
     ):
         if "@" not in image:
-            pins.append(Pin("images", image, field))
+            pins.append(Pin("images", image, field, as_image=True))
     training_image = config.training_image
     if training_image.base_image_digest is None:
-        pins.append(Pin("images", training_image.base_image, "training_image.base_image"))
+        base = training_image.base_image
+        pins.append(Pin("images", base, "training_image.base_image", "training_image.base_image_digest"))
     if training_image.skyrl_ref is None:
         key = git_tag_key(training_image.skyrl_repository, training_image.skyrl_tag)
-        pins.append(Pin("git_tags", key, "training_image.skyrl_version"))
+        pins.append(Pin("git_tags", key, "training_image.skyrl_version", "training_image.skyrl_ref"))
     if config.training.data.model_revision is None:
-        pins.append(Pin("huggingface", config.training.data.model_repo, "training.data.model_repo"))
+        repo = config.training.data.model_repo
+        pins.append(Pin("huggingface", repo, "training.data.model_repo", "training.data.model_revision"))
     return pins
 
 
@@ -170,32 +178,18 @@ def merged(lock: UpstreamLock, resolved: Iterable[tuple[Pin, str | None]]) -> Up
     return UpstreamLock.model_validate(sections)
 
 
+def _with_field(model: BaseModel, path: list[str], value: str) -> BaseModel:
+    head, *rest = path
+    return model.model_copy(update={head: _with_field(getattr(model, head), rest, value) if rest else value})
+
+
 def apply_lock(config: ProjectConfig, lock: UpstreamLock) -> ProjectConfig:
-    """`config` with every resolved entry in its pin field; names without one stay as configured."""
+    """`config` with every resolved entry in its pin field; names without one stay as configured. For a configuration
+    fresh from validation (the loader's): model_copy keeps values a cached property already computed."""
     entries = lock.entries()
-
-    def resolved(section: LockSection, key: str) -> str | None:
-        return entries.get((section, key))
-
-    serving_image, publish = config.serving_image, config.serving.publish
-    training_image, data = config.training_image, config.training.data
-    if "@" not in serving_image.image and (digest := resolved("images", serving_image.image)):
-        serving_image = serving_image.model_copy(update={"image": f"{serving_image.image}@{digest}"})
-    if "@" not in publish.image and (digest := resolved("images", publish.image)):
-        publish = publish.model_copy(update={"image": f"{publish.image}@{digest}"})
-    image_update: dict[str, str] = {}
-    if training_image.base_image_digest is None and (digest := resolved("images", training_image.base_image)):
-        image_update["base_image_digest"] = digest
-    tag_key = git_tag_key(training_image.skyrl_repository, training_image.skyrl_tag)
-    if training_image.skyrl_ref is None and (commit := resolved("git_tags", tag_key)):
-        image_update["skyrl_ref"] = commit
-    if data.model_revision is None and (revision := resolved("huggingface", data.model_repo)):
-        data = data.model_copy(update={"model_revision": revision})
-    return config.model_copy(
-        update={
-            "serving_image": serving_image,
-            "serving": config.serving.model_copy(update={"publish": publish}),
-            "training_image": training_image.model_copy(update=image_update),
-            "training": config.training.model_copy(update={"data": data}),
-        }
-    )
+    for pin in required_pins(config):
+        value = entries.get((pin.section, pin.key))
+        if value is not None:
+            field, pinned = pin.pinned(value)
+            config = cast("ProjectConfig", _with_field(config, field.split("."), pinned))
+    return config
