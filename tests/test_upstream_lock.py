@@ -5,22 +5,32 @@ distribution registry (Debian's docker-registry, `make registry`) on 127.0.0.1 a
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import datetime
 import hashlib
+import http.server
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urljoin
+from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
 import requests
 import yaml
 from chart_helpers import objects, one, synth
 from cli_helpers import skyrl_hp
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.x509.oid import NameOID
 
 from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.loader import read_lock
@@ -255,42 +265,52 @@ REGISTRY_BIN = Path(
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
-@pytest.fixture
-def registry(tmp_path):
-    """The CNCF distribution server on a free loopback port, storing in tmp_path; its address."""
+@contextlib.contextmanager
+def running_registry(directory: Path, storage: Path, auth: dict | None = None) -> Iterator[str]:
+    """The CNCF distribution server on a free loopback port, storing in `storage`; its address."""
     if not os.access(REGISTRY_BIN, os.X_OK):
         pytest.skip(f"no OCI registry at {REGISTRY_BIN}: `make registry` unpacks Debian's docker-registry package")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
     config = {
         "version": 0.1,
         "log": {"level": "error"},
-        "storage": {"filesystem": {"rootdirectory": str(tmp_path / "storage")}},
+        "storage": {"filesystem": {"rootdirectory": str(storage)}},
         "http": {"addr": f"127.0.0.1:{port}"},
+        **({"auth": auth} if auth else {}),
     }
-    (tmp_path / "registry.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    server = subprocess.Popen(
-        [str(REGISTRY_BIN), "serve", str(tmp_path / "registry.yml")],
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "registry.log").open("wb"),
-    )
+    (directory / "registry.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    log = directory / "registry.log"
+    with log.open("wb") as stderr:
+        server = subprocess.Popen([str(REGISTRY_BIN), "serve", str(directory / "registry.yml")], stderr=stderr)
     address = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
         while True:
             try:
-                if requests.get(f"http://{address}/v2/", timeout=1).status_code == 200:
+                if requests.get(f"http://{address}/v2/", timeout=1).status_code in (200, 401):
                     break
             except requests.ConnectionError:
                 pass
             if time.monotonic() > deadline or server.poll() is not None:
-                pytest.fail(f"registry did not start: {(tmp_path / 'registry.log').read_text(errors='replace')}")
+                pytest.fail(f"registry did not start: {log.read_text(errors='replace')}")
             time.sleep(0.1)
         yield address
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def registry(tmp_path):
+    with running_registry(tmp_path / "open", tmp_path / "storage") as address:
+        yield address
 
 
 def push_blob(address: str, repository: str, data: bytes) -> dict:
@@ -339,9 +359,7 @@ def test_the_resolver_reads_a_tags_manifest_digest_from_a_real_registry(registry
     assert moved != pushed and resolve_image(f"{registry}/team/serve:v1") == moved
     with pytest.raises(ResolveError, match="answered HTTP 404"):
         resolve_image(f"{registry}/team/serve:v2")
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = f"127.0.0.1:{probe.getsockname()[1]}"
+    closed = f"127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(ResolveError, match=f"^{closed}/team/serve:v1: cannot reach {closed}$"):
         resolve_image(f"{closed}/team/serve:v1")
 
@@ -372,3 +390,100 @@ def test_image_lock_records_the_digests_and_check_reports_drift(registry, tmp_pa
     assert f"drift: {serving} is locked at {serving_digest} and now resolves to {moved}" in out
     assert publish not in out
     assert lock_file.read_bytes() == written  # --check writes nothing
+
+
+# --- the bearer-token flow (Docker Hub's and public.ecr.aws's anonymous pulls) --------------------------------
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class TokenService:
+    """A token service as the distribution auth spec describes it (https://distribution.github.io/distribution/spec/auth/token/):
+    an RS256 JWT whose x5c header carries a certificate from the registry's rootcertbundle, granting what the scope asks."""
+
+    def __init__(self, directory: Path):
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test token issuer")])
+        now = datetime.datetime.now(datetime.UTC)
+        self.certificate = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .sign(self.key, hashes.SHA256())
+        )
+        self.bundle = directory / "token-root.pem"
+        self.bundle.write_bytes(self.certificate.public_bytes(serialization.Encoding.PEM))
+        self.requests: list[dict[str, list[str]]] = []
+
+    def token(self, scope: str) -> str:
+        kind, name, actions = scope.split(":")
+        header = {
+            "typ": "JWT",
+            "alg": "RS256",
+            "x5c": [base64.b64encode(self.certificate.public_bytes(serialization.Encoding.DER)).decode()],
+        }
+        now = int(time.time())
+        claims = {
+            "iss": "test-issuer",
+            "sub": "",
+            "aud": "test-registry",
+            "exp": now + 300,
+            "nbf": now - 10,
+            "iat": now,
+            "jti": str(now),
+            "access": [{"type": kind, "name": name, "actions": actions.split(",")}],
+        }
+        signing_input = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(claims).encode())}"
+        signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input}.{b64url(signature)}"
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[str]:
+        service = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = parse_qs(urlparse(self.path).query)
+                service.requests.append(query)
+                body = json.dumps({"token": service.token(query["scope"][0])}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/token"
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def test_a_registry_that_asks_for_a_bearer_token_is_read_with_an_anonymous_one(registry, tmp_path):
+    pushed = push_image(registry, "team/serve", "v1", b"layer one")
+    tokens = TokenService(tmp_path)
+    with tokens.serving() as realm:
+        auth = {
+            "token": {
+                "realm": realm,
+                "service": "test-registry",
+                "issuer": "test-issuer",
+                "rootcertbundle": str(tokens.bundle),
+            }
+        }
+        # The same storage behind a registry that answers 401 with a Bearer challenge until it sees a token.
+        with running_registry(tmp_path / "token", tmp_path / "storage", auth) as guarded:
+            assert requests.get(f"http://{guarded}/v2/team/serve/manifests/v1", timeout=10).status_code == 401
+            assert resolve_image(f"{guarded}/team/serve:v1") == pushed
+    assert tokens.requests == [{"service": ["test-registry"], "scope": ["repository:team/serve:pull"]}]
