@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from skyrl_hyperpod.config import ConfigError
-from skyrl_hyperpod.config.loader import load_config_with_source
+from skyrl_hyperpod.config.loader import load_config_with_source, read_lock
+from skyrl_hyperpod.config.upstream_lock import lock_status
 from skyrl_hyperpod.ops.summary import platform_summary
 from skyrl_hyperpod.plumbing.errors import ProblemsError
 from skyrl_hyperpod.plumbing.runtime import exit_after_synth, fail, prefer_venv_node
@@ -75,6 +76,8 @@ def main() -> None:
         config, source = load_config_with_source(None)
         for line in platform_summary(config, source):
             print(line, file=sys.stderr)
+        if lock_warning := lock_status(config, read_lock()).synth_warning():
+            print(lock_warning, file=sys.stderr)
     except ProblemsError as error:  # the configuration, or the image build context its tag is computed from
         fail(error.problems)
     prefer_venv_node()

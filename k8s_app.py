@@ -15,7 +15,8 @@ import warnings
 from pathlib import Path
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.config.loader import load_config_with_source
+from skyrl_hyperpod.config.loader import load_config_with_source, read_lock
+from skyrl_hyperpod.config.upstream_lock import lock_status
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
 from skyrl_hyperpod.ops.summary import workloads_summary
 from skyrl_hyperpod.plumbing.errors import InputError, ProblemsError
@@ -74,6 +75,8 @@ def main() -> None:
         config, source = load_config_with_source(None)
         for line in workloads_summary(config, source):
             print(line, file=sys.stderr)
+        if lock_warning := lock_status(config, read_lock()).synth_warning():
+            print(lock_warning, file=sys.stderr)
         outputs, job_script = stack_outputs(config), read_job_script()
     except ProblemsError as error:  # the configuration, the stack outputs file or the training script
         fail(error.problems)

@@ -59,6 +59,7 @@ def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
         f"{training.cluster.job_script_mount}/{JOB_SCRIPT_NAME}",
         "--shared-dir", workloads.shared_mount_path,
         "--model-repo", training.data.model_repo,
+        *(["--model-revision", training.data.model_revision] if training.data.model_revision else []),
         "--model-subfolder", training.data.model_subfolder,
         "--model-dir", model_path(training, workloads),
         "--data-dir", inputs.shared(training.data.data_dir),

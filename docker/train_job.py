@@ -117,7 +117,8 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # argparse prints a value-taking option as `--seed SEED` and a switch as `--seed`.
 _SEED_TAKES_VALUE = re.compile(r"--seed[ =][A-Z_]+")
 
-Downloader = Callable[[str, str, Path], None]
+# download(repo_id, subfolder, destination[, revision=commit]): revision only when the manifests pin one.
+Downloader = Callable[..., None]
 # check(options): the checkpoint check (step 2 of the docstring); tests pass a stand-in.
 CheckpointCheck = Callable[["Options"], object]
 # execute(command, skyrl_dir, guard=Guard | None): runs SkyRL; tests pass a recorder.
@@ -154,6 +155,7 @@ class Options:
     stall_timeout_first_step: float = 0.0
     stall_timeout_step: float = 0.0
     query_example: Path | None = None
+    model_revision: str | None = None
 
     @property
     def lock_path(self) -> Path:
@@ -169,7 +171,9 @@ class Options:
 
     @property
     def model_inputs(self) -> dict[str, object]:
-        return {"model_repo": self.model_repo, "model_subfolder": self.model_subfolder}
+        inputs: dict[str, object] = {"model_repo": self.model_repo, "model_subfolder": self.model_subfolder}
+        # Only when pinned: a checkpoint downloaded before pins existed stays valid for an unpinned run.
+        return inputs | ({"model_revision": self.model_revision} if self.model_revision else {})
 
     @property
     def dataset_inputs(self) -> dict[str, object]:
@@ -228,6 +232,12 @@ def _hub_name(text: str) -> str:
     return text
 
 
+def _commit(text: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{40}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a full 40-character commit id")
+    return text
+
+
 def _subfolder(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", text) or ".." in text.split("/"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a relative folder of the repository such as mixed_qwen3vl")
@@ -246,6 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--model-repo", type=_hub_name, required=True, help="Hugging Face repository of the SFT checkpoint"
+    )
+    parser.add_argument(
+        "--model-revision",
+        type=_commit,
+        default=None,
+        help="commit of that repository to download (upstream-lock.yaml records it); default: its main branch",
     )
     parser.add_argument(
         "--model-subfolder", type=_subfolder, required=True, help="folder of that repository to download"
@@ -333,6 +349,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         shared_dir=args.shared_dir,
         model_repo=args.model_repo,
         model_subfolder=args.model_subfolder,
+        model_revision=args.model_revision,
         model_dir=args.model_dir,
         data_dir=args.data_dir,
         env_id=args.env_id,
@@ -442,15 +459,15 @@ def exclusive_lock(path: Path, timeout_seconds: float, poll_seconds: float = LOC
 # ---------------------------------------------------------------------------------------------
 
 
-def download_from_hugging_face(repo_id: str, subfolder: str, destination: Path) -> None:
-    """Download `repo_id`'s `subfolder` so that it lands at destination/subfolder."""
+def download_from_hugging_face(repo_id: str, subfolder: str, destination: Path, revision: str | None = None) -> None:
+    """Download `repo_id`'s `subfolder` (at commit `revision`, else the default branch) to destination/subfolder."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise PrepareError(
             "huggingface_hub is not installed: run this script with the training image's python"
         ) from None
-    snapshot_download(repo_id=repo_id, allow_patterns=[f"{subfolder}/*"], local_dir=str(destination))
+    snapshot_download(repo_id=repo_id, revision=revision, allow_patterns=[f"{subfolder}/*"], local_dir=str(destination))
 
 
 def _staging_path(target: Path, purpose: str) -> Path:
@@ -464,7 +481,8 @@ def prepare_model(options: Options, download: Downloader) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     log(f"downloading {options.model_repo}/{options.model_subfolder} to {target}")
     try:
-        download(options.model_repo, options.model_subfolder, staging)
+        pinned = {"revision": options.model_revision} if options.model_revision else {}
+        download(options.model_repo, options.model_subfolder, staging, **pinned)
     except PrepareError:
         raise
     except Exception as exc:  # the hub client raises many types; report one line

@@ -190,7 +190,10 @@ def test_training_environment_and_labels(dockerfile, default_config):
     run_text = " ".join(rest for keyword, rest in dockerfile if keyword == "RUN")
     # SkyRL's dependencies exactly as the release's uv.lock pins them (versions and hashes), never re-resolved.
     assert "uv sync --active --frozen --extra fsdp" in run_text
-    assert '"pygame==${PYGAME_VERSION}"' in run_text
+    # The rest from the hashed lock only (tests/test_upstream_lock.py checks its pins); VisGym without its deps.
+    assert "--require-hashes -r /home/ray/.requirements-image.txt" in run_text
+    assert 'uv pip install --python "${SKYRL_VENV}/bin/python" --no-deps -e "${VISGYM_DIR}"' in run_text
+    assert not re.search(r"(pygame|ray\[default\])==", run_text)
     labels = " ".join(rest for keyword, rest in dockerfile if keyword == "LABEL")
     for label in (
         "org.opencontainers.image.title",

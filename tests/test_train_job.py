@@ -73,10 +73,12 @@ class FakeHub:
 
     def __init__(self, fail: bool = False):
         self.downloads: list[tuple[str, str]] = []
+        self.revisions: list[str | None] = []
         self.fail = fail
 
-    def __call__(self, repo_id: str, subfolder: str, destination: Path) -> None:
+    def __call__(self, repo_id: str, subfolder: str, destination: Path, revision: str | None = None) -> None:
         self.downloads.append((repo_id, subfolder))
+        self.revisions.append(revision)
         if self.fail:
             raise ConnectionError("hub unreachable")
         folder = destination / subfolder
@@ -260,6 +262,19 @@ def test_second_run_skips_downloads_and_generation(shared, skyrl):
     assert hub.downloads == []
     assert len(calls(skyrl, "dataset")) == dataset_calls
     assert len(execute.calls) == 1
+
+
+def test_a_pinned_revision_is_downloaded_by_commit_and_a_new_pin_downloads_again(shared, skyrl):
+    hub = FakeHub()
+    assert run(argv_for(shared, skyrl), hub=hub) == 0
+    assert hub.revisions == [None]  # unpinned: the hub's default branch
+    pinned = "0123456789abcdef0123456789abcdef01234567"
+    assert run(argv_for(shared, skyrl, "--model-revision", pinned), hub=hub) == 0
+    assert hub.revisions == [None, pinned]  # the unpinned copy is not taken for the pinned commit
+    assert run(argv_for(shared, skyrl, "--model-revision", pinned), hub=hub) == 0
+    assert hub.revisions == [None, pinned]
+    with pytest.raises(train_job.UsageError, match="'main' is not a full 40-character commit id"):
+        train_job.parse_args(argv_for(shared, skyrl, "--model-revision", "main"))
 
 
 def test_changed_dataset_inputs_regenerate_only_the_datasets(shared, skyrl):

@@ -12,11 +12,15 @@ from skyrl_hyperpod.plumbing.runtime import fail
 from skyrl_hyperpod.values import image_commands
 
 from .common import EXIT_BAD_INPUT, config_option, echo, json_option, load_project_config, print_json, resolve_region
+from .image_lock import lock
 
 
 @click.group()
 def image() -> None:
-    """The training image's tag and build commands, computed from the configuration."""
+    """The training image's tag and build commands, computed from the configuration; the upstream lock."""
+
+
+image.add_command(lock)
 
 
 @image.command()

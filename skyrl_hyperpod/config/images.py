@@ -103,9 +103,9 @@ class TrainingImageConfig(StrictModel):
     base_image_digest: str | None = Field(
         default=None,
         pattern=r"^sha256:[0-9a-f]{64}$",
-        description="sha256 digest of base_image, for reproducible builds. Unset, each build resolves the "
-        "name's current digest, builds FROM it, records it in the image label org.opencontainers.image.base.digest "
-        "and prints it to pin here.",
+        description="sha256 digest of base_image, for reproducible builds. Unset: the digest upstream-lock.yaml "
+        "records for base_image; unresolved there, each build resolves the name's current digest, builds FROM it, "
+        "records it in the image label org.opencontainers.image.base.digest and prints it.",
     )
     ray_version: RayVersion = Field(
         default=SKYRL_RELEASES[DEFAULT_SKYRL_VERSION].ray,
@@ -119,9 +119,9 @@ class TrainingImageConfig(StrictModel):
     )
     skyrl_ref: CommitId | None = Field(
         default=None,
-        description="Optional commit of the release tag, to pin it. Unset, each build fetches the tag, checks that its "
-        "skyrl/__init__.py says skyrl_version and prints the commit to pin here; set, the build fetches this commit "
-        "and makes the same check.",
+        description="Commit of the release tag. Unset: the commit upstream-lock.yaml records for the tag; unresolved "
+        "there, each build fetches the tag and prints its commit. Either way the build checks that skyrl/__init__.py "
+        "says skyrl_version.",
     )
     # SkyRL's docs use this fork; which repository holds the ref is unconfirmed (docs/sources.md).
     visgym_repository: str = "https://github.com/anyscale/VisGym"
@@ -294,7 +294,7 @@ class ServingImageConfig(StrictModel):
 
     @model_validator(mode="after")
     def _ray_matches_image(self) -> ServingImageConfig:
-        known = SERVING_IMAGES.get(self.image)
+        known = SERVING_IMAGES.get(self.image_name)
         if known is not None and known.ray != self.ray_version:
             raise ValueError(
                 f"ray_version {self.ray_version} differs from the Ray {known.ray} that image {self.image} carries"
@@ -302,7 +302,12 @@ class ServingImageConfig(StrictModel):
         return self
 
     @property
+    def image_name(self) -> str:
+        """The image without its digest: `name:tag@sha256:...` (the lock's form) is still the known `name:tag`."""
+        return self.image.partition("@")[0]
+
+    @property
     def vllm_version(self) -> str | None:
         """vLLM inside a known serving image (None for another image)."""
-        known = SERVING_IMAGES.get(self.image)
+        known = SERVING_IMAGES.get(self.image_name)
         return known.vllm if known else None

@@ -27,6 +27,7 @@ from ..plumbing.upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
 from ..plumbing.yaml_loading import MAX_FILE_BYTES, YAMLLimitError, load_bounded
 from .base import GITHUB_REPOSITORY_PATTERN
 from .project import ProjectConfig
+from .upstream_lock import LOCK_COMMAND, LOCK_FILE, UpstreamLock, apply_lock
 
 CONFIG_ENV_VAR = "SKYRL_HP_CONFIG"
 # Picked up from the working directory when neither --config nor $SKYRL_HP_CONFIG names a file.
@@ -446,10 +447,29 @@ def _not_a_regular_file(file: Path) -> str | None:
     return None
 
 
+def read_lock(path: Path = LOCK_FILE) -> UpstreamLock:
+    """The lock, an empty one when the file does not exist, or ConfigError with one line per problem."""
+    if not path.exists():
+        return UpstreamLock()
+    data = read_yaml(path, empty_ok=True)
+    try:
+        return UpstreamLock.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(
+            [
+                f"lock error: {path}: {'.'.join(map(str, issue['loc'])) or 'top level'}: {issue['msg']}; rewrite it "
+                f"with `{LOCK_COMMAND}`"
+                for issue in error.errors(include_url=False)
+            ]
+        ) from None
+
+
 def load_config_with_source(path: str | os.PathLike[str] | None = None) -> tuple[ProjectConfig, ConfigSource]:
-    """The configuration and the file it came from (see `resolve_config_source`)."""
+    """The configuration and the file it came from (see `resolve_config_source`), its movable upstream names
+    pinned from the repository's upstream lock (config/upstream_lock.py)."""
     source = resolve_config_source(path)
-    return validate_config(read_yaml(source.path) if source.path else {}), source
+    config = validate_config(read_yaml(source.path) if source.path else {})
+    return apply_lock(config, read_lock()), source
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> ProjectConfig:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..plumbing.upstream import KUBERAY_NAME_PATTERN, RAYCLUSTER_NAME_MAX, RAYJOB_NAME_MAX
-from .base import Cidr, StrictModel
+from .base import Cidr, CommitId, StrictModel
 from .credentials import CREDENTIAL_ENV_NAME, CREDENTIAL_NAMES_SHOWN, credential_in_value
 from .images import VisGymEnvId
 from .lora_targets import LANGUAGE_MODEL_LORA_MODULES, TARGET_MODULES_KEY, parse_target_modules
@@ -276,6 +276,10 @@ class TrainingDataConfig(StrictModel):
     """Starting weights and data of the reference run (docs/sources.md), and where runs write."""
 
     model_repo: str = Field(default="VisGym/visgym_model", description="Hugging Face repository of the SFT checkpoint.")
+    model_revision: CommitId | None = Field(
+        default=None,
+        description="Commit of model_repo to download. Unset: the commit upstream-lock.yaml records for model_repo.",
+    )
     model_subfolder: str = Field(default="mixed_qwen3vl", description="Sub-folder of model_repo holding the weights.")
     model_dir: str = Field(default="models/visgym-sft", description="Download target, relative to the shared mount.")
     data_dir: str = Field(

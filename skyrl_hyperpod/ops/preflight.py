@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config import ConfigError, ProjectConfig
+from skyrl_hyperpod.config.loader import read_lock
 from skyrl_hyperpod.config.names import KUBERAY_OPERATOR_RELEASE
 from skyrl_hyperpod.config.placeholders import placeholder_findings
 from skyrl_hyperpod.config.regions import aws_regions, az_id_prefix, region_problem
+from skyrl_hyperpod.config.upstream_lock import LOCK_COMMAND, LOCK_FILE, lock_status
 from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
 from skyrl_hyperpod.plumbing.errors import one_line
 from skyrl_hyperpod.values.stack_ownership import has_config_fingerprint, legacy_ownership, marker_ownership
@@ -783,6 +785,31 @@ def deployed_hyperpod_cluster(config: ProjectConfig, clients: AwsClients, region
     return described
 
 
+def check_upstream_lock(config: ProjectConfig, lock_file: Path | None = None) -> list[CheckResult]:
+    """One FAIL per movable upstream name (image tag, SkyRL's release tag, the checkpoint's repository) that the
+    configuration does not pin and upstream-lock.yaml does not resolve: a deploy would pull whatever it names today."""
+    lock_file = lock_file or LOCK_FILE
+    try:
+        status = lock_status(config, read_lock(lock_file), lock_file)
+    except ConfigError as error:
+        return [CheckResult("FAIL", "upstream lock", problem, f"run `{LOCK_COMMAND}`") for problem in error.problems]
+    failures = [
+        CheckResult(
+            "FAIL", "upstream lock", f"{pin.describe()} has no entry in {lock_file.name}", f"run `{LOCK_COMMAND}`"
+        )
+        for pin in status.missing
+    ] + [
+        CheckResult(
+            "FAIL",
+            "upstream lock",
+            f"{pin.describe()} is not resolved in {lock_file.name} (null)",
+            f"run `{LOCK_COMMAND}` with registry access and commit the file",
+        )
+        for pin in status.unresolved
+    ]
+    return failures or [CheckResult("PASS", "upstream lock", "every image, tag and checkpoint is pinned")]
+
+
 def configuration_checks(config: ProjectConfig, region: str | None) -> list[CheckResult]:
     """The checks that need no AWS call, for a valid `region` (None: the region-bound ones are left out)."""
     results = []
@@ -803,6 +830,7 @@ def configuration_checks(config: ProjectConfig, region: str | None) -> list[Chec
         results += [az] if az else []
     results.append(check_endpoint_route(config))
     results += check_placeholders(config)
+    results += check_upstream_lock(config)
     return results
 
 

@@ -23,6 +23,9 @@ from conftest import add_modeled_error, stub_cloudformation
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import AwsClients, new_session
 from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.config.loader import read_lock
+from skyrl_hyperpod.config.upstream_lock import UpstreamLock, render_lock
+from skyrl_hyperpod.ops import preflight as preflight_module
 from skyrl_hyperpod.ops.preflight import (
     DEFAULT_BOOTSTRAP_QUALIFIER,
     QUOTA_NAME,
@@ -34,7 +37,7 @@ from skyrl_hyperpod.ops.preflight import (
 from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
 from skyrl_hyperpod.values.stack_ownership import OWNERSHIP_OUTPUT_KEY, ownership_marker
 
-pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access")
+pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access", "resolved_upstream_lock")
 # The stubbed account, and what makes the deployed cluster usable by its caller (arn:aws:iam::<ACCOUNT>:user/tester):
 # the configurations of these tests list it unless a test is about cluster access. Neither is one of the example's
 # placeholders (the account 111111111111, documentation CIDRs), which preflight fails on; 198.18.0.0/15 is the
@@ -51,6 +54,20 @@ def cluster_access(tmp_path, monkeypatch):
     file = tmp_path / "access.yaml"
     file.write_text(yaml.safe_dump(ACCESS))
     monkeypatch.setenv("SKYRL_HP_CONFIG", str(file))
+
+
+@pytest.fixture
+def resolved_upstream_lock(tmp_path, monkeypatch):
+    """Every entry of the repository's upstream lock resolved (tests/test_upstream_lock.py covers the unresolved)."""
+    lock = read_lock()
+    resolved = UpstreamLock(
+        images=dict.fromkeys(lock.images, "sha256:" + "0" * 64),
+        git_tags=dict.fromkeys(lock.git_tags, "0" * 40),
+        huggingface=dict.fromkeys(lock.huggingface, "0" * 40),
+    )
+    file = tmp_path / "upstream-lock.yaml"
+    file.write_text(render_lock(resolved), encoding="utf-8")
+    monkeypatch.setattr(preflight_module, "LOCK_FILE", file)
 
 
 # AZ ids -> names; only the ids are stable across accounts, which is why the config names ids.

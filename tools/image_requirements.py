@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Compile docker/requirements-image.in into docker/requirements-image.txt with hashes (`make image-requirements`;
+needs PyPI). Run it when the .in, the configured Ray or pygame, or constraints-drill.txt change; commit the result.
+
+Ray and pygame come from the configuration (training_image.ray_version, pygame_version) as extra constraints, the
+rest of the training environment's pins from constraints-drill.txt; the target is the image's platform and Python
+(x86_64 Linux, the base image's 3.12). The image installs the file with `uv pip install --require-hashes`
+(https://docs.astral.sh/uv/pip/compile/#locking-requirements).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from skyrl_hyperpod.config import ConfigError, load_config
+from skyrl_hyperpod.plumbing.locations import CHECKOUT_ROOT, DOCKER_DIR
+
+SOURCE = DOCKER_DIR / "requirements-image.in"
+TARGET = DOCKER_DIR / "requirements-image.txt"
+CONSTRAINTS = CHECKOUT_ROOT / "constraints-drill.txt"
+PYTHON_VERSION = "3.12"
+PLATFORM = "x86_64-manylinux_2_28"
+
+
+def configured_pins() -> list[str]:
+    image = load_config(None).training_image
+    return [f"ray=={image.ray_version}", f"pygame=={image.pygame_version}"]
+
+
+def main() -> int:
+    try:
+        pins = configured_pins()
+    except ConfigError as error:
+        print("\n".join(error.problems), file=sys.stderr)
+        return 2
+    # Relative paths, run from the checkout: uv names its inputs in the file's `# via` comments.
+    configured = Path(".build/image-configured-pins.txt")
+    (CHECKOUT_ROOT / configured).parent.mkdir(exist_ok=True)
+    (CHECKOUT_ROOT / configured).write_text("\n".join(pins) + "\n", encoding="utf-8")
+    command = [
+        *(str(Path(sys.executable).with_name("uv")), "pip", "compile", "--quiet", "--generate-hashes"),
+        *("--python-version", PYTHON_VERSION, "--python-platform", PLATFORM),
+        *("--custom-compile-command", "make image-requirements", "--annotation-style", "line"),
+        *("-c", relative(CONSTRAINTS), "-c", str(configured), relative(SOURCE), "-o", relative(TARGET)),
+    ]
+    return subprocess.run(command, cwd=CHECKOUT_ROOT, check=False).returncode
+
+
+def relative(path: Path) -> str:
+    return str(path.relative_to(CHECKOUT_ROOT))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
