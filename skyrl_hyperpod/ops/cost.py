@@ -24,6 +24,7 @@ from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig
 from skyrl_hyperpod.config.training import REFERENCE_RUN_HOURS
 from skyrl_hyperpod.plumbing.errors import ProblemsError
 from skyrl_hyperpod.values.stack_outputs import PLACEHOLDER_REGION
+from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
 
 # The price files ship inside the package (package data), so an installed `skyrl-hp cost` finds them.
 PRICES_PACKAGE = "skyrl_hyperpod.prices"
@@ -163,6 +164,9 @@ class Estimate:
     hours_per_month: float
     run_hours: float
     items: list[LineItem]
+    # Which configuration this estimate prices (the fingerprint dist/'s stamp and the ConfigFingerprint output
+    # carry): `skyrl-hp review` refuses a side whose cost.json, cdk.out and dist/ come from different ones.
+    config_fingerprint: str
 
     @property
     def hourly_usd(self) -> float:
@@ -192,6 +196,7 @@ class Estimate:
             "prices_as_of": self.as_of,
             "price_file": self.price_file,
             "hours_per_month": self.hours_per_month,
+            "config_fingerprint": self.config_fingerprint,
             "items": [asdict(i) for i in self.items],
             "totals": {
                 "hourly": round(self.hourly_usd, 4),
@@ -343,6 +348,7 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
         hours_per_month=book.hours_per_month,
         run_hours=run_hours,
         items=items,
+        config_fingerprint=config_fingerprint(config),
     )
 
 

@@ -229,3 +229,14 @@ def test_live_prices_come_from_the_price_list_api(default_config, book):
         book.hyperpod_instance_hour[head.instance_type].usd * head.instance_count
     )
     assert f"no HyperPod price for {head.instance_type}" in result.stderr
+
+
+def test_the_json_names_the_configuration_it_priced(tmp_path, default_config):
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
+
+    assert cost_json()["config_fingerprint"] == config_fingerprint(default_config)
+    other = {"network": {"nat_gateways": 2}}
+    data = cost_json("--config", write_config(tmp_path, other))
+    assert data["config_fingerprint"] == config_fingerprint(validate_config(other))
+    assert data["config_fingerprint"] != config_fingerprint(default_config)

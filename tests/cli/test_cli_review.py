@@ -579,3 +579,74 @@ def test_eks_cluster_rename_fails_the_gate(tmp_path):
     assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     assert "DATA LOSS: the old AWS::EKS::Cluster is deleted with the Kubernetes control plane" in result.stdout
     assert f"{STACK}/EksCluster" in result.stderr
+
+
+# --- one side, one configuration -------------------------------------------------------------------------------
+
+
+def side(directory: Path, *, assembly_config, dist_config, cost_config) -> Path:
+    """A review side as `make synth` and `skyrl-hp cost --json > cost.json` leave it, each part from its own
+    configuration: cdk.out carrying the ConfigFingerprint output (as app.py adds it), dist/ stamped, cost.json."""
+    from deployed_cluster import write_dist
+
+    from skyrl_hyperpod.ops import cost
+    from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
+
+    template = base_template()
+    template["Outputs"]["ConfigFingerprint"] = {"Value": config_fingerprint(assembly_config)}
+    write_assembly(directory / "cdk.out", {STACK: template})
+    write_dist(directory / "dist", dist_config)
+    (directory / "cost.json").write_text(cost.render_json(estimate(cost_config)))
+    return directory
+
+
+def test_a_side_whose_parts_come_from_different_configurations_is_refused_naming_them(tmp_path, default_config):
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
+
+    other = validate_config({"hyperpod": {"worker_group": {"instance_count": 4}}})
+    base = side(
+        tmp_path / "base", assembly_config=default_config, dist_config=default_config, cost_config=default_config
+    )
+    mixed = side(tmp_path / "head", assembly_config=other, dist_config=default_config, cost_config=other)
+    result = CliRunner().invoke(cli, ["review", str(base), str(mixed)])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(
+        f"review error: {mixed} mixes configurations (cdk.out, cost.json from fingerprint {config_fingerprint(other)}; "
+        "dist/01-platform.k8s.yaml, "
+    )
+    assert f".k8s.yaml from fingerprint {config_fingerprint(default_config)}): make every part" in line
+    assert result.stdout == ""
+
+
+def test_a_side_from_one_configuration_is_reviewed(tmp_path, default_config):
+    from skyrl_hyperpod.config import validate_config
+
+    other = validate_config({"hyperpod": {"worker_group": {"instance_count": 4}}})
+    base = side(
+        tmp_path / "base", assembly_config=default_config, dist_config=default_config, cost_config=default_config
+    )
+    head = side(tmp_path / "head", assembly_config=other, dist_config=other, cost_config=other)
+    result = CliRunner().invoke(cli, ["review", str(base), str(head)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("where", ["manifest", "additional-metadata-file"])
+def test_the_assembly_of_a_failed_synth_is_refused(tmp_path, where):
+    good = write_assembly(tmp_path / "good", {STACK: base_template()})
+    failed = write_assembly(tmp_path / "failed", {STACK: base_template()})
+    manifest = json.loads((failed / "manifest.json").read_text())
+    entries = {f"/{STACK}/Bucket/Resource": [{"type": "aws:cdk:error", "data": "AwsSolutions-S1: no access logs"}]}
+    if where == "manifest":
+        manifest["artifacts"][STACK]["metadata"] = entries
+    else:
+        (failed / f"{STACK}.metadata.json").write_text(json.dumps(entries))
+        manifest["artifacts"][STACK]["additionalMetadataFile"] = f"{STACK}.metadata.json"
+    (failed / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(cli, ["review", str(good), str(failed)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        f"review error: {failed} is the cloud assembly of a synth that failed (/{STACK}/Bucket/Resource: "
+        "AwsSolutions-S1: no access logs): fix the error and synthesize again (make synth)"
+    )
