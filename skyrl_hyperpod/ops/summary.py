@@ -37,9 +37,14 @@ def price_line(config: ProjectConfig) -> str:
         file, book = cost_module.price_book_for(region, None)
     except cost_module.PriceError:
         return f"price: no price file for {region} (skyrl-hp cost --prices FILE)"
-    est = cost_module.estimate(
-        config, book, price_file=cost_module.display_path(file), run_hours=cost_module.DEFAULT_RUN_HOURS
-    )
+    try:
+        est = cost_module.estimate(
+            config, book, price_file=cost_module.display_path(file), run_hours=cost_module.DEFAULT_RUN_HOURS
+        )
+    except cost_module.PriceError as error:
+        # A price the file lacks (an instance type the catalog offers but nobody priced yet) is the same gap as
+        # a region without a price file: the summary says so and the synth goes on.
+        return f"price: not estimated: {error.problems[0].removeprefix('cost error: ')}"
     basis = "" if config.env.region else f" ({region} prices: env.region is not set)"
     return f"price: ${est.hourly_usd:,.2f} an hour, ${est.monthly_usd:,.0f} a month{basis} (skyrl-hp cost)"
 

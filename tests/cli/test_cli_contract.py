@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
-from skyrl_hyperpod.config.loader import PATTERN_SENTENCES, REFERENCE_DOC
+from skyrl_hyperpod.config.loader import PATTERN_SENTENCES, REFERENCE_DOC, ConfigSource
 from skyrl_hyperpod.config.regions import hyperpod_instance_types_by_region
 from skyrl_hyperpod.ops.kube import KubeError
 from skyrl_hyperpod.plumbing.errors import InputError
@@ -328,6 +328,29 @@ def test_the_price_line_moves_with_the_gpu_count(tmp_path):
         return float(line.split("$", 1)[1].split(" ", 1)[0].replace(",", ""))
 
     assert hourly(4) > hourly(3)
+
+
+@pytest.mark.parametrize("instance_type", ["ml.g7e.4xlarge", "ml.g7e.8xlarge"])
+def test_a_gpu_type_the_price_file_lacks_is_a_note_in_the_synth_summary(instance_type):
+    # The catalog offers both sizes; the shipped price files have no figure for them. The summary is what the
+    # CDK app prints before it synthesizes: it must not end the synth.
+    from skyrl_hyperpod.ops.cost import PriceError, estimate, load_price_book, price_file_for
+    from skyrl_hyperpod.ops.summary import platform_summary
+
+    config = validate_config(
+        {
+            "env": {"region": "us-west-2"},
+            "hyperpod": {"worker_group": {"instance_type": instance_type}},
+            "serving": {"max_replicas": 1},
+            "training": {"cluster": {"worker_shm_gib": 16}},
+        }
+    )
+    book = load_price_book(price_file_for("us-west-2"))
+    with pytest.raises(PriceError):  # the premise: the file has no price for it
+        estimate(config, book, price_file="us-west-2.yaml", run_hours=1)
+    lines = platform_summary(config, ConfigSource(None, "defaults"))
+    [price] = [line for line in lines if line.startswith("price: ")]
+    assert price.startswith("price: not estimated: ") and f"has no hourly price for {instance_type}" in price
 
 
 @pytest.mark.parametrize(
