@@ -50,7 +50,7 @@ def train() -> None:
 @region_option
 @profile_option
 @dist_option
-@experiment_option()
+@experiment_option(without="the only experiment (a configuration with several: name one, or --all)")
 @click.option(
     "--all",
     "all_experiments",
@@ -279,7 +279,8 @@ def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
     if len(runs) > 1:
         fail(
             [
-                f"--experiment: this configuration has {len(runs)} experiments ({', '.join(r.experiment.name for r in runs)}); name one"
+                f"--experiment: this configuration has {len(runs)} experiments ({', '.join(r.experiment.name for r in runs)}); "
+                f"name one (--experiment {runs[0].experiment.name})"
             ],
             EXIT_BAD_INPUT,
         )
@@ -290,7 +291,7 @@ def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
 @config_option
 @region_option
 @profile_option
-@experiment_option()
+@experiment_option(without="the only experiment (a configuration with several: name one)")
 @click.option("--follow", "-f", is_flag=True, help="Keep streaming while the job runs.")
 @click.option("--tail", type=click.IntRange(min=1), default=None, help="Only the last N lines.")
 @click.pass_context
@@ -322,7 +323,7 @@ def train_logs(
 @config_option
 @region_option
 @profile_option
-@experiment_option()
+@experiment_option(without="the only experiment (a configuration with several: name one)")
 @click.option("--log", "log_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Read a saved driver log instead of the cluster's (skyrl-hp train logs > FILE).")  # fmt: skip
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,

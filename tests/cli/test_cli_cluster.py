@@ -789,3 +789,16 @@ def test_train_start_all_does_not_go_with_experiment(kube, sweep):
     result = run(kube, "train", "start", "--dist", str(dist), "--all", "--experiment", "lr-a")
     assert result.exit_code == 2
     assert result.stderr.strip() == "--all starts every experiment (lr-a); it does not go with --experiment"
+
+
+@pytest.mark.parametrize("command", ["logs", "metrics"])
+def test_train_logs_and_metrics_on_a_sweep_ask_for_one_experiment_as_their_help_says(kube, sweep, command):
+    help_text = " ".join(run(None, "train", command, "--help").stdout.split())
+    assert "default: the only experiment (a configuration with several: name one)" in help_text
+    assert "every experiment" not in help_text
+    result = run(kube, "train", command)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--experiment: this configuration has 2 experiments (lr-a, lr-b); name one (--experiment lr-a)"
+    )
+    assert kube.requests == []
