@@ -143,7 +143,7 @@ def healthy_cluster(kube: FakeKube, http: FakeHttp, *, network_policy: bool = Tr
         "none": "no NCCL here\n",
     }
     kube.logs[f"{NAMESPACE}/{worker}"] = lines[nccl]
-    store = object_store_memory_bytes(config.training.cluster.worker_shm_gib)
+    store = object_store_memory_bytes(config.derived.worker_layout.shm_gib)
     summary = [{"raylet": {"nodeManagerAddress": "10.192.128.10", "isHeadNode": True, "state": "ALIVE",
                            "resourcesTotal": {"objectStoreMemory": 6.0 * 1024**3}}}]  # fmt: skip
     summary += [
