@@ -64,9 +64,26 @@ def placeholder_lines(config: ProjectConfig) -> list[str]:
     return [f"warning: {finding}" for finding in placeholder_findings(config)]
 
 
+def observability_lines(config: ProjectConfig) -> list[str]:
+    """What turning observability off also turns off: the job alerts are Prometheus rules in its workspace."""
+    if config.observability.enabled:
+        return []
+    return [
+        "note: observability.enabled is false: no Prometheus workspace, so no alerts for a RayJob's retries, a "
+        "failed job or one that stops making progress (HyperPod's node events still reach the alerts topic)"
+    ]
+
+
 def platform_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:
     """The CDK app's lines."""
-    return [config_line(source), region_line(config), gpu_line(config), price_line(config), *placeholder_lines(config)]
+    return [
+        config_line(source),
+        region_line(config),
+        gpu_line(config),
+        price_line(config),
+        *observability_lines(config),
+        *placeholder_lines(config),
+    ]
 
 
 def workloads_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:

@@ -446,3 +446,23 @@ def test_an_error_of_the_project_a_command_did_not_catch_is_one_line(monkeypatch
     result = CliRunner().invoke(cli, ["raises"])
     assert (result.exit_code, result.stderr.strip()) == (code, line)
     assert "Traceback" not in result.output + result.stderr
+
+
+def test_grafana_without_the_observability_stack_is_refused_not_dropped():
+    with pytest.raises(ConfigError) as error:
+        validate_config({"observability": {"enabled": False, "grafana": True}})
+    assert error.value.problems == [
+        "config error: observability: grafana = True: Grafana reads the Prometheus workspace of the observability "
+        "stack, which enabled: false leaves out; set enabled: true, or grafana: false"
+    ]
+
+
+def test_turning_observability_off_says_the_job_alerts_go_with_it():
+    from skyrl_hyperpod.ops.summary import platform_summary
+
+    source = ConfigSource(None, "defaults")
+    assert not [line for line in platform_summary(validate_config({}), source) if "alerts" in line]
+    lines = platform_summary(validate_config({"observability": {"enabled": False}}), source)
+    assert any(
+        line.startswith("note: observability.enabled is false: no Prometheus workspace, so no alerts") for line in lines
+    )

@@ -224,3 +224,13 @@ def test_verify_finds_the_agent_by_its_image_too(kube, http):
     assert result.exit_code == 0, result.output
     agent["args"] = ["--enable-network-policy=false"]
     assert run(kube, http, "verify").exit_code == 1
+
+
+def test_ray_submit_on_the_defaults_names_the_setting_to_change(kube, tmp_path):
+    (tmp_path / "skyrl-hp.yaml").unlink()  # the defaults: self-contained RayJobs, no long-lived RayCluster
+    result = run(kube, None, "ray", "submit", "--experiment", "maze-grpo")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "set training.jobs.self_contained_jobs: false in the configuration" in line
+    assert line.endswith("or start the RayJob: skyrl-hp train start")
+    assert kube.requests == []
