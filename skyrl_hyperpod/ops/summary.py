@@ -54,7 +54,8 @@ def schedule_line(run: ResolvedRun) -> str:
     return (
         f"experiment {run.experiment.name}: batch {knobs.train_batch_size} / mini {knobs.policy_mini_batch_size} / "
         f"micro {knobs.micro_train_batch_size_per_gpu} / {knobs.epochs} epochs / {run.total_steps} steps on "
-        f"{knobs.policy_num_nodes} x {knobs.policy_num_gpus_per_node} GPUs"
+        f"{knobs.policy_num_nodes} x {knobs.policy_num_gpus_per_node} GPUs; checkpoint every {knobs.ckpt_interval} "
+        f"steps (at an estimated {run.step_seconds:g} s a step: training.jobs.estimated_step_seconds)"
     )
 
 

@@ -292,7 +292,24 @@ def test_synth_summary_names_file_region_gpus_price_and_each_schedule(tmp_path):
     assert platform[3].startswith("price: $") and " an hour" in platform[3]
     [schedule] = workloads_summary(config, source)[2:]
     # 12 ranks, 8 samples: SkyRL keeps multiples of 3 prompts, so 30 / 15; 15 x 8 // 12 = 10 per GPU admits micro 2.
-    assert schedule == "experiment maze-grpo: batch 30 / mini 15 / micro 2 / 20 epochs / 160 steps on 6 x 2 GPUs"
+    assert schedule.startswith(
+        "experiment maze-grpo: batch 30 / mini 15 / micro 2 / 20 epochs / 160 steps on 6 x 2 GPUs; checkpoint every "
+    )
+
+
+# 18 GPU-hours of failure budget on 6 GPUs: 20 steps at 540 s; at 54 s the budget outlasts the 160-step run.
+@pytest.mark.parametrize(("step_seconds", "interval"), [(540, 20), (54, 160)])
+def test_the_synth_summary_shows_the_checkpoint_interval_the_step_estimate_gives(step_seconds, interval):
+    # A step estimate typed ten times too small makes checkpoints ten times rarer: the synth says so.
+    from skyrl_hyperpod.ops.summary import workloads_summary
+
+    config = validate_config({"training": {"jobs": {"estimated_step_seconds": step_seconds}}})
+    assert config.derived.runs[0].knobs.ckpt_interval == interval
+    [schedule] = [line for line in workloads_summary(config, ConfigSource(None, "defaults")) if "experiment" in line]
+    assert schedule.endswith(
+        f"; checkpoint every {interval} steps (at an estimated {step_seconds} s a step: "
+        "training.jobs.estimated_step_seconds)"
+    )
 
 
 def test_synth_names_each_of_the_examples_placeholders_in_one_line():
