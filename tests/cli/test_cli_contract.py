@@ -483,3 +483,14 @@ def test_turning_observability_off_says_the_job_alerts_go_with_it():
     assert any(
         line.startswith("note: observability.enabled is false: no Prometheus workspace, so no alerts") for line in lines
     )
+
+
+def test_a_relative_config_path_that_does_not_exist_names_the_directory_it_was_looked_for_in(tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = CliRunner().invoke(cli, ["cost", "--config", "my-config.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"config error: file 'my-config.yaml' does not exist (looked for in {elsewhere}, the current directory)"
+    )
