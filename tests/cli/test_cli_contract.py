@@ -494,3 +494,13 @@ def test_a_relative_config_path_that_does_not_exist_names_the_directory_it_was_l
     assert result.stderr.strip() == (
         f"config error: file 'my-config.yaml' does not exist (looked for in {elsewhere}, the current directory)"
     )
+
+
+def test_an_account_with_a_leading_zero_is_shown_as_typed_not_as_yamls_octal_reading(tmp_path):
+    # YAML 1.1 reads 012345670123 as the octal number 1402433619: the line shows the digits the user typed.
+    [line] = problems(tmp_path, "env:\n  account: 012345670123\n")
+    assert line.endswith(
+        "env.account = 012345670123 is read as the octal number 1402433619 (YAML reads digits after a leading 0 that "
+        'way); quote it: account: "012345670123"'
+    )
+    assert "1402433619" not in line.split("quote it:")[1]
