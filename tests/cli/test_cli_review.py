@@ -650,3 +650,46 @@ def test_the_assembly_of_a_failed_synth_is_refused(tmp_path, where):
         f"review error: {failed} is the cloud assembly of a synth that failed (/{STACK}/Bucket/Resource: "
         "AwsSolutions-S1: no access logs): fix the error and synthesize again (make synth)"
     )
+
+
+def test_setting_env_account_keeps_a_name_that_resolves_the_same(tmp_path):
+    """Without env.account the lifecycle bucket's name and the CDK asset bucket a Lambda layer is read from are built
+    from CloudFormation's pseudo parameters; with it they are written out. Same value: no change, no replacement."""
+
+    def template(account: str | None, prefix: str) -> dict:
+        bucket_name: object = f"sagemaker-{prefix}-lifecycle-{account}-us-west-2"
+        asset_bucket: object = f"cdk-assets-{account}-us-west-2"
+        if account is None:
+            bucket_name = {"Fn::Join": ["", [f"sagemaker-{prefix}-lifecycle-", {"Ref": "AWS::AccountId"}, "-",
+                                             {"Ref": "AWS::Region"}]]}  # fmt: skip
+            asset_bucket = {"Fn::Sub": "cdk-assets-${AWS::AccountId}-${AWS::Region}"}
+        return {
+            "Resources": {
+                "Bucket": {
+                    "Type": "AWS::S3::Bucket",
+                    "Properties": {"BucketName": bucket_name},
+                    "DeletionPolicy": "Retain",
+                },
+                "Layer": {
+                    "Type": "AWS::Lambda::LayerVersion",
+                    "Properties": {"Content": {"S3Bucket": asset_bucket, "S3Key": "abc.zip"}},
+                },
+            }  # fmt: skip
+        }
+
+    def side(name: str, account: str | None, prefix: str = "skyrl-hp") -> Path:
+        directory = write_assembly(tmp_path / name, {STACK: template(account, prefix)})
+        manifest = json.loads((directory / "manifest.json").read_text())
+        environment = f"aws://{account}/us-west-2" if account else "aws://unknown-account/unknown-region"
+        manifest["artifacts"][STACK]["environment"] = environment
+        (directory / "manifest.json").write_text(json.dumps(manifest))
+        return directory
+
+    base, head = side("base", None), side("head", "111111111111")
+    result = CliRunner().invoke(cli, ["review", str(base), str(head), "--fail-on-stateful-replacement"])
+    assert result.exit_code == 0, result.output
+    assert "No changes" in result.stdout
+    # Another name stays a replacement with the account written out.
+    other = side("other", "111111111111", prefix="team-a")
+    result = CliRunner().invoke(cli, ["review", str(base), str(other), "--fail-on-stateful-replacement"])
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output

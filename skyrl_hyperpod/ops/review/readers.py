@@ -36,6 +36,10 @@ class SynthOutput:
     stacks: dict[str, dict[str, Any]] | None  # stack name -> template; None = no cloud assembly here
     manifests: dict[str, dict[str, Any]] | None  # "Kind namespace/name" -> object; None = no dist/ here
     cost: dict[str, Any] | None = None  # `skyrl-hp cost --json` of this side
+    # The account and region the stacks were synthesized for (their artifacts' environment), None when the
+    # synth left them to the deploying credentials (CloudFormation's pseudo parameters then stand for them).
+    account: str | None = None
+    region: str | None = None
 
 
 def read_json(file: Path, what: str) -> Any:
@@ -120,6 +124,21 @@ def _refuse_failed_synth(root: Path, directory: Path, artifact_id: str, artifact
                     )
 
 
+def assembly_environment(directory: Path) -> tuple[str | None, str | None]:
+    """The account and region the assembly's stacks name (`aws://ACCOUNT/REGION`; the CDK writes
+    unknown-account / unknown-region for an environment-agnostic stack)."""
+    manifest = read_json(directory / "manifest.json", "cloud assembly manifest")
+    for artifact in (manifest.get("artifacts") or {}).values():
+        environment = artifact.get("environment") if isinstance(artifact, dict) else None
+        if isinstance(environment, str) and environment.startswith("aws://"):
+            account, _, region = environment.removeprefix("aws://").partition("/")
+            return (
+                None if account.startswith("unknown") else account,
+                None if region.startswith("unknown") else region,
+            )
+    return None, None
+
+
 def manifest_key(obj: dict[str, Any]) -> str:
     metadata = obj.get("metadata") or {}
     namespace = metadata.get("namespace")
@@ -172,11 +191,14 @@ def load_synth_output(path: Path) -> SynthOutput:
         raise ReviewError(
             [f"review error: {path} holds neither a cloud assembly (manifest.json, cdk.out/) nor dist/ manifests"]
         )
+    account, region = assembly_environment(assembly) if assembly else (None, None)
     output = SynthOutput(
         root=path,
         stacks=read_assembly(assembly) if assembly else None,
         manifests=read_manifests(dist) if dist else None,
         cost=read_cost(path / COST_FILE),
+        account=account,
+        region=region,
     )
     _refuse_mixed_configurations(path, output, assembly, dist)
     return output
