@@ -693,3 +693,45 @@ def test_setting_env_account_keeps_a_name_that_resolves_the_same(tmp_path):
     other = side("other", "111111111111", prefix="team-a")
     result = CliRunner().invoke(cli, ["review", str(base), str(other), "--fail-on-stateful-replacement"])
     assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
+
+
+def test_the_review_gate_example_is_a_real_run(tmp_path, default_config):
+    """docs/review-gate.md's example output is what `cdk synth` (the real app, construct paths included) of the two
+    configurations and `skyrl-hp review` print today."""
+    from skyrl_hyperpod.ops import cost
+
+    root = Path(__file__).parents[2]
+    worker = default_config.hyperpod.worker_group.model_dump(mode="json")
+    head_config = tmp_path / "head.yaml"
+    head_config.write_text(
+        yaml.safe_dump(
+            {
+                "network": {"hyperpod_az_id": "usw2-az3"},
+                "hyperpod": {"worker_group": {**worker, "instance_count": worker["instance_count"] + 1}},
+            }
+        )
+    )
+    env = {**os.environ, "PATH": f"{root / '.venv' / 'bin'}:{root / 'node_modules' / '.bin'}:{os.environ['PATH']}",
+           "CDK_DISABLE_CLI_TELEMETRY": "true"}  # fmt: skip
+    env.pop("SKYRL_HP_CONFIG", None)
+    for side, config_file in (("base", None), ("head", head_config)):
+        side_env = {**env, **({"SKYRL_HP_CONFIG": str(config_file)} if config_file else {})}
+        done = subprocess.run(
+            ["cdk", "synth", "--quiet", "--no-notices", "-o", str(tmp_path / side / "cdk.out")],
+            cwd=root, env=side_env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        from skyrl_hyperpod.config import load_config
+
+        priced = estimate(load_config(config_file))
+        (tmp_path / side / "cost.json").write_text(cost.render_json(priced))
+    text = (root / "docs" / "review-gate.md").read_text()
+    example = text.split("$ skyrl-hp review base head --fail-on-stateful-replacement\n", 1)[1].split("\n```", 1)[0]
+    shown, tail = example.split("\n…\n", 1)
+    result = CliRunner().invoke(
+        cli, ["review", str(tmp_path / "base"), str(tmp_path / "head"), "--fail-on-stateful-replacement"]
+    )
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
+    output = result.stdout.replace(str(tmp_path / "base"), "base").replace(str(tmp_path / "head"), "head")
+    assert output.startswith(shown + "\n")
+    assert tail == f"(stderr) {result.stderr.strip().splitlines()[-1]}\n$ echo $?\n{EXIT_STATEFUL_CHANGE}"
