@@ -14,6 +14,7 @@ from typing import Any
 from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.loader import load_config_with_source
 from skyrl_hyperpod.ops.summary import platform_summary
+from skyrl_hyperpod.ops.synth_lookups import credentials_configured, lookup_problem
 from skyrl_hyperpod.plumbing.errors import ProblemsError
 from skyrl_hyperpod.plumbing.runtime import exit_after_synth, fail, prefer_venv_node
 from skyrl_hyperpod.values.stack_outputs import OperatorOutputKey
@@ -75,6 +76,9 @@ def main() -> None:
         config, source = load_config_with_source(None)
         for line in platform_summary(config, source):
             print(line, file=sys.stderr)
+        problem = lookup_problem(config, cli_context(), config.env.account is None or credentials_configured())
+        if problem:
+            raise ConfigError([problem])
     except ProblemsError as error:  # the configuration, or the image build context its tag is computed from
         fail(error.problems)
     prefer_venv_node()
