@@ -222,6 +222,11 @@ def stamp_problems(
                 f"{prefix}: {file} was synthesized from {source_name(stamp.config)} (fingerprint {stamp.fingerprint}), "
                 f"this command reads {ours}: synthesize again with this configuration: {synth_k8s_command(source, file.parent)}"
             ]
+        if stamp.digest is None:
+            return [
+                f"{prefix}: {file} carries no content digest (synthesized by an earlier skyrl-hp): synthesize it "
+                f"again: {synth_k8s_command(source, file.parent)}"
+            ]
         if edited(file, stamp):
             return [
                 f"{prefix}: {file} was changed after it was synthesized (its content does not match the digest in "

@@ -267,3 +267,19 @@ def test_a_failed_cdk_synth_leaves_no_cloud_assembly_that_looks_current(tmp_path
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert not (assembly / "manifest.json").exists()
+
+
+def test_a_manifest_stamped_before_the_digest_is_asked_to_be_synthesized_again(tmp_path, kube):
+    small = validate_config(SMALL)
+    write_dist(tmp_path / "dist", small, config_file="small.yaml")
+    rayjobs = tmp_path / "dist" / "03-rayjobs.k8s.yaml"
+    stamp_line, rest = rayjobs.read_text().split("\n", 1)
+    old = json.loads(stamp_line.removeprefix("# skyrl-hp-config: "))
+    del old["digest"]
+    rayjobs.write_text("# skyrl-hp-config: " + json.dumps(old) + "\n" + rest)
+    result = run("--config", "small.yaml", "train", "start", kube=kube)
+    assert result.exit_code == 2
+    assert result.stderr.strip().endswith(
+        "dist/03-rayjobs.k8s.yaml carries no content digest (synthesized by an earlier skyrl-hp): synthesize it "
+        "again: SKYRL_HP_CONFIG=small.yaml make synth-k8s"
+    )
