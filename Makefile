@@ -81,9 +81,13 @@ synth: synth-cdk synth-k8s
 synth-cdk: $(VENV)/.installed node_modules/.installed
 	cdk synth --quiet --no-notices
 
+# The cdk8s CLI answers an app that exits non-zero (k8s_app.py has printed its one-line error) with its own Node
+# stack trace: dropped, so the error stays the last thing said; any other output passes through.
+CDK8S_APP_FAILED := awk '/^Error: command ".*k8s_app\.py.*returned a non-zero exit code/ {skip=1; next} skip && /^    at / {next} {skip=0; print}'
+
 synth-k8s: $(VENV)/.installed node_modules/.installed crds
 	# Without the flag the cdk8s CLI asks the npm registry for a newer version on every run.
-	cdk8s synth --no-check-upgrade
+	@echo "cdk8s synth --no-check-upgrade"; set -o pipefail; cdk8s synth --no-check-upgrade 2>&1 | $(CDK8S_APP_FAILED)
 
 crds: $(VENV)/.installed
 	@$(SKYRL_HP) fetch crds --if-missing --dest $(KUBERAY_CRDS_DIR)

@@ -15,6 +15,7 @@ from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config.loader import load_config_with_source, read_lock
 from skyrl_hyperpod.config.upstream_lock import lock_status
 from skyrl_hyperpod.ops.summary import platform_summary
+from skyrl_hyperpod.ops.synth_lookups import credentials_configured, lookup_problem
 from skyrl_hyperpod.plumbing.errors import ProblemsError
 from skyrl_hyperpod.plumbing.runtime import exit_after_synth, fail, prefer_venv_node
 from skyrl_hyperpod.values.stack_outputs import OperatorOutputKey
@@ -78,6 +79,9 @@ def main() -> None:
             print(line, file=sys.stderr)
         if lock_warning := lock_status(config, read_lock()).synth_warning():
             print(lock_warning, file=sys.stderr)
+        problem = lookup_problem(config, cli_context(), config.env.account is None or credentials_configured())
+        if problem:
+            raise ConfigError([problem])
     except ProblemsError as error:  # the configuration, or the image build context its tag is computed from
         fail(error.problems)
     prefer_venv_node()

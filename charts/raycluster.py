@@ -71,7 +71,7 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         instance_type=layout.instance_type,
         cpus=worker_cpus,
         memory_gib=worker_memory,
-        shm_gib=training.cluster.worker_shm_gib,
+        shm_gib=layout.shm_gib,
         gpus=layout.gpus_per_pod,
         efa_devices=layout.spec.efa_interfaces,
         efa_device_rdma=layout.spec.efa_device_rdma,

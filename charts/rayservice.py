@@ -12,7 +12,12 @@ from constructs import Construct
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.names import RAY_HEAD_CONTAINER
-from skyrl_hyperpod.config.serving import effective_max_lora_rank, effective_max_model_len, effective_multimodal_limits
+from skyrl_hyperpod.config.serving import (
+    effective_max_lora_rank,
+    effective_max_model_len,
+    effective_multimodal_limits,
+    serving_worker_shm_gib,
+)
 from skyrl_hyperpod.config.training_runs import model_path
 from skyrl_hyperpod.config.vllm_memory import MULTIMODAL_LIMITS_ARGUMENT
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
@@ -99,7 +104,7 @@ def serving_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         instance_type=worker_group.instance_type,
         cpus=worker_cpus,
         memory_gib=worker_memory,
-        shm_gib=serving.worker_shm_gib,
+        shm_gib=serving_worker_shm_gib(serving, config.hyperpod),
         gpus=worker_group.spec.gpus,
         ports=(SERVE_PORT,),
         env=region_env,

@@ -167,6 +167,28 @@ def fake_aws_env(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
 
 
+def install_fake_tools(directory: Path, *, aws: str | None = "2.27.50", kubectl: str | None = "v1.33.2") -> Path:
+    """`aws` and `kubectl` stand-ins printing these versions (None: not installed), for PATH."""
+    directory.mkdir(parents=True, exist_ok=True)
+    scripts = {
+        "aws": aws and f"echo 'aws-cli/{aws} Python/3.13.4 Linux/6.8 exe/x86_64'",
+        "kubectl": kubectl and f"""echo '{{"clientVersion": {{"gitVersion": "{kubectl}"}}}}'""",
+    }
+    for name, body in scripts.items():
+        if body:
+            (directory / name).write_text(f"#!/bin/sh\n{body}\n")
+            (directory / name).chmod(0o755)
+    return directory
+
+
+@pytest.fixture
+def local_tools(monkeypatch, tmp_path) -> Path:
+    """preflight's tool checks find the AWS CLI v2 and a kubectl of the cluster's version, not this machine's."""
+    directory = install_fake_tools(tmp_path / "fake-tools")
+    monkeypatch.setenv("PATH", f"{directory}:/usr/bin:/bin")
+    return directory
+
+
 @functools.cache
 def _shared_aws_client(service: str, region: str):
     # Creating a botocore client parses its service model and builds a class with one method per API

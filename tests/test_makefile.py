@@ -62,3 +62,38 @@ def test_every_setup_stage_announces_itself_and_its_duration(bare_checkout):
     # Each stage's start comes before its first install command.
     assert lines.index(started[0]) < next(i for i, line in enumerate(lines) if "pip install" in line)
     assert lines.index(started[1]) < next(i for i, line in enumerate(lines) if line.startswith("npm ci"))
+
+
+def test_a_failed_k8s_synth_ends_with_the_apps_one_line_error_not_a_node_stack_trace(tmp_path):
+    """`make synth-k8s` pipes the cdk8s CLI through the Makefile's filter: the CLI's stack trace after the app's
+    own error goes, everything else (the summary, the error, any other Node error) stays, and the exit code is the
+    CLI's."""
+    cli_output = (
+        "Synthesizing application\n"
+        "config error: training: cluster.worker_gpus = 9: ml.g7e.12xlarge has 2 GPUs per instance\n"
+        'Error: command "python k8s_app.py " at /somewhere returned a non-zero exit code 2\n'
+        "    at ChildProcess.<anonymous> (node_modules/cdk8s-cli/lib/util.js:77:27)\n"
+        "    at Object.onceWrapper (node:events:631:26)\n"
+        "TypeError: something else\n"
+        "    at other (x.js:1:1)\n"
+    )
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "cdk8s").write_text(f"#!/bin/sh\ncat <<'EOF'\n{cli_output}EOF\nexit 1\n")
+    (fake / "cdk8s").chmod(0o755)
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    [definition] = [line for line in makefile.splitlines() if line.startswith("CDK8S_APP_FAILED := ")]
+    recipe = makefile.split("\nsynth-k8s:", 1)[1].split("\n\n", 1)[0]
+    assert "set -o pipefail; cdk8s synth --no-check-upgrade 2>&1 | $(CDK8S_APP_FAILED)" in recipe
+    (tmp_path / "Makefile").write_text(
+        f"SHELL := /bin/bash\nexport PATH := {fake}:$(PATH)\n{definition}\n"
+        "synth-k8s:\n\tset -o pipefail; cdk8s synth --no-check-upgrade 2>&1 | $(CDK8S_APP_FAILED)\n"
+    )
+    done = subprocess.run(["make", "-s", "synth-k8s"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert done.stdout.splitlines() == [
+        "Synthesizing application",
+        "config error: training: cluster.worker_gpus = 9: ml.g7e.12xlarge has 2 GPUs per instance",
+        "TypeError: something else",
+        "    at other (x.js:1:1)",
+    ]

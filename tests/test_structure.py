@@ -206,3 +206,25 @@ def test_the_shared_name_check_sees_one() -> None:
     assert shared_names(paths) == ["serve.py: drill, skyrl_hyperpod/cli, skyrl_hyperpod/ops"]
     assert shared_names(paths[:2]) == []
     assert shared_names([Path("stacks/components/a/index.py"), Path("stacks/components/b/index.py")]) == []
+
+
+def test_what_the_documented_local_flows_write_is_ignored_by_git():
+    """make synth, skyrl-hp outputs and `skyrl-hp cost --json > cost.json` (docs/review-gate.md) write these
+    into the checkout: each is configuration-specific output, never a file to commit."""
+    import fnmatch
+
+    root = Path(__file__).resolve().parents[1]
+    patterns = [line.strip() for line in (root / ".gitignore").read_text().splitlines() if line.strip()]
+
+    def ignored(name: str, directory: bool) -> bool:
+        for pattern in patterns:
+            bare = pattern.lstrip("/")
+            if bare.endswith("/"):
+                if directory and fnmatch.fnmatch(name, bare.rstrip("/")):
+                    return True
+            elif fnmatch.fnmatch(name, bare):
+                return True
+        return False
+
+    assert ignored("cdk.out", True) and ignored("dist", True)
+    assert ignored("outputs.json", False) and ignored("cost.json", False)

@@ -306,12 +306,15 @@ def wait_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
-def experiment_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def experiment_option(
+    required: bool = False, without: str = "every experiment"
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--experiment; `without` says what the command does without it."""
     return click.option(
         "--experiment",
         default=None,
         required=required,
-        help="Experiment name (training.experiments[].name)" + ("." if required else "; default: every experiment."),
+        help="Experiment name (training.experiments[].name)" + ("." if required else f"; default: {without}."),
     )
 
 

@@ -82,7 +82,11 @@ def ray_submit(
     config, source = load_project_config_with_source(config_path, region=region)
     if config.training.jobs.self_contained_jobs:
         fail(
-            ["ray submit: training.jobs.self_contained_jobs is true: there is no long-lived RayCluster to submit to"],
+            [
+                "ray submit: training.jobs.self_contained_jobs is true (the default): there is no long-lived RayCluster "
+                "to submit to; set training.jobs.self_contained_jobs: false in the configuration, synthesize and "
+                "train start again (it applies the shared RayCluster), or start the RayJob: skyrl-hp train start"
+            ],
             EXIT_BAD_INPUT,
         )
     refuse_other_configuration(dist, [RAYJOBS_CHART], config, source)

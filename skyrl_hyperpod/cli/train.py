@@ -13,6 +13,7 @@ from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import metrics as metrics_module
 from skyrl_hyperpod.ops import train_stop as train_stop_module
+from skyrl_hyperpod.ops.kube import Cluster
 from skyrl_hyperpod.plumbing.runtime import fail
 from skyrl_hyperpod.values.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
 
@@ -49,12 +50,20 @@ def train() -> None:
 @region_option
 @profile_option
 @dist_option
-@experiment_option()
+@experiment_option(without="the only experiment (a configuration with several: name one, or --all)")
+@click.option(
+    "--all",
+    "all_experiments",
+    is_flag=True,
+    help="With several experiments: start them one at a time in their configured order, each once the previous "
+    "RayJob SUCCEEDED and its Ray cluster is gone (the command waits, so keep it running; one that fails stops the "
+    "sweep). Started again, it skips the ones that SUCCEEDED and waits for one still running.",
+)
 @click.option(
     "--wait",
     is_flag=True,
-    help="Wait until a RayJob's Ray cluster is up and its job RUNNING (experiments queue for the GPU nodes: the "
-    "first is enough); with the shared RayCluster, first its head and every worker Ready before submitting.",
+    help="Wait until the (last) started RayJob's Ray cluster is up and its job RUNNING; with the shared "
+    "RayCluster, first its head and every worker Ready before submitting.",
 )
 @wait_timeout_option
 @click.pass_context
@@ -65,21 +74,45 @@ def train_start(
     profile: str | None,
     dist: Path,
     experiment: str | None,
+    all_experiments: bool,
     wait: bool,
     timeout: float,
 ) -> None:
-    """Apply the namespace objects, the RayCluster and the RayJobs, in that order (from DIST)."""
+    """Apply the namespace objects, the RayCluster and an experiment's RayJob, in that order (from DIST).
+    Experiments run one at a time: each takes every GPU node, and RayJobs started together can each hold part of
+    the nodes and wait on each other. So a RayJob is not applied while another experiment's RayJob has not ended;
+    with several experiments name one (--experiment) or start them in turn (--all)."""
     config, source = load_project_config_with_source(config_path, region=region)
     runs = pick_experiments(config, experiment)
+    names = ", ".join(run.experiment.name for run in runs)
+    if all_experiments and experiment is not None:
+        fail([f"--all starts every experiment ({names}); it does not go with --experiment"], EXIT_BAD_INPUT)
+    if len(runs) > 1 and not all_experiments:
+        fail(
+            [
+                f"train start: this configuration has {len(runs)} experiments ({names}) and they run one at a time "
+                f"(each takes every GPU node): name one (--experiment {runs[0].experiment.name}) or pass --all to "
+                "start each once the previous one ended"
+            ],
+            EXIT_BAD_INPUT,
+        )
     self_contained = config.training.jobs.self_contained_jobs
     charts = [PLATFORM_CHART, *([] if self_contained else [RAYCLUSTER_CHART]), RAYJOBS_CHART]
     refuse_other_configuration(dist, charts, config, source)
+    namespace = config.workloads.namespace
+    jobs_config = config.training.jobs
+    # KubeRay ends a job at its deadline and deletes its cluster job_ttl_seconds_after_finished later.
+    run_timeout = float(jobs_config.job_active_deadline_seconds + jobs_config.job_ttl_seconds_after_finished)
     with cluster_errors():
         platform = cluster_workloads.load_chart(dist, PLATFORM_CHART)
         raycluster = [] if self_contained else cluster_workloads.load_chart(dist, RAYCLUSTER_CHART)
         wanted = {run.job_name for run in runs}
-        jobs = [job for job in cluster_workloads.load_chart(dist, RAYJOBS_CHART) if job["metadata"]["name"] in wanted]
-        missing = wanted - {job["metadata"]["name"] for job in jobs}
+        jobs = {
+            job["metadata"]["name"]: job
+            for job in cluster_workloads.load_chart(dist, RAYJOBS_CHART)
+            if job["metadata"]["name"] in wanted
+        }
+        missing = wanted - set(jobs)
         if missing:
             fail(
                 [
@@ -88,37 +121,70 @@ def train_start(
                 EXIT_BAD_INPUT,
             )
         cluster = connect(ctx, config, region, profile)
+        # Refused before anything is applied; checked again before each RayJob of --all.
+        _refuse_busy_nodes(cluster, config, runs[0].job_name)
         flush_header()
         cluster_workloads.apply_all(cluster, platform, echo)
         cluster_workloads.apply_all(cluster, raycluster, echo)
         if wait and not self_contained:
-            name, namespace = config.training.cluster.raycluster_name, config.workloads.namespace
-            replicas = config.derived.worker_layout.replicas
+            name, replicas = config.training.cluster.raycluster_name, config.derived.worker_layout.replicas
 
             def ready() -> tuple[bool, str]:
                 counts = cluster_workloads.ray_pod_counts(cluster, namespace, name, replicas)
                 return counts.complete, counts.line(name)
 
             wait_until(ctx, ready, timeout=timeout, what=f"RayCluster {name} not Ready")
-        # Applied now, a RayJob that train stop is deleting would be accepted and then vanish with the old one.
-        namespace = config.workloads.namespace
-        leaving = [name for name in sorted(wanted) if cluster_workloads.being_deleted(cluster, namespace, name)]
-        if leaving:
-            fail(
-                [
-                    f"train start: RayJob {', '.join(leaving)} is being deleted: start again once it is gone "
-                    "(skyrl-hp train stop --wait)"
-                ],
-                EXIT_FINDINGS,
-            )
-        cluster_workloads.apply_all(cluster, jobs, echo)
-        if wait:
-            names = [job["metadata"]["name"] for job in jobs]
+        started = []
+        for index, run in enumerate(runs):
+            live = next(iter(cluster_workloads.live_rayjobs(cluster, namespace, [run.job_name])), None)
+            if live is not None and live.job_status == "SUCCEEDED" and all_experiments:
+                echo(f"{run.experiment.name}: RayJob {run.job_name} already SUCCEEDED, not started again")
+            elif live is not None and live.unfinished and all_experiments:
+                echo(f"{run.experiment.name}: RayJob {run.job_name} is already on the cluster ({live.state})")
+            else:
+                _start_one(cluster, config, run.job_name, jobs[run.job_name])
+                started.append(run.job_name)
+            if index < len(runs) - 1:
+                echo(f"{run.experiment.name}: waiting for RayJob {run.job_name} to end before the next experiment")
+                ended = cluster_workloads.rayjob_ended(cluster, namespace, run.job_name)
+                wait_until(ctx, ended, timeout=run_timeout, what=f"RayJob {run.job_name} not ended")
+        if wait and started:
             running = cluster_workloads.rayjobs_running(
-                cluster, namespace, names, config.derived.worker_layout.replicas
+                cluster, namespace, started[-1:], config.derived.worker_layout.replicas
             )
-            wait_until(ctx, running, timeout=timeout, what=f"RayJob {', '.join(names)} not running")
-    echo(f"submitted {len(jobs)} RayJob(s); follow with: skyrl-hp train status, skyrl-hp train logs --follow")
+            wait_until(ctx, running, timeout=timeout, what=f"RayJob {started[-1]} not running")
+    echo(f"submitted {len(started)} RayJob(s); follow with: skyrl-hp train status, skyrl-hp train logs --follow")
+
+
+def _start_one(cluster: Cluster, config: ProjectConfig, job_name: str, job: dict[str, Any]) -> None:
+    """Apply one RayJob, unless another experiment's RayJob still holds the nodes or this one is being deleted."""
+    _refuse_busy_nodes(cluster, config, job_name)
+    # Applied now, a RayJob that train stop is deleting would be accepted and then vanish with the old one.
+    if cluster_workloads.being_deleted(cluster, config.workloads.namespace, job_name):
+        fail(
+            [
+                f"train start: RayJob {job_name} is being deleted: start again once it is gone "
+                "(skyrl-hp train stop --wait)"
+            ],
+            EXIT_FINDINGS,
+        )
+    cluster_workloads.apply_all(cluster, [job], echo)
+
+
+def _refuse_busy_nodes(cluster: Cluster, config: ProjectConfig, job_name: str) -> None:
+    """Exit 1 while another experiment's RayJob has not ended or its own Ray cluster is still there."""
+    namespace = config.workloads.namespace
+    others = {run.job_name: run.experiment.name for run in config.derived.runs if run.job_name != job_name}
+    busy = cluster_workloads.unfinished_rayjobs(cluster, namespace, list(others))
+    if busy:
+        fail(
+            [
+                f"train start: RayJob {', '.join(f'{b.name} ({b.state})' for b in busy)} has not ended and experiments "
+                f"run one at a time (each takes every GPU node): start {job_name} once it has (skyrl-hp train "
+                f"status), or stop it first (skyrl-hp train stop --experiment {others[busy[0].name]})"
+            ],
+            EXIT_FINDINGS,
+        )
 
 
 @train.command("status")
@@ -213,7 +279,8 @@ def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
     if len(runs) > 1:
         fail(
             [
-                f"--experiment: this configuration has {len(runs)} experiments ({', '.join(r.experiment.name for r in runs)}); name one"
+                f"--experiment: this configuration has {len(runs)} experiments ({', '.join(r.experiment.name for r in runs)}); "
+                f"name one (--experiment {runs[0].experiment.name})"
             ],
             EXIT_BAD_INPUT,
         )
@@ -224,7 +291,7 @@ def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
 @config_option
 @region_option
 @profile_option
-@experiment_option()
+@experiment_option(without="the only experiment (a configuration with several: name one)")
 @click.option("--follow", "-f", is_flag=True, help="Keep streaming while the job runs.")
 @click.option("--tail", type=click.IntRange(min=1), default=None, help="Only the last N lines.")
 @click.pass_context
@@ -256,7 +323,7 @@ def train_logs(
 @config_option
 @region_option
 @profile_option
-@experiment_option()
+@experiment_option(without="the only experiment (a configuration with several: name one)")
 @click.option("--log", "log_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Read a saved driver log instead of the cluster's (skyrl-hp train logs > FILE).")  # fmt: skip
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -434,7 +434,8 @@ def _not_a_regular_file(file: Path) -> str | None:
     except FileNotFoundError:
         if file.is_symlink():
             return f"file {str(file)!r} is a symbolic link to {os.readlink(file)!r}, which does not exist"
-        return f"file {str(file)!r} does not exist"
+        where = "" if file.is_absolute() else f" (looked for in {Path.cwd()}, the current directory)"
+        return f"file {str(file)!r} does not exist{where}"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return f"file {str(file)!r} is a symbolic link that leads back to itself (a loop): point it at a file"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .base import StrictModel
 
@@ -18,6 +18,17 @@ class ObservabilityConfig(StrictModel):
     metrics_level: Literal["Basic", "Advanced"] = "Basic"
     scrape_interval_seconds: int = Field(default=30, ge=10, le=300)
     logging_enabled: bool = True
+
+    @model_validator(mode="after")
+    def _grafana_needs_the_stack(self) -> ObservabilityConfig:
+        # Grafana's data source is the observability stack's Prometheus workspace: with the stack off there is
+        # none, and the setting would be dropped without a word.
+        if self.grafana and not self.enabled:
+            raise ValueError(
+                "grafana = True: Grafana reads the Prometheus workspace of the observability stack, which "
+                "enabled: false leaves out; set enabled: true, or grafana: false"
+            )
+        return self
 
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")

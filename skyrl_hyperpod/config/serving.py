@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from ..plumbing.upstream import KUBERAY_NAME_PATTERN, RAYJOB_NAME_MAX
 from .base import PinnedImage, StrictModel
 from .hyperpod import HyperPodConfig
-from .shared_memory import MIN_SHM_GIB
+from .shared_memory import MIN_SHM_GIB, worker_shm_gib
 from .training import TrainingConfig
 from .training_runs import ResolvedRun, gpu_name
 from .vllm_memory import engine_memory, max_model_len_problem
@@ -24,6 +24,8 @@ from .workloads import K8S_NAME_PATTERN
 
 # vLLM accepts only these LoRA ranks for max_lora_rank.
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+# /dev/shm a serving worker pod gets by default where the node allows it.
+SERVING_WORKER_SHM_GIB = 32
 REMOTE_LORA_SCHEMES = ("s3://", "gs://", "abfss://", "azure://")
 
 
@@ -151,7 +153,12 @@ class ServingConfig(StrictModel):
         default=1, gt=0, le=16, description="The Ray autoscaler container in the head pod (on_demand)."
     )
     autoscaler_memory_gib: int = Field(default=1, gt=0, le=64)
-    worker_shm_gib: int = Field(default=32, ge=MIN_SHM_GIB, description="/dev/shm per worker pod (Ray's object store).")
+    worker_shm_gib: int | None = Field(
+        default=None,
+        ge=MIN_SHM_GIB,
+        description=f"/dev/shm per worker pod (Ray's object store). Default: {SERVING_WORKER_SHM_GIB} GiB, at most "
+        "half of the memory a pod may use on the GPU node.",
+    )
     head_cpus: int = Field(default=8, gt=0, description="The serve head runs the proxy and controller, no model.")
     head_memory_gib: int = Field(default=32, gt=0)
     head_shm_gib: int = Field(default=4, ge=MIN_SHM_GIB, description="/dev/shm per head pod (Ray's object store).")
@@ -301,16 +308,25 @@ def check_serving(
     )
     if problem:
         raise ValueError(f"max_model_len = {max_model_len}: {problem}")
-    capacity = serving.worker_replicas * (group.spec.gpus // serving.tensor_parallel_size)
+    per_pod = group.spec.gpus // serving.tensor_parallel_size
+    capacity = serving.worker_replicas * per_pod
     if serving.max_replicas > capacity:
+        pods_needed = -(-serving.max_replicas // per_pod)
+        more_pods = (
+            f" or serving.worker_replicas to {pods_needed} (the GPU group has {group.instance_count} nodes)"
+            if pods_needed <= group.instance_count
+            else ""
+        )
         raise ValueError(
             f"max_replicas = {serving.max_replicas}: {serving.worker_replicas} worker pod(s) x {group.spec.gpus} GPUs "
-            f"hold {capacity} replica(s) of {serving.tensor_parallel_size} GPU(s)"
+            f"hold {capacity} replica(s) of {serving.tensor_parallel_size} GPU(s): set serving.max_replicas to at most "
+            f"{capacity}{more_pods}"
         )
-    if serving.worker_shm_gib * 2 > group.allocatable_memory_gib:
+    if serving_worker_shm_gib(serving, hyperpod) * 2 > group.allocatable_memory_gib:
         raise ValueError(
             f"worker_shm_gib = {serving.worker_shm_gib}: keep /dev/shm at most half of the "
-            f"{group.allocatable_memory_gib} GiB a pod may use"
+            f"{group.allocatable_memory_gib} GiB a pod may use (at most {group.allocatable_memory_gib // 2}, or "
+            "unset for the default that fits)"
         )
     _check_head_node(serving, training=training, hyperpod=hyperpod, training_head=training_head)
     publish = serving.publish
@@ -341,3 +357,9 @@ def check_serving(
                 else f"publish.step = {publish.step or pub_run.total_steps}"
             )
             raise ValueError(f"{key}: {exc}") from None
+
+
+def serving_worker_shm_gib(serving: ServingConfig, hyperpod: HyperPodConfig) -> int:
+    """The serving worker pods' /dev/shm: serving.worker_shm_gib, else the default that fits the GPU node."""
+    group = hyperpod.worker_group
+    return worker_shm_gib(serving.worker_shm_gib, SERVING_WORKER_SHM_GIB, group.allocatable_memory_gib)

@@ -24,6 +24,14 @@ RAY_OBJECT_STORE_MINIMUM_BYTES = 75 * 1024**2
 MIN_SHM_GIB = 2
 
 
+def worker_shm_gib(explicit: int | None, preferred: int, allocatable_memory_gib: int) -> int:
+    """A worker pod's /dev/shm: the configured size, else `preferred` up to half of what the node lets a pod use
+    (the rule the configuration checks an explicit size against), so a smaller GPU node needs no setting."""
+    if explicit is not None:
+        return explicit
+    return max(MIN_SHM_GIB, min(preferred, allocatable_memory_gib // 2))
+
+
 def shm_headroom_bytes(shm_gib: int) -> int:
     """What stays free in /dev/shm for NCCL, vLLM and PyTorch beside Ray's object store."""
     return max(SHM_HEADROOM_MIN_GIB * GIB, int(shm_gib * GIB * SHM_HEADROOM_FRACTION))

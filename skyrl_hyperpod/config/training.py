@@ -29,6 +29,8 @@ from .version_lock import DEFAULT_SKYRL_VERSION, SKYRL_RELEASES, SkyRLRelease
 from .vllm_memory import MULTIMODAL_LIMITS_ARGUMENT, multimodal_limits
 from .workloads import K8S_NAME_PATTERN, relative_path
 
+# /dev/shm a training worker pod gets by default where the node allows it.
+TRAINING_WORKER_SHM_GIB = 64
 # SkyRL's driver waits this many seconds for its placement group (its GPUs) before failing.
 SKYRL_PLACEMENT_GROUP_TIMEOUT_ENV = "SKYRL_RAY_PG_TIMEOUT_IN_S"
 # A name `env NAME=VALUE` accepts and Ray passes on.
@@ -319,10 +321,11 @@ class TrainingClusterConfig(StrictModel):
     worker_gpus: int | None = Field(
         default=None, gt=0, description="GPUs per worker pod. Default: all of the instance's."
     )
-    worker_shm_gib: int = Field(
-        default=64,
+    worker_shm_gib: int | None = Field(
+        default=None,
         ge=MIN_SHM_GIB,
-        description="/dev/shm (memory-backed) per worker pod: Ray's object store (three quarters) plus NCCL and vLLM.",
+        description="/dev/shm (memory-backed) per worker pod: Ray's object store (three quarters) plus NCCL and vLLM. "
+        f"Default: {TRAINING_WORKER_SHM_GIB} GiB, at most half of the memory a pod may use on the GPU node.",
     )
     head_shm_gib: int = Field(default=8, ge=MIN_SHM_GIB, description="/dev/shm per head pod (Ray's object store).")
     head_cpus: int | None = Field(

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from .catalog import InstanceSpec
 from .hyperpod import HyperPodConfig, InstanceGroupConfig
 from .lora_targets import skyrl_value, target_modules_problem
+from .shared_memory import worker_shm_gib
 from .training import (
     MULTIMODAL_LIMITS_KEY,
     RECIPE_MICRO_BATCH_SIZE,
     RECIPE_MINI_BATCH_SIZE,
     RECIPE_TRAIN_BATCH_SIZE,
+    TRAINING_WORKER_SHM_GIB,
     Experiment,
     Scalar,
     SkyRLKnobs,
@@ -36,6 +38,7 @@ class WorkerLayout:
     group: InstanceGroupConfig
     replicas: int
     gpus_per_pod: int
+    shm_gib: int  # /dev/shm per worker pod: training.cluster.worker_shm_gib, else the default that fits the node
 
     @property
     def instance_type(self) -> str:
@@ -56,6 +59,7 @@ def worker_layout(training: TrainingConfig, hyperpod: HyperPodConfig) -> WorkerL
         group=group,
         replicas=training.cluster.worker_replicas or group.instance_count,
         gpus_per_pod=training.cluster.worker_gpus or group.spec.gpus,
+        shm_gib=worker_shm_gib(training.cluster.worker_shm_gib, TRAINING_WORKER_SHM_GIB, group.allocatable_memory_gib),
     )
 
 
@@ -503,10 +507,10 @@ def resolve_runs(training: TrainingConfig, hyperpod: HyperPodConfig, workloads: 
             f"instances (one worker pod per node)"
         )
     worker_memory = layout.group.allocatable_memory_gib
-    if training.cluster.worker_shm_gib * 2 > worker_memory:
+    if layout.shm_gib * 2 > worker_memory:
         raise ValueError(
             f"cluster.worker_shm_gib = {training.cluster.worker_shm_gib}: /dev/shm counts against the pod's memory; keep it at most "
-            f"half of the {worker_memory} GiB a pod may use"
+            f"half of the {worker_memory} GiB a pod may use (at most {worker_memory // 2}, or unset for the default that fits)"
         )
     runs: list[ResolvedRun] = []
     for experiment in training.experiments:

@@ -323,9 +323,9 @@ def rayjob_progress(cluster: Cluster, namespace: str, rayjob: str, workers_wante
 def rayjobs_running(
     cluster: Cluster, namespace: str, names: list[str], workers_wanted: int
 ) -> Callable[[], tuple[bool, str]]:
-    """A wait_for check: done once a RayJob's Ray cluster is up and its Ray job runs. Experiments queue for the
-    GPU nodes (each takes every one), so with several RayJobs the first one running is enough and the rest are
-    named as queued. A RayJob that failed ends the wait (WorkloadError)."""
+    """A wait_for check: done once a RayJob's Ray cluster is up and its Ray job runs; with several RayJobs (on the
+    cluster from before), the first one running is enough and the rest are named as queued. A RayJob that failed
+    ends the wait (WorkloadError)."""
 
     def check() -> tuple[bool, str]:
         progress = [rayjob_progress(cluster, namespace, name, workers_wanted) for name in names]
@@ -343,6 +343,40 @@ def rayjobs_running(
             queued = ", ".join(p.name for p in progress if not p.running)
             line = "; ".join(p.line() for p in running) + f"; queued for the GPU nodes: {queued}"
         return bool(running), line
+
+    return check
+
+
+def unfinished_rayjobs(cluster: Cluster, namespace: str, names: list[str]) -> list[LiveRayJob]:
+    """The RayJobs of `names` on the cluster whose Ray job has not ended, or whose own cluster is still there (it
+    holds the head node's training share and every GPU node until KubeRay deletes it)."""
+    return [job for job in live_rayjobs(cluster, namespace, names) if job.unfinished or job.own_clusters]
+
+
+def rayjob_ended(cluster: Cluster, namespace: str, rayjob: str) -> Callable[[], tuple[bool, str]]:
+    """A wait_for check: done once the RayJob's Ray job SUCCEEDED and the cluster it created is gone, so the next
+    experiment's pods can take the GPU nodes. A job that ended any other way ends the wait (WorkloadError): the
+    next experiment would likely fail the same way, and its cost is better spent after a look."""
+
+    def check() -> tuple[bool, str]:
+        job = next(iter(live_rayjobs(cluster, namespace, [rayjob])), None)
+        if job is None:
+            raise WorkloadError(
+                [f"train start: RayJob {rayjob} is gone before it ended (deleted: skyrl-hp train stop?)"]
+            )
+        deployment = ((cluster.get(job.path) or {}).get("status") or {}).get("jobDeploymentStatus")
+        if job.job_status in FAILED_JOB_STATES or deployment == "Failed":
+            ended = job.job_status if job.job_status in FAILED_JOB_STATES else "with deployment Failed"
+            raise WorkloadError(
+                [
+                    f"train start: RayJob {rayjob} ended {ended}: the experiments after it are not started; "
+                    f"its driver log: skyrl-hp train logs (skyrl-hp train status shows every RayJob)"
+                ]
+            )
+        line = f"RayJob {rayjob}: job {job.state}"
+        if job.own_clusters:
+            line += f"; its RayCluster {', '.join(job.own_clusters)} still holds the nodes"
+        return not job.unfinished and not job.own_clusters, line
 
     return check
 

@@ -24,6 +24,7 @@ from skyrl_hyperpod.config.hyperpod import InstanceGroupConfig
 from skyrl_hyperpod.config.training import REFERENCE_RUN_HOURS
 from skyrl_hyperpod.plumbing.errors import ProblemsError
 from skyrl_hyperpod.values.stack_outputs import PLACEHOLDER_REGION
+from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
 
 # The price files ship inside the package (package data), so an installed `skyrl-hp cost` finds them.
 PRICES_PACKAGE = "skyrl_hyperpod.prices"
@@ -163,6 +164,11 @@ class Estimate:
     hours_per_month: float
     run_hours: float
     items: list[LineItem]
+    # Which configuration this estimate prices (the fingerprint dist/'s stamp and the ConfigFingerprint output
+    # carry): `skyrl-hp review` refuses a side whose cost.json, cdk.out and dist/ come from different ones.
+    config_fingerprint: str
+    # The configured experiments: they run one at a time (each takes every GPU node), so a sweep costs one run each.
+    experiments: tuple[str, ...] = ()
 
     @property
     def hourly_usd(self) -> float:
@@ -182,6 +188,14 @@ class Estimate:
         return self.hourly_usd * self.run_hours
 
     @property
+    def sweep_hours(self) -> float:
+        return self.run_hours * max(1, len(self.experiments))
+
+    @property
+    def sweep_usd(self) -> float:
+        return self.hourly_usd * self.sweep_hours
+
+    @property
     def unconfirmed(self) -> list[str]:
         return [i.component for i in self.items if not i.confirmed]
 
@@ -192,12 +206,18 @@ class Estimate:
             "prices_as_of": self.as_of,
             "price_file": self.price_file,
             "hours_per_month": self.hours_per_month,
+            "config_fingerprint": self.config_fingerprint,
             "items": [asdict(i) for i in self.items],
             "totals": {
                 "hourly": round(self.hourly_usd, 4),
                 "monthly": round(self.monthly_usd, 2),
                 "idle_per_day": round(self.idle_per_day_usd, 2),
                 "training_run": {"hours": self.run_hours, "cost": round(self.run_usd, 2)},
+                "sweep": {
+                    "experiments": list(self.experiments),
+                    "hours": self.sweep_hours,
+                    "cost": round(self.sweep_usd, 2),
+                },
             },
             "unconfirmed": self.unconfirmed,
         }
@@ -343,6 +363,8 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
         hours_per_month=book.hours_per_month,
         run_hours=run_hours,
         items=items,
+        config_fingerprint=config_fingerprint(config),
+        experiments=tuple(run.experiment.name for run in config.derived.runs),
     )
 
 
@@ -379,6 +401,11 @@ def render_table(est: Estimate) -> str:
         f"Idle cluster per day (everything running, no job): {_money(est.idle_per_day_usd)}",
         f"One training run of {est.run_hours:g} h: {_money(est.run_usd)} (nodes bill the same with or without a job)",
     ]
+    if len(est.experiments) > 1:
+        out.append(
+            f"The sweep, {len(est.experiments)} experiments one at a time ({', '.join(est.experiments)}): "
+            f"{est.sweep_hours:g} h, {_money(est.sweep_usd)}"
+        )
     notes = [f"  {i.component}: {i.note}" for i in est.items if i.note]
     if notes:
         out += ["", "Notes:", *notes]

@@ -54,9 +54,14 @@ def price_line(config: ProjectConfig) -> str:
         file, book = cost_module.price_book_for(region, None)
     except cost_module.PriceError:
         return f"price: no price file for {region} (skyrl-hp cost --prices FILE)"
-    est = cost_module.estimate(
-        config, book, price_file=cost_module.display_path(file), run_hours=cost_module.DEFAULT_RUN_HOURS
-    )
+    try:
+        est = cost_module.estimate(
+            config, book, price_file=cost_module.display_path(file), run_hours=cost_module.DEFAULT_RUN_HOURS
+        )
+    except cost_module.PriceError as error:
+        # A price the file lacks (an instance type the catalog offers but nobody priced yet) is the same gap as
+        # a region without a price file: the summary says so and the synth goes on.
+        return f"price: not estimated: {error.problems[0].removeprefix('cost error: ')}"
     basis = "" if config.env.region else f" ({region} prices: env.region is not set)"
     return f"price: ${est.hourly_usd:,.2f} an hour, ${est.monthly_usd:,.0f} a month{basis} (skyrl-hp cost)"
 
@@ -66,7 +71,8 @@ def schedule_line(run: ResolvedRun) -> str:
     return (
         f"experiment {run.experiment.name}: batch {knobs.train_batch_size} / mini {knobs.policy_mini_batch_size} / "
         f"micro {knobs.micro_train_batch_size_per_gpu} / {knobs.epochs} epochs / {run.total_steps} steps on "
-        f"{knobs.policy_num_nodes} x {knobs.policy_num_gpus_per_node} GPUs"
+        f"{knobs.policy_num_nodes} x {knobs.policy_num_gpus_per_node} GPUs; checkpoint every {knobs.ckpt_interval} "
+        f"steps (at an estimated {run.step_seconds:g} s a step: training.jobs.estimated_step_seconds)"
     )
 
 
@@ -76,10 +82,27 @@ def placeholder_lines(config: ProjectConfig) -> list[str]:
     return [f"warning: {finding}" for finding in placeholder_findings(config)]
 
 
+def observability_lines(config: ProjectConfig) -> list[str]:
+    """What turning observability off also turns off: the job alerts are Prometheus rules in its workspace."""
+    if config.observability.enabled:
+        return []
+    return [
+        "note: observability.enabled is false: no Prometheus workspace, so no alerts for a RayJob's retries, a "
+        "failed job or one that stops making progress (HyperPod's node events still reach the alerts topic)"
+    ]
+
+
 def platform_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:
     """The CDK app's lines."""
-    lines = [config_line(source), region_line(config), gpu_line(config), scaling_line(config), price_line(config)]
-    return [*lines, *placeholder_lines(config)]
+    return [
+        config_line(source),
+        region_line(config),
+        gpu_line(config),
+        scaling_line(config),
+        price_line(config),
+        *observability_lines(config),
+        *placeholder_lines(config),
+    ]
 
 
 def workloads_summary(config: ProjectConfig, source: ConfigSource) -> list[str]:

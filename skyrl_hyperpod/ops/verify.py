@@ -191,7 +191,7 @@ def check_nccl_efa(cluster: Cluster, config: ProjectConfig) -> list[CheckResult]
 
 def check_object_stores(stores: list[NodeStore], config: ProjectConfig) -> list[CheckResult]:
     name = "Ray object store"
-    expected = object_store_memory_bytes(config.training.cluster.worker_shm_gib)
+    expected = object_store_memory_bytes(config.derived.worker_layout.shm_gib)
     workers = [s for s in stores if not s.is_head]
     wanted = config.derived.worker_layout.replicas
     if len(workers) < wanted:

@@ -12,6 +12,7 @@ configuration value has (docs/configuring.md#limits, docs/review-gate.md).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -112,6 +113,11 @@ _REFUSED_TAGS = {
     f"tag:yaml.org,2002:{name}": what
     for name, what in (("binary", "bytes"), ("set", "a set"), ("omap", "an ordered map"), ("pairs", "pairs"))
 }
+
+# YAML 1.1 (PyYAML's) reads digits after a leading 0 as an octal number: `account: 012345670123` loads as 1402433619,
+# and every message about it would show digits nobody typed (https://yaml.org/type/int.html).
+_INT_TAG = "tag:yaml.org,2002:int"
+_OCTAL_LOOKING = re.compile(r"^[-+]?0[0-7_]+$")
 
 
 class YAMLLimitError(yaml.MarkedYAMLError, ProjectError):
@@ -219,6 +225,14 @@ class _BoundedComposer(Composer):
                     problem=f"the value of {where} is tagged !!{node.tag.rsplit(':', 1)[1]}, which YAML loads as "
                     f"{_REFUSED_TAGS[node.tag]}; a configuration holds text, numbers, true/false, lists and "
                     "mappings: write the value itself",
+                    problem_mark=node.start_mark,
+                )
+            if isinstance(node, ScalarNode) and node.tag == _INT_TAG and _OCTAL_LOOKING.match(node.value):
+                where = _dotted([part for part in self._path if part]) or "a value"
+                key = next((part for part in reversed(self._path) if part and not part.startswith("[")), "value")
+                raise YAMLLimitError(
+                    problem=f"{where} = {node.value} is read as the octal number {self.construct_object(node)} (YAML "
+                    f'reads digits after a leading 0 that way); quote it: {key}: "{node.value}"',
                     problem_mark=node.start_mark,
                 )
             if isinstance(node, ScalarNode) and len(node.value) > chars:

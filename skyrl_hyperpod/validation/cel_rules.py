@@ -199,11 +199,11 @@ def not_evaluated_reason(rules: CompiledRules) -> str | None:
     """One sentence naming every rule of a kind that a create cannot be checked against, or None."""
     parts = []
     if rules.update_only:
-        names = "; ".join(f"{rule.where} {rule.message or rule.rule!r}" for rule in rules.update_only)
+        # One short line: every synth prints it, and it asks nothing of the user. The rules and what they guard
+        # are described in docs/validation.md.
         parts.append(
-            f"{len(rules.update_only)} apply only to updates of a live object (they compare it with {OLD_SELF}, "
-            f"which a synth has not; the API server checks them when an apply changes these immutable fields, "
-            f"nothing to do otherwise): {names}"
+            f"{len(rules.update_only)} apply only to updates of a live object ({OLD_SELF}); nothing to do "
+            "(docs/validation.md)"
         )
     if rules.unsupported:
         names = "; ".join(f"{rule.where} {rule.rule!r}: {reason}" for rule, reason in rules.unsupported)

@@ -667,3 +667,138 @@ def test_a_poll_interval_longer_than_the_heartbeat_still_beats_every_30_seconds(
         "still waiting after 30 s",
         "still waiting after 1 min 00 s",
     ]
+
+
+# --- a sweep: one RayJob at a time ------------------------------------------------------------------------------
+
+SWEEP = {"training": {"experiments": [{"name": "lr-a"}, {"name": "lr-b"}]}}
+
+
+@pytest.fixture
+def sweep(tmp_path) -> tuple[Path, list[str]]:
+    """The default (self-contained) configuration with two experiments: its dist/ and the RayJob names in order."""
+    (tmp_path / "skyrl-hp.yaml").write_text(yaml.safe_dump(SWEEP))
+    config = validate_config(SWEEP)
+    return write_dist(tmp_path / "sweep-dist", config), [run.job_name for run in config.derived.runs]
+
+
+def rayjob_at(name: str) -> str:
+    return f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayjobs/{name}"
+
+
+def own_cluster(kube: FakeKube, rayjob: str) -> str:
+    """The RayCluster KubeRay creates for a self-contained RayJob, labelled with its creator."""
+    name = f"{rayjob}-x7k2p"
+    labels = {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": rayjob}
+    kube.put(
+        f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters/{name}",
+        {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name, "namespace": NAMESPACE,
+                                                                       "labels": labels}},
+    )  # fmt: skip
+    return name
+
+
+def test_train_start_on_a_sweep_starts_nothing_until_told_one_or_all(kube, sweep):
+    dist, _ = sweep
+    result = run(kube, "train", "start", "--dist", str(dist))
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "2 experiments (lr-a, lr-b) and they run one at a time" in line
+    assert "--experiment lr-a" in line and "--all" in line
+    assert kube.requests == []
+
+
+def test_train_start_all_applies_the_next_rayjob_only_once_the_previous_succeeded_and_its_cluster_is_gone(kube, sweep):
+    dist, (first, second) = sweep
+    seen_when_second_applied: list[dict] = []
+    polls = 0
+
+    def kuberay(request) -> None:
+        # The first job runs for a few polls, succeeds, and KubeRay deletes its cluster a poll later.
+        nonlocal polls
+        job = kube.objects.get(rayjob_at(first))
+        if request.method != "GET" or request.path != rayjob_at(first) or job is None:
+            return
+        polls += 1
+        if polls == 1:
+            job["status"] = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
+            own_cluster(kube, first)
+        elif polls == 3:
+            job["status"] = {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}
+        elif polls == 5:
+            kube.objects = {p: o for p, o in kube.objects.items() if "/rayclusters/" not in p}
+
+    def record(path: str, obj: dict) -> None:
+        if path == rayjob_at(second):
+            clusters = [p for p in kube.objects if "/rayclusters/" in p]
+            seen_when_second_applied.append({"first": kube.objects[rayjob_at(first)]["status"], "clusters": clusters})
+
+    kube.on_request, kube.on_apply = kuberay, record
+    result = run(kube, "train", "start", "--dist", str(dist), "--all")
+    assert result.exit_code == 0, result.output
+    jobs_applied = [path for path in kube.applied() if "/rayjobs/" in path]
+    assert jobs_applied == [rayjob_at(first), rayjob_at(second)]
+    assert seen_when_second_applied == [
+        {"first": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, "clusters": []}
+    ]
+    assert f"RayJob {first}: job RUNNING; its RayCluster {first}-x7k2p still holds the nodes" in result.stdout
+    assert "submitted 2 RayJob(s)" in result.stdout
+
+
+def test_train_start_all_stops_the_sweep_at_a_failed_rayjob(kube, sweep):
+    dist, (first, second) = sweep
+
+    def kuberay(path: str, obj: dict) -> None:
+        if path == rayjob_at(first):
+            obj["status"] = {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED"}
+
+    kube.on_apply = kuberay
+    result = run(kube, "train", "start", "--dist", str(dist), "--all")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(
+        f"train start: RayJob {first} ended FAILED: the experiments after it are not started"
+    )
+    assert rayjob_at(second) not in kube.applied()
+
+
+def test_train_start_all_again_skips_what_succeeded(kube, sweep):
+    dist, (first, second) = sweep
+    kube.put(rayjob_at(first), {"metadata": {"name": first}, "status": {"jobStatus": "SUCCEEDED"}})
+    result = run(kube, "train", "start", "--dist", str(dist), "--all")
+    assert result.exit_code == 0, result.output
+    assert [path for path in kube.applied() if "/rayjobs/" in path] == [rayjob_at(second)]
+    assert f"lr-a: RayJob {first} already SUCCEEDED, not started again" in result.stdout
+
+
+@pytest.mark.parametrize("status", ["RUNNING", "SUCCEEDED"])
+def test_train_start_refuses_an_experiment_while_another_holds_the_nodes(kube, sweep, status):
+    # RUNNING: its job has not ended; SUCCEEDED: KubeRay has not deleted its cluster yet.
+    dist, (first, second) = sweep
+    kube.put(rayjob_at(first), {"metadata": {"name": first}, "status": {"jobStatus": status}})
+    own_cluster(kube, first)
+    result = run(kube, "train", "start", "--dist", str(dist), "--experiment", "lr-b")
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"train start: RayJob {first} ({status}) has not ended and experiments run one at a time")
+    assert line.endswith("skyrl-hp train stop --experiment lr-a)")
+    assert kube.applied() == []
+
+
+def test_train_start_all_does_not_go_with_experiment(kube, sweep):
+    dist, _ = sweep
+    result = run(kube, "train", "start", "--dist", str(dist), "--all", "--experiment", "lr-a")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "--all starts every experiment (lr-a); it does not go with --experiment"
+
+
+@pytest.mark.parametrize("command", ["logs", "metrics"])
+def test_train_logs_and_metrics_on_a_sweep_ask_for_one_experiment_as_their_help_says(kube, sweep, command):
+    help_text = " ".join(run(None, "train", command, "--help").stdout.split())
+    assert "default: the only experiment (a configuration with several: name one)" in help_text
+    assert "every experiment" not in help_text
+    result = run(kube, "train", command)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--experiment: this configuration has 2 experiments (lr-a, lr-b); name one (--experiment lr-a)"
+    )
+    assert kube.requests == []

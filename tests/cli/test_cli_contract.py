@@ -4,6 +4,9 @@ a first line naming configuration, region and cluster, --json where it prints da
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -11,11 +14,12 @@ import click
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import REPO_ROOT
 from pydantic import BaseModel
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import ConfigError, ProjectConfig, load_config, validate_config
-from skyrl_hyperpod.config.loader import PATTERN_SENTENCES, REFERENCE_DOC
+from skyrl_hyperpod.config.loader import PATTERN_SENTENCES, REFERENCE_DOC, ConfigSource
 from skyrl_hyperpod.config.regions import hyperpod_instance_types_by_region
 from skyrl_hyperpod.ops.kube import KubeError
 from skyrl_hyperpod.plumbing.errors import InputError
@@ -296,7 +300,24 @@ def test_synth_summary_names_file_region_gpus_price_and_each_schedule(tmp_path):
     assert platform[4].startswith("price: $") and " an hour" in platform[4]
     [schedule] = workloads_summary(config, source)[2:]
     # 12 ranks, 8 samples: SkyRL keeps multiples of 3 prompts, so 30 / 15; 15 x 8 // 12 = 10 per GPU admits micro 2.
-    assert schedule == "experiment maze-grpo: batch 30 / mini 15 / micro 2 / 20 epochs / 160 steps on 6 x 2 GPUs"
+    assert schedule.startswith(
+        "experiment maze-grpo: batch 30 / mini 15 / micro 2 / 20 epochs / 160 steps on 6 x 2 GPUs; checkpoint every "
+    )
+
+
+# 18 GPU-hours of failure budget on 6 GPUs: 20 steps at 540 s; at 54 s the budget outlasts the 160-step run.
+@pytest.mark.parametrize(("step_seconds", "interval"), [(540, 20), (54, 160)])
+def test_the_synth_summary_shows_the_checkpoint_interval_the_step_estimate_gives(step_seconds, interval):
+    # A step estimate typed ten times too small makes checkpoints ten times rarer: the synth says so.
+    from skyrl_hyperpod.ops.summary import workloads_summary
+
+    config = validate_config({"training": {"jobs": {"estimated_step_seconds": step_seconds}}})
+    assert config.derived.runs[0].knobs.ckpt_interval == interval
+    [schedule] = [line for line in workloads_summary(config, ConfigSource(None, "defaults")) if "experiment" in line]
+    assert schedule.endswith(
+        f"; checkpoint every {interval} steps (at an estimated {step_seconds} s a step: "
+        "training.jobs.estimated_step_seconds)"
+    )
 
 
 def test_synth_summary_names_the_trade_of_on_demand_nodes():
@@ -343,6 +364,29 @@ def test_the_price_line_moves_with_the_gpu_count(tmp_path):
         return float(line.split("$", 1)[1].split(" ", 1)[0].replace(",", ""))
 
     assert hourly(4) > hourly(3)
+
+
+@pytest.mark.parametrize("instance_type", ["ml.g7e.4xlarge", "ml.g7e.8xlarge"])
+def test_a_gpu_type_the_price_file_lacks_is_a_note_in_the_synth_summary(instance_type):
+    # The catalog offers both sizes; the shipped price files have no figure for them. The summary is what the
+    # CDK app prints before it synthesizes: it must not end the synth.
+    from skyrl_hyperpod.ops.cost import PriceError, estimate, load_price_book, price_file_for
+    from skyrl_hyperpod.ops.summary import platform_summary
+
+    config = validate_config(
+        {
+            "env": {"region": "us-west-2"},
+            "hyperpod": {"worker_group": {"instance_type": instance_type}},
+            "serving": {"max_replicas": 1},
+            "training": {"cluster": {"worker_shm_gib": 16}},
+        }
+    )
+    book = load_price_book(price_file_for("us-west-2"))
+    with pytest.raises(PriceError):  # the premise: the file has no price for it
+        estimate(config, book, price_file="us-west-2.yaml", run_hours=1)
+    lines = platform_summary(config, ConfigSource(None, "defaults"))
+    [price] = [line for line in lines if line.startswith("price: ")]
+    assert price.startswith("price: not estimated: ") and f"has no hourly price for {instance_type}" in price
 
 
 @pytest.mark.parametrize(
@@ -438,3 +482,75 @@ def test_an_error_of_the_project_a_command_did_not_catch_is_one_line(monkeypatch
     result = CliRunner().invoke(cli, ["raises"])
     assert (result.exit_code, result.stderr.strip()) == (code, line)
     assert "Traceback" not in result.output + result.stderr
+
+
+def test_grafana_without_the_observability_stack_is_refused_not_dropped():
+    with pytest.raises(ConfigError) as error:
+        validate_config({"observability": {"enabled": False, "grafana": True}})
+    assert error.value.problems == [
+        "config error: observability: grafana = True: Grafana reads the Prometheus workspace of the observability "
+        "stack, which enabled: false leaves out; set enabled: true, or grafana: false"
+    ]
+
+
+def test_turning_observability_off_says_the_job_alerts_go_with_it():
+    from skyrl_hyperpod.ops.summary import platform_summary
+
+    source = ConfigSource(None, "defaults")
+    assert not [line for line in platform_summary(validate_config({}), source) if "alerts" in line]
+    lines = platform_summary(validate_config({"observability": {"enabled": False}}), source)
+    assert any(
+        line.startswith("note: observability.enabled is false: no Prometheus workspace, so no alerts") for line in lines
+    )
+
+
+def test_a_relative_config_path_that_does_not_exist_names_the_directory_it_was_looked_for_in(tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = CliRunner().invoke(cli, ["cost", "--config", "my-config.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"config error: file 'my-config.yaml' does not exist (looked for in {elsewhere}, the current directory)"
+    )
+
+
+def test_an_account_with_a_leading_zero_is_shown_as_typed_not_as_yamls_octal_reading(tmp_path):
+    # YAML 1.1 reads 012345670123 as the octal number 1402433619: the line shows the digits the user typed.
+    [line] = problems(tmp_path, "env:\n  account: 012345670123\n")
+    assert line.endswith(
+        "env.account = 012345670123 is read as the octal number 1402433619 (YAML reads digits after a leading 0 that "
+        'way); quote it: account: "012345670123"'
+    )
+    assert "1402433619" not in line.split("quote it:")[1]
+
+
+def test_env_account_without_credentials_says_how_to_synthesize_offline():
+    from skyrl_hyperpod.ops.synth_lookups import lookup_problem
+
+    with_account = validate_config({"env": {"account": "123456789012", "region": "us-west-2"}})
+    line = lookup_problem(with_account, {}, has_credentials=False)
+    assert line == (
+        'config error: env.account = "123456789012": with an account set, cdk synth asks AWS for its availability '
+        "zones (a CDK context lookup) and no AWS credentials are configured: to synthesize offline leave "
+        "env.account unset (the stacks then take the deploying credentials' account), or synthesize once with "
+        "credentials (cdk.context.json keeps the answer)"
+    )
+    # Nothing to say with credentials, with the lookup cached, or without an account (offline synth).
+    assert lookup_problem(with_account, {}, has_credentials=True) is None
+    cached = {"availability-zones:account=123456789012:region=us-west-2": ["us-west-2a", "us-west-2b"]}
+    assert lookup_problem(with_account, cached, has_credentials=False) is None
+    assert lookup_problem(validate_config({}), {}, has_credentials=False) is None
+
+
+def test_the_cdk_app_stops_at_that_line_before_the_cdk_starts(tmp_path):
+    config = tmp_path / "account.yaml"
+    config.write_text('env:\n  account: "123456789012"\n  region: us-west-2\n')
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "CDK_"))}
+    env |= {"SKYRL_HP_CONFIG": str(config), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode != 0
+    assert done.stderr.splitlines()[-1].startswith('config error: env.account = "123456789012": with an account set')

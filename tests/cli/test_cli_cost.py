@@ -293,3 +293,32 @@ def test_the_table_shows_both_modes_and_the_scale_up_assumptions(tmp_path):
     assert "hyperpod.worker_group.scaling (configured: on_demand)" in result.output
     assert re.search(r"Idle day \(no job\)\s+\$729\.20\s+\$125\.70", result.output)
     assert "node provisioning without deep health checks 10 min, image pull 2.5 min" in result.output
+
+
+def test_the_json_names_the_configuration_it_priced(tmp_path, default_config):
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
+
+    assert cost_json()["config_fingerprint"] == config_fingerprint(default_config)
+    other = {"network": {"nat_gateways": 2}}
+    data = cost_json("--config", write_config(tmp_path, other))
+    assert data["config_fingerprint"] == config_fingerprint(validate_config(other))
+    assert data["config_fingerprint"] != config_fingerprint(default_config)
+
+
+def test_a_sweep_is_priced_as_one_run_per_experiment(tmp_path):
+    one = cost_json("--hours", "10")
+    sweep = {"training": {"experiments": [{"name": "lr-a"}, {"name": "lr-b"}, {"name": "lr-c"}]}}
+    config = write_config(tmp_path, sweep)
+    data = cost_json("--config", config, "--hours", "10")
+    # Same platform, same hourly price: the sweep is three runs of 10 h, one after the other.
+    assert data["totals"]["hourly"] == one["totals"]["hourly"]
+    assert data["totals"]["sweep"] == {
+        "experiments": ["lr-a", "lr-b", "lr-c"],
+        "hours": 30,
+        "cost": pytest.approx(3 * one["totals"]["training_run"]["cost"], abs=0.02),
+    }
+    table = run("--region", REGION, "--config", config, "--hours", "10").stdout
+    [line] = [line for line in table.splitlines() if line.startswith("The sweep")]
+    assert line.startswith("The sweep, 3 experiments one at a time (lr-a, lr-b, lr-c): 30 h, $")
+    assert float(line.rsplit("$", 1)[1].replace(",", "")) == pytest.approx(data["totals"]["sweep"]["cost"], abs=0.01)

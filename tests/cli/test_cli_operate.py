@@ -143,7 +143,7 @@ def healthy_cluster(kube: FakeKube, http: FakeHttp, *, network_policy: bool = Tr
         "none": "no NCCL here\n",
     }
     kube.logs[f"{NAMESPACE}/{worker}"] = lines[nccl]
-    store = object_store_memory_bytes(config.training.cluster.worker_shm_gib)
+    store = object_store_memory_bytes(config.derived.worker_layout.shm_gib)
     summary = [{"raylet": {"nodeManagerAddress": "10.192.128.10", "isHeadNode": True, "state": "ALIVE",
                            "resourcesTotal": {"objectStoreMemory": 6.0 * 1024**3}}}]  # fmt: skip
     summary += [
@@ -250,3 +250,13 @@ def test_verify_expects_no_gpu_node_while_an_autoscaled_group_is_idle():
     # A node Karpenter started that is not healthy still fails.
     sick = Nodes(node("head-0", head.instance_type), node("gpu-0", worker.instance_type, health="Unschedulable"))
     assert {r.name: r.status for r in check_nodes(sick, config)}["nodes gpu-workers"] == "FAIL"
+
+
+def test_ray_submit_on_the_defaults_names_the_setting_to_change(kube, tmp_path):
+    (tmp_path / "skyrl-hp.yaml").unlink()  # the defaults: self-contained RayJobs, no long-lived RayCluster
+    result = run(kube, None, "ray", "submit", "--experiment", "maze-grpo")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "set training.jobs.self_contained_jobs: false in the configuration" in line
+    assert line.endswith("or start the RayJob: skyrl-hp train start")
+    assert kube.requests == []

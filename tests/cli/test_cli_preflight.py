@@ -37,7 +37,7 @@ from skyrl_hyperpod.ops.preflight import (
 from skyrl_hyperpod.ops.review.replacement import CDK_HELM_CHART_TYPE
 from skyrl_hyperpod.values.stack_ownership import OWNERSHIP_OUTPUT_KEY, ownership_marker
 
-pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access", "resolved_upstream_lock")
+pytestmark = pytest.mark.usefixtures("fake_aws_env", "cluster_access", "resolved_upstream_lock", "local_tools")
 # The stubbed account, and what makes the deployed cluster usable by its caller (arn:aws:iam::<ACCOUNT>:user/tester):
 # the configurations of these tests list it unless a test is about cluster access. Neither is one of the example's
 # placeholders (the account 111111111111, documentation CIDRs), which preflight fails on; 198.18.0.0/15 is the
@@ -834,3 +834,35 @@ def test_autoscaling_prerequisites_a_deployed_cluster_or_the_config_misses(tmp_p
     *_, old = autoscaling_lines(config, None, tmp_path)
     assert old.startswith("FAIL  autoscaling prerequisites: health-monitoring agent: 1.0.99.0_1.0.241.0 from the chart")
     assert hyperpod_chart.agent_version("1.0.742.0_1.0.241.0") < hyperpod_chart.agent_version("1.0.1892.0_1.0.424.0")
+
+
+# --- the tools the run book has you run -------------------------------------------------------------------------
+
+
+def tool_lines(monkeypatch, tmp_path, **versions) -> list[str]:
+    from conftest import install_fake_tools
+
+    monkeypatch.setenv("PATH", str(install_fake_tools(tmp_path / "tools", **versions)))
+    result = CliRunner().invoke(cli, ["preflight", "--region", "xx-nowhere-1"], obj=AwsClients())
+    return [line for line in result.stdout.splitlines() if line.split("  ", 1)[-1].startswith(("AWS CLI:", "kubectl:"))]
+
+
+def test_preflight_passes_the_aws_cli_v2_and_a_kubectl_of_the_clusters_version(monkeypatch, tmp_path):
+    assert tool_lines(monkeypatch, tmp_path) == [
+        "PASS  AWS CLI: version 2.27.50",
+        "PASS  kubectl: version v1.33.2 (cluster 1.33)",
+    ]
+
+
+def test_preflight_fails_the_aws_cli_v1_and_a_missing_kubectl(monkeypatch, tmp_path):
+    aws, kubectl = tool_lines(monkeypatch, tmp_path, aws="1.45.11", kubectl=None)
+    assert aws.startswith(
+        "FAIL  AWS CLI: version 1.45.11: the printed image-build command ends in `aws logs tail`, which only version 2 "
+        "has -> fix: install AWS CLI v2: https://docs.aws.amazon.com/cli/"
+    )
+    assert kubectl.startswith("FAIL  kubectl: kubectl is not on PATH (the teardown plan deletes the workloads with it)")
+
+
+def test_preflight_warns_of_a_kubectl_more_than_one_minor_version_from_the_cluster(monkeypatch, tmp_path):
+    [_, kubectl] = tool_lines(monkeypatch, tmp_path, kubectl="v1.30.0")
+    assert kubectl.startswith("WARN  kubectl: version v1.30.0, the cluster runs 1.33 (eks.kubernetes_version)")

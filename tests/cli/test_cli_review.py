@@ -579,3 +579,159 @@ def test_eks_cluster_rename_fails_the_gate(tmp_path):
     assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
     assert "DATA LOSS: the old AWS::EKS::Cluster is deleted with the Kubernetes control plane" in result.stdout
     assert f"{STACK}/EksCluster" in result.stderr
+
+
+# --- one side, one configuration -------------------------------------------------------------------------------
+
+
+def side(directory: Path, *, assembly_config, dist_config, cost_config) -> Path:
+    """A review side as `make synth` and `skyrl-hp cost --json > cost.json` leave it, each part from its own
+    configuration: cdk.out carrying the ConfigFingerprint output (as app.py adds it), dist/ stamped, cost.json."""
+    from deployed_cluster import write_dist
+
+    from skyrl_hyperpod.ops import cost
+    from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
+
+    template = base_template()
+    template["Outputs"]["ConfigFingerprint"] = {"Value": config_fingerprint(assembly_config)}
+    write_assembly(directory / "cdk.out", {STACK: template})
+    write_dist(directory / "dist", dist_config)
+    (directory / "cost.json").write_text(cost.render_json(estimate(cost_config)))
+    return directory
+
+
+def test_a_side_whose_parts_come_from_different_configurations_is_refused_naming_them(tmp_path, default_config):
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
+
+    other = validate_config({"hyperpod": {"worker_group": {"instance_count": 4}}})
+    base = side(
+        tmp_path / "base", assembly_config=default_config, dist_config=default_config, cost_config=default_config
+    )
+    mixed = side(tmp_path / "head", assembly_config=other, dist_config=default_config, cost_config=other)
+    result = CliRunner().invoke(cli, ["review", str(base), str(mixed)])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(
+        f"review error: {mixed} mixes configurations (cdk.out, cost.json from fingerprint {config_fingerprint(other)}; "
+        "dist/01-platform.k8s.yaml, "
+    )
+    assert f".k8s.yaml from fingerprint {config_fingerprint(default_config)}): make every part" in line
+    assert result.stdout == ""
+
+
+def test_a_side_from_one_configuration_is_reviewed(tmp_path, default_config):
+    from skyrl_hyperpod.config import validate_config
+
+    other = validate_config({"hyperpod": {"worker_group": {"instance_count": 4}}})
+    base = side(
+        tmp_path / "base", assembly_config=default_config, dist_config=default_config, cost_config=default_config
+    )
+    head = side(tmp_path / "head", assembly_config=other, dist_config=other, cost_config=other)
+    result = CliRunner().invoke(cli, ["review", str(base), str(head)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("where", ["manifest", "additional-metadata-file"])
+def test_the_assembly_of_a_failed_synth_is_refused(tmp_path, where):
+    good = write_assembly(tmp_path / "good", {STACK: base_template()})
+    failed = write_assembly(tmp_path / "failed", {STACK: base_template()})
+    manifest = json.loads((failed / "manifest.json").read_text())
+    entries = {f"/{STACK}/Bucket/Resource": [{"type": "aws:cdk:error", "data": "AwsSolutions-S1: no access logs"}]}
+    if where == "manifest":
+        manifest["artifacts"][STACK]["metadata"] = entries
+    else:
+        (failed / f"{STACK}.metadata.json").write_text(json.dumps(entries))
+        manifest["artifacts"][STACK]["additionalMetadataFile"] = f"{STACK}.metadata.json"
+    (failed / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(cli, ["review", str(good), str(failed)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        f"review error: {failed} is the cloud assembly of a synth that failed (/{STACK}/Bucket/Resource: "
+        "AwsSolutions-S1: no access logs): fix the error and synthesize again (make synth)"
+    )
+
+
+def test_setting_env_account_keeps_a_name_that_resolves_the_same(tmp_path):
+    """Without env.account the lifecycle bucket's name and the CDK asset bucket a Lambda layer is read from are built
+    from CloudFormation's pseudo parameters; with it they are written out. Same value: no change, no replacement."""
+
+    def template(account: str | None, prefix: str) -> dict:
+        bucket_name: object = f"sagemaker-{prefix}-lifecycle-{account}-us-west-2"
+        asset_bucket: object = f"cdk-assets-{account}-us-west-2"
+        if account is None:
+            bucket_name = {"Fn::Join": ["", [f"sagemaker-{prefix}-lifecycle-", {"Ref": "AWS::AccountId"}, "-",
+                                             {"Ref": "AWS::Region"}]]}  # fmt: skip
+            asset_bucket = {"Fn::Sub": "cdk-assets-${AWS::AccountId}-${AWS::Region}"}
+        return {
+            "Resources": {
+                "Bucket": {
+                    "Type": "AWS::S3::Bucket",
+                    "Properties": {"BucketName": bucket_name},
+                    "DeletionPolicy": "Retain",
+                },
+                "Layer": {
+                    "Type": "AWS::Lambda::LayerVersion",
+                    "Properties": {"Content": {"S3Bucket": asset_bucket, "S3Key": "abc.zip"}},
+                },
+            }  # fmt: skip
+        }
+
+    def side(name: str, account: str | None, prefix: str = "skyrl-hp") -> Path:
+        directory = write_assembly(tmp_path / name, {STACK: template(account, prefix)})
+        manifest = json.loads((directory / "manifest.json").read_text())
+        environment = f"aws://{account}/us-west-2" if account else "aws://unknown-account/unknown-region"
+        manifest["artifacts"][STACK]["environment"] = environment
+        (directory / "manifest.json").write_text(json.dumps(manifest))
+        return directory
+
+    base, head = side("base", None), side("head", "111111111111")
+    result = CliRunner().invoke(cli, ["review", str(base), str(head), "--fail-on-stateful-replacement"])
+    assert result.exit_code == 0, result.output
+    assert "No changes" in result.stdout
+    # Another name stays a replacement with the account written out.
+    other = side("other", "111111111111", prefix="team-a")
+    result = CliRunner().invoke(cli, ["review", str(base), str(other), "--fail-on-stateful-replacement"])
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
+
+
+def test_the_review_gate_example_is_a_real_run(tmp_path, default_config):
+    """docs/review-gate.md's example output is what `cdk synth` (the real app, construct paths included) of the two
+    configurations and `skyrl-hp review` print today."""
+    from skyrl_hyperpod.ops import cost
+
+    root = Path(__file__).parents[2]
+    worker = default_config.hyperpod.worker_group.model_dump(mode="json")
+    head_config = tmp_path / "head.yaml"
+    head_config.write_text(
+        yaml.safe_dump(
+            {
+                "network": {"hyperpod_az_id": "usw2-az3"},
+                "hyperpod": {"worker_group": {**worker, "instance_count": worker["instance_count"] + 1}},
+            }
+        )
+    )
+    env = {**os.environ, "PATH": f"{root / '.venv' / 'bin'}:{root / 'node_modules' / '.bin'}:{os.environ['PATH']}",
+           "CDK_DISABLE_CLI_TELEMETRY": "true"}  # fmt: skip
+    env.pop("SKYRL_HP_CONFIG", None)
+    for side, config_file in (("base", None), ("head", head_config)):
+        side_env = {**env, **({"SKYRL_HP_CONFIG": str(config_file)} if config_file else {})}
+        done = subprocess.run(
+            ["cdk", "synth", "--quiet", "--no-notices", "-o", str(tmp_path / side / "cdk.out")],
+            cwd=root, env=side_env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        from skyrl_hyperpod.config import load_config
+
+        priced = estimate(load_config(config_file))
+        (tmp_path / side / "cost.json").write_text(cost.render_json(priced))
+    text = (root / "docs" / "review-gate.md").read_text()
+    example = text.split("$ skyrl-hp review base head --fail-on-stateful-replacement\n", 1)[1].split("\n```", 1)[0]
+    shown, tail = example.split("\n…\n", 1)
+    result = CliRunner().invoke(
+        cli, ["review", str(tmp_path / "base"), str(tmp_path / "head"), "--fail-on-stateful-replacement"]
+    )
+    assert result.exit_code == EXIT_STATEFUL_CHANGE, result.output
+    output = result.stdout.replace(str(tmp_path / "base"), "base").replace(str(tmp_path / "head"), "head")
+    assert output.startswith(shown + "\n")
+    assert tail == f"(stderr) {result.stderr.strip().splitlines()[-1]}\n$ echo $?\n{EXIT_STATEFUL_CHANGE}"

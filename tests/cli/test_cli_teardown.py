@@ -612,3 +612,22 @@ def test_termination_protection_is_lifted_only_by_delete_stacks_for_a_stack_show
     storage = default_config.names.stack("storage")
     nothing_ours = ProjectStacks(ours={}, evidence={}, unverified={storage: "no marker"})
     assert delete_stacks(Refusing(), default_config, nothing_ours, print, poll=0, timeout=1) == []
+
+
+def test_the_documented_steps_are_numbered_as_the_plan_numbers_them():
+    """docs/teardown.md's numbered steps are the default plan's, in its order and with its titles; the Studio
+    steps sit after step 5 and shift the last two, as the text says."""
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.ops.teardown import plan
+
+    text = (REPO_ROOT / "docs" / "teardown.md").read_text()
+    section = text.split("The steps as `--plan` numbers them", 1)[1].split("**Nothing retained", 1)[0]
+    documented = re.findall(r"^(\d+)\. (.+)$", section, flags=re.MULTILINE)
+    titles = [step.title.split(" (", 1)[0] for step in plan(validate_config({}))]
+    assert [int(number) for number, _ in documented] == list(range(1, len(titles) + 1))
+    for (_, line), title in zip(documented, titles, strict=True):
+        assert line.startswith(title), (line, title)
+    studio = [step.title for step in plan(validate_config({"studio": {"enabled": True}}))]
+    assert studio[:5] == [step.title for step in plan(validate_config({}))][:5] and len(studio) == len(titles) + 3
+    assert "three Studio steps come after step 5" in section and "the last two become 9 and 10" in section
+    assert studio[-2].startswith("Turn off") and len(studio) == 10

@@ -483,3 +483,56 @@ def test_serving_lora_settings_match_every_trained_adapter():
     assert kwargs["enable_lora"] is True and kwargs["max_lora_rank"] >= 64
     assert kwargs["max_loras"] == engine["lora_config"]["max_num_adapters_per_replica"]
     assert kwargs["max_model_len"] == config.training.knobs.max_model_len
+
+
+@pytest.mark.parametrize("instance_type", ["ml.g7e.2xlarge", "ml.g7e.4xlarge", "ml.g7e.8xlarge"])
+def test_a_smaller_gpu_node_gets_shared_memory_that_fits_it(instance_type):
+    """A 1-GPU trial needs the instance type and the replica count it can hold; /dev/shm follows the node."""
+    config = validate_config(
+        {"hyperpod": {"worker_group": {"instance_type": instance_type}}, "serving": {"max_replicas": 1}}
+    )
+    allocatable = config.hyperpod.worker_group.allocatable_memory_gib
+    assert config.derived.worker_layout.shm_gib == min(64, allocatable // 2)
+    import cdk8s
+    from deployed_cluster import deployed_outputs
+
+    from charts import ChartInputs, build_charts
+
+    inputs = ChartInputs(config=config, outputs=deployed_outputs(config), job_script="print('stub')\n")
+    limits = {
+        chart.node.id: [
+            volume["emptyDir"]["sizeLimit"]
+            for obj in chart.to_json()
+            for volume in _pod_volumes(obj)
+            if (volume.get("emptyDir") or {}).get("medium") == "Memory"
+        ]
+        for chart in build_charts(cdk8s.App(), inputs)
+    }
+    assert f"{min(64, allocatable // 2)}Gi" in limits["03-rayjobs"]
+    assert f"{min(32, allocatable // 2)}Gi" in limits["05-rayservice"]
+
+
+def _pod_volumes(obj) -> list[dict]:
+    found: list[dict] = []
+    if isinstance(obj, dict):
+        if isinstance(obj.get("volumes"), list):
+            found += [v for v in obj["volumes"] if isinstance(v, dict)]
+        for value in obj.values():
+            found += _pod_volumes(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            found += _pod_volumes(value)
+    return found
+
+
+def test_the_default_shared_memory_of_the_reference_node_is_unchanged():
+    config = validate_config({})
+    assert config.derived.worker_layout.shm_gib == 64
+
+
+def test_max_replicas_beyond_the_gpus_says_what_to_set():
+    message = only_problem({"hyperpod": {"worker_group": {"instance_type": "ml.g7e.2xlarge"}}})
+    assert message.endswith(
+        "max_replicas = 2: 1 worker pod(s) x 1 GPUs hold 1 replica(s) of 1 GPU(s): set serving.max_replicas to at "
+        "most 1 or serving.worker_replicas to 2 (the GPU group has 3 nodes)"
+    )

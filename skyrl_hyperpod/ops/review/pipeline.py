@@ -2,19 +2,66 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .diff import diff_manifests, diff_platform, resolve_platform
 from .model import ManifestChange, Node, Review, ReviewContext, StackDiff, Templates
-from .readers import COST_FILE, load_synth_output
+from .readers import COST_FILE, SynthOutput, load_synth_output
 from .replacement import ReplacementFacts
 from .rules import run_review_rules
+
+PSEUDO_PARAMETERS = {"account": "AWS::AccountId", "region": "AWS::Region"}
+
+
+def with_environment(value: Any, known: dict[str, str]) -> Any:
+    """`value` with the pseudo parameters of `known` ({"AWS::AccountId": "111111111111", ...}) written out: a Ref to
+    one, `${...}` in an Fn::Sub string, and an Fn::Join whose parts all became text joined into one string."""
+    if isinstance(value, list):
+        return [with_environment(item, known) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        [(key, argument)] = value.items()
+        if key == "Ref" and argument in known:
+            return known[argument]
+        if key == "Fn::Sub" and isinstance(argument, str):
+            text = argument
+            for name, literal in known.items():
+                text = text.replace("${" + name + "}", literal)
+            return text if "${" not in text else {"Fn::Sub": text}
+        if key == "Fn::Join" and isinstance(argument, list) and len(argument) == 2:
+            separator, parts = with_environment(argument[0], known), with_environment(argument[1], known)
+            if isinstance(separator, str) and isinstance(parts, list) and all(isinstance(p, str) for p in parts):
+                return separator.join(parts)
+            return {"Fn::Join": [separator, parts]}
+    return {key: with_environment(item, known) for key, item in value.items()}
+
+
+def _align_environments(base: SynthOutput, head: SynthOutput) -> tuple[SynthOutput, SynthOutput]:
+    """Setting env.account (or env.region) writes the account into names the other synth left to CloudFormation's
+    pseudo parameters (`sagemaker-...-${AWS::AccountId}-...`, the CDK asset bucket): the same resolved value, not
+    a change. The side that left them open gets the other side's values written in before the diff."""
+
+    def filled(side: SynthOutput, other: SynthOutput) -> SynthOutput:
+        known = {
+            PSEUDO_PARAMETERS[field]: getattr(other, field)
+            for field in PSEUDO_PARAMETERS
+            if getattr(side, field) is None and getattr(other, field) is not None
+        }
+        if not known or side.stacks is None:
+            return side
+        stacks = {name: with_environment(template, known) for name, template in side.stacks.items()}
+        return replace(side, stacks=stacks)
+
+    return filled(base, head), filled(head, base)
 
 
 def review(
     base_dir: Path, head_dir: Path, facts: ReplacementFacts, gpu_fallback: dict[str, int] | None = None
 ) -> Review:
-    base, head = load_synth_output(base_dir), load_synth_output(head_dir)
+    base, head = _align_environments(load_synth_output(base_dir), load_synth_output(head_dir))
     notes: list[str] = list(facts.notes)
     stacks: list[StackDiff] = []
     paths: dict[Node, str] = {}

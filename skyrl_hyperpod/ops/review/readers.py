@@ -12,13 +12,22 @@ from typing import Any
 
 from skyrl_hyperpod.plumbing.errors import ProblemsError
 from skyrl_hyperpod.plumbing.yaml_loading import ValueBudget
-from skyrl_hyperpod.values.synthesized_manifests import MAX_MANIFEST_VALUES, read_manifest_documents
+from skyrl_hyperpod.values.stack_outputs import OperatorOutputKey
+from skyrl_hyperpod.values.synthesized_manifests import (
+    MANIFEST_SUFFIXES,
+    MAX_MANIFEST_VALUES,
+    read_manifest_documents,
+    read_stamp,
+)
 
 from .model import Node, ReviewError
 from .redaction import redact_manifest, redact_template
 
 COST_FILE = "cost.json"
 HYPERPOD_CLUSTER_TYPE = "AWS::SageMaker::Cluster"
+# The metadata entry type of an error annotation (aws-cdk cloud-assembly-schema, ArtifactMetadataEntryType.ERROR):
+# the CDK CLI fails the synth on one, but the assembly it wrote stays.
+CDK_ERROR_ENTRY = "aws:cdk:error"
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,10 @@ class SynthOutput:
     stacks: dict[str, dict[str, Any]] | None  # stack name -> template; None = no cloud assembly here
     manifests: dict[str, dict[str, Any]] | None  # "Kind namespace/name" -> object; None = no dist/ here
     cost: dict[str, Any] | None = None  # `skyrl-hp cost --json` of this side
+    # The account and region the stacks were synthesized for (their artifacts' environment), None when the
+    # synth left them to the deploying credentials (CloudFormation's pseudo parameters then stand for them).
+    account: str | None = None
+    region: str | None = None
 
 
 def read_json(file: Path, what: str) -> Any:
@@ -69,6 +82,7 @@ def read_assembly(directory: Path, root: Path | None = None) -> dict[str, dict[s
             raise ReviewError(
                 [f"review error: artifact {artifact_id!r} in {directory / 'manifest.json'} is not a mapping"]
             )
+        _refuse_failed_synth(root, directory, artifact_id, artifact)
         properties = artifact.get("properties") or {}
         if artifact.get("type") == "aws:cloudformation:stack":
             template_file = properties.get("templateFile")
@@ -85,6 +99,44 @@ def read_assembly(directory: Path, root: Path | None = None) -> dict[str, dict[s
             nested = _inside_assembly(root, directory, properties["directoryName"], "directoryName", artifact_id)
             stacks.update(read_assembly(nested, root))
     return stacks
+
+
+def _refuse_failed_synth(root: Path, directory: Path, artifact_id: str, artifact: dict[str, Any]) -> None:
+    """A synth that reported an error still writes its assembly: reviewed, it would pass for the configuration's."""
+    metadata = artifact.get("metadata")
+    entries = [metadata] if isinstance(metadata, dict) else []
+    extra = artifact.get("additionalMetadataFile")
+    if isinstance(extra, str):
+        extra_file = _inside_assembly(root, directory, extra, "additionalMetadataFile", artifact_id)
+        if extra_file.is_file():
+            entries.append(read_json(extra_file, f"metadata of artifact {artifact_id}"))
+    for by_path in entries:
+        if not isinstance(by_path, dict):
+            continue
+        for construct_path, items in by_path.items():
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and item.get("type") == CDK_ERROR_ENTRY:
+                    raise ReviewError(
+                        [
+                            f"review error: {root} is the cloud assembly of a synth that failed ({construct_path}: "
+                            f"{str(item.get('data'))[:200]}): fix the error and synthesize again (make synth)"
+                        ]
+                    )
+
+
+def assembly_environment(directory: Path) -> tuple[str | None, str | None]:
+    """The account and region the assembly's stacks name (`aws://ACCOUNT/REGION`; the CDK writes
+    unknown-account / unknown-region for an environment-agnostic stack)."""
+    manifest = read_json(directory / "manifest.json", "cloud assembly manifest")
+    for artifact in (manifest.get("artifacts") or {}).values():
+        environment = artifact.get("environment") if isinstance(artifact, dict) else None
+        if isinstance(environment, str) and environment.startswith("aws://"):
+            account, _, region = environment.removeprefix("aws://").partition("/")
+            return (
+                None if account.startswith("unknown") else account,
+                None if region.startswith("unknown") else region,
+            )
+    return None, None
 
 
 def manifest_key(obj: dict[str, Any]) -> str:
@@ -139,12 +191,49 @@ def load_synth_output(path: Path) -> SynthOutput:
         raise ReviewError(
             [f"review error: {path} holds neither a cloud assembly (manifest.json, cdk.out/) nor dist/ manifests"]
         )
-    return SynthOutput(
+    account, region = assembly_environment(assembly) if assembly else (None, None)
+    output = SynthOutput(
         root=path,
         stacks=read_assembly(assembly) if assembly else None,
         manifests=read_manifests(dist) if dist else None,
         cost=read_cost(path / COST_FILE),
+        account=account,
+        region=region,
     )
+    _refuse_mixed_configurations(path, output, assembly, dist)
+    return output
+
+
+def _refuse_mixed_configurations(path: Path, output: SynthOutput, assembly: Path | None, dist: Path | None) -> None:
+    """One side is one configuration: its cdk.out (the ConfigFingerprint output), each dist/ file (its stamp) and
+    cost.json (`config_fingerprint`) must carry the same fingerprint where they carry one, or the review would
+    report one configuration's templates beside another's prices."""
+    parts: list[tuple[str, str]] = []
+    key = OperatorOutputKey.CONFIG_FINGERPRINT.value
+    for template in (output.stacks or {}).values():
+        value = ((template.get("Outputs") or {}).get(key) or {}).get("Value")
+        if isinstance(value, str) and assembly is not None:
+            parts.append((assembly.name, value))
+    for file in sorted(dist.iterdir()) if dist else []:
+        stamp = read_stamp(file) if file.suffix in MANIFEST_SUFFIXES else None
+        if stamp is not None:
+            parts.append((f"{file.parent.name}/{file.name}", stamp.fingerprint))
+    cost_fingerprint = (output.cost or {}).get("config_fingerprint")
+    if isinstance(cost_fingerprint, str):
+        parts.append((COST_FILE, cost_fingerprint))
+    by_fingerprint: dict[str, list[str]] = {}
+    for part, fingerprint in parts:
+        names = by_fingerprint.setdefault(fingerprint, [])
+        if part not in names:
+            names.append(part)
+    if len(by_fingerprint) > 1:
+        described = "; ".join(f"{', '.join(names)} from fingerprint {fp}" for fp, names in by_fingerprint.items())
+        raise ReviewError(
+            [
+                f"review error: {path} mixes configurations ({described}): make every part from one configuration "
+                f"(make synth, then skyrl-hp cost --json > {path / COST_FILE})"
+            ]
+        )
 
 
 def hyperpod_clusters(stacks: dict[str, dict[str, Any]]) -> dict[Node, dict[str, Any]]:
