@@ -241,20 +241,31 @@ def checkout_copy(target: Path) -> Path:
         if source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
+    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=target, check=True)
+    # After the index: .gitignore's `.venv/` matches a directory, not a link to one.
     for name in SHARED_DIRS:
         if (REPO / name).exists():
             (target / name).symlink_to(REPO / name)
-    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=target, check=True)
     return target
 
 
 def run_checked(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, str]:
-    """(exit code, wall seconds, output's last line): for runs whose failure is the expected result."""
+    """(exit code, wall seconds, what it ran and pytest's summary line): for runs whose failure is the expected
+    result. An unexpected failure's FAILED and ERROR lines are printed."""
     start = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    lines = (done.stdout + done.stderr).strip().splitlines()
-    return done.returncode, time.perf_counter() - start, lines[-1] if lines else ""
+    seconds = time.perf_counter() - start
+    lines = done.stdout.strip().splitlines()
+    chosen = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
+    summary = "; ".join([*chosen, *lines[-1:]]).replace("=", "").strip()
+    return done.returncode, seconds, summary
+
+
+def failures(command: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """The FAILED and ERROR lines of a run that should have passed (run again, with -rfE)."""
+    done = subprocess.run([*command, "-rfE"], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    return "\n".join(line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
 
 
 def replace_once(path: Path, old: str, new: str) -> None:
@@ -275,7 +286,9 @@ def measure_test_changed(args: argparse.Namespace, work: Path, baseline: Job) ->
     code, seconds, last = run_checked(command, copy, env)
     print(f"  first run, no data (the whole loop, recording): {seconds:6.2f} s, {last}", flush=True)
     if code != 0:
-        raise SystemExit(f"bench: make test-changed failed in the copy before any edit: {last}")
+        raise SystemExit(
+            f"bench: make test-changed failed in the copy before any edit: {last}\n{failures(command, copy, env)}"
+        )
     results: dict = {"recording_run_s": seconds}
     for kind, name, old, neutral, mutant in TEST_CHANGED_EDITS:
         path = copy / name
@@ -286,7 +299,10 @@ def measure_test_changed(args: argparse.Namespace, work: Path, baseline: Job) ->
             base_seconds, _, _ = run_once(baseline.command, baseline.cwd, baseline.env)
             code, seconds, last = run_checked(command, copy, env)
             if code != 0:
-                raise SystemExit(f"bench: make test-changed failed after a neutral edit of {name}: {last}")
+                raise SystemExit(
+                    f"bench: make test-changed failed after a neutral edit of {name}: {last}\n"
+                    + failures(command, copy, env)
+                )
             runs.append(seconds)
             ratios.append(seconds / base_seconds)
         path.write_text(original.replace(old, mutant))
