@@ -279,6 +279,9 @@ def measure_test_changed(args: argparse.Namespace, work: Path, baseline: Job) ->
     """Per kind of edit: `make test-changed` timed after the edit and after undoing it (each a change of that
     module), every run paired with a baseline run; then the mutation, which the selected tests must fail."""
     copy = checkout_copy(work / "checkout")
+    # Tests that clear KUBERAY_CRDS_DIR read the copies beside the checkout (../shared), as the Makefile does.
+    if (REPO.parent / "shared").is_dir():
+        (work / "shared").symlink_to(REPO.parent / "shared")
     env = base_env(True, work / "validation-cache")
     # Not `-p no:cacheprovider`: testmon's selection reads pytest's --lf option, which that plugin adds.
     command = [str(BIN / "python"), "-m", "tools.test_changed"]
