@@ -12,6 +12,9 @@ import pytest
 
 from tools import test_changed
 
+# Each test starts pytest in a child process two or three times: seconds each, not the edit loop's kind of test.
+pytestmark = pytest.mark.long_running
+
 MODULE = "def area(width, height):\n    return width * height\n"
 OTHER = "def greet(name):\n    return 'hello ' + name\n"
 TESTS = {
