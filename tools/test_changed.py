@@ -37,8 +37,11 @@ class Plan:
     reason: str
 
     def pytest_args(self) -> list[str]:
-        # testmon turns its selection off when -m is given, unless forced to combine both.
-        return [*FAST_LOOP, "--testmon-forceselect" if self.select else "--testmon-noselect"]
+        if not self.select:
+            return [*FAST_LOOP, "--testmon-noselect"]
+        # testmon turns its selection off when -m is given, unless forced to combine both. A selection leaves some
+        # of a module's snapshots unused, which syrupy otherwise counts as a failure.
+        return [*FAST_LOOP, "--testmon-forceselect", "--snapshot-warn-unused"]
 
 
 def datafile(repo: Path, environ: dict[str, str]) -> Path:
@@ -72,7 +75,8 @@ def plan(repo: Path, data: Path, files: list[str], deleted: list[str]) -> Plan:
     """What to run: the affected tests, or the whole fast loop and why."""
     if not data.is_file():
         return Plan(False, f"no dependency data yet ({data.name}): the whole fast loop, recording it")
-    recorded = data.stat().st_mtime
+    # SQLite in write-ahead mode writes the -wal file beside the data and the main file only at checkpoints.
+    recorded = max(path.stat().st_mtime for path in [data, *data.parent.glob(f"{data.name}-wal")])
     for name in deleted:
         if not name.endswith(".py"):
             return Plan(False, f"{name} was deleted: the whole fast loop")
