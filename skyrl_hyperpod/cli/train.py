@@ -1,8 +1,10 @@
-"""`skyrl-hp train start | status | stop | logs | metrics`: start training from the synthesized manifests, follow
-it, stop it, and read its metrics (skyrl_hyperpod/ops/cluster_workloads.py, train_stop.py, metrics.py)."""
+"""`skyrl-hp train start | status | stop | logs | metrics | timeline`: start training from the synthesized manifests,
+follow it, stop it, read its metrics and where its start spent its time (skyrl_hyperpod/ops/cluster_workloads.py,
+train_stop.py, metrics.py, start_timeline.py)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,10 +12,11 @@ from typing import Any
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
-from skyrl_hyperpod.ops import cluster_workloads
+from skyrl_hyperpod.ops import cluster_workloads, start_timeline
 from skyrl_hyperpod.ops import metrics as metrics_module
 from skyrl_hyperpod.ops import train_stop as train_stop_module
 from skyrl_hyperpod.ops.kube import Cluster
+from skyrl_hyperpod.plumbing.errors import InputError
 from skyrl_hyperpod.plumbing.runtime import fail
 from skyrl_hyperpod.values.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
 
@@ -294,6 +297,8 @@ def _single_experiment(config: ProjectConfig, experiment: str | None) -> Any:
 @experiment_option(without="the only experiment (a configuration with several: name one)")
 @click.option("--follow", "-f", is_flag=True, help="Keep streaming while the job runs.")
 @click.option("--tail", type=click.IntRange(min=1), default=None, help="Only the last N lines.")
+@click.option("--timestamps", is_flag=True,
+              help="Begin each line with the time Kubernetes received it (what `train timeline --log` reads).")  # fmt: skip
 @click.pass_context
 def train_logs(
     ctx: click.Context,
@@ -303,6 +308,7 @@ def train_logs(
     experiment: str | None,
     follow: bool,
     tail: int | None,
+    timestamps: bool,
 ) -> None:
     """The Ray job's driver log (the RayJob's submitter pod), SkyRL's metrics included."""
     config = load_project_config(config_path, region=region)
@@ -313,7 +319,7 @@ def train_logs(
         pod = cluster_workloads.submitter_pod(cluster, namespace, run.job_name)
         flush_header()
         try:
-            for line in cluster.logs(namespace, pod, follow=follow, tail=tail):
+            for line in cluster.logs(namespace, pod, follow=follow, tail=tail, timestamps=timestamps):
                 click.echo(line)
         except KeyboardInterrupt:
             return
@@ -369,3 +375,77 @@ def train_metrics(
     echo(metrics_module.render_table(steps))
     echo(metrics_module.summary(steps))
     echo(f"plot: {target}")
+
+
+def _read_events(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        fail([f"--events: {path} is not JSON ({error}): save it with kubectl get events -o json"], EXIT_BAD_INPUT)
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        fail([f"--events: {path} has no list of events under items: save it with kubectl get events -o json"],
+             EXIT_BAD_INPUT)  # fmt: skip
+    return items
+
+
+@train.command("timeline")
+@config_option
+@region_option
+@profile_option
+@experiment_option()
+@click.option("--log", "log_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Read a saved driver log instead of the cluster's (skyrl-hp train logs --timestamps > FILE).")  # fmt: skip
+@click.option("--events", "events_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="With --log: the namespace's events saved with kubectl get events -o json.")  # fmt: skip
+@json_option
+@click.pass_context
+def train_timeline(
+    ctx: click.Context,
+    config_path: Path | None,
+    region: str | None,
+    profile: str | None,
+    experiment: str | None,
+    log_file: Path | None,
+    events_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Where a run's start went, from the RayJob's creation to its first training step: pod scheduled, image
+    pulled, Ray workers up (Kubernetes events), model downloaded, datasets prepared, SkyRL started, vLLM engines
+    ready, models ready, first step (the driver log). Events older than the API server keeps (an hour by
+    default) show as not recorded."""
+    config = load_project_config(config_path, region=region)
+    run = _single_experiment(config, experiment)
+    if events_file is not None and log_file is None:
+        fail(["--events: give the saved driver log too (--log), or neither to read both from the cluster"],
+             EXIT_BAD_INPUT)  # fmt: skip
+    try:
+        if log_file is not None:
+            events = _read_events(events_file) if events_file is not None else []
+            lines: list[str] = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+            timeline = start_timeline.build(events, lines, ray_cluster=None, origin=None)
+        else:
+            namespace = config.workloads.namespace
+            with cluster_errors():
+                cluster = connect(ctx, config, region, profile)
+                rayjob = cluster_workloads.ensure_exists(
+                    cluster, cluster_workloads.rayjob_path(namespace, run.job_name), f"RayJob {run.job_name}"
+                )
+                created = (rayjob.get("metadata") or {}).get("creationTimestamp")
+                ray_cluster = str((rayjob.get("status") or {}).get("rayClusterName") or "") or None
+                events = cluster.list_items(f"/api/v1/namespaces/{namespace}/events")
+                pod = cluster_workloads.submitter_pod(cluster, namespace, run.job_name)
+                lines = list(cluster.logs(namespace, pod, timestamps=True))
+            timeline = start_timeline.build(
+                events,
+                lines,
+                ray_cluster=ray_cluster,
+                origin=start_timeline.parse_time(created) if isinstance(created, str) else None,
+            )
+    except InputError as error:
+        fail([f"timeline: {problem}" for problem in error.problems], EXIT_BAD_INPUT)
+    if as_json:
+        print_json({"experiment": run.experiment.name, "rayjob": run.job_name} | start_timeline.as_json(timeline))
+        return
+    for line in start_timeline.render(timeline, f"RayJob {run.job_name} ({run.experiment.name})"):
+        echo(line)

@@ -38,6 +38,12 @@ class FsxConfig(StrictModel):
             raise ValueError("must be 1200, 2400 or a multiple of 2400 GiB")
         return value
 
+    @property
+    def baseline_throughput_mb_s(self) -> float:
+        """The file system's baseline throughput: per-unit throughput times the capacity in TiB
+        (https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html)."""
+        return self.storage_capacity_gib / 1024 * self.per_unit_storage_throughput
+
     @model_validator(mode="after")
     def _throughput_for_type(self) -> FsxConfig:
         tiers = FSX_THROUGHPUT_TIERS[self.deployment_type]

@@ -283,6 +283,13 @@ class TrainingDataConfig(StrictModel):
         description="Commit of model_repo to download. Unset: the commit upstream-lock.yaml records for model_repo.",
     )
     model_subfolder: str = Field(default="mixed_qwen3vl", description="Sub-folder of model_repo holding the weights.")
+    checkpoint_gb: float = Field(
+        default=17.5,
+        gt=0,
+        le=10_000,
+        description="Size of the SFT checkpoint's weights in GB, for the cold start's estimate in the failure costs: "
+        "Qwen3-VL-8B's 8.8 B parameters in bf16, 2 bytes each.",
+    )
     model_dir: str = Field(default="models/visgym-sft", description="Download target, relative to the shared mount.")
     data_dir: str = Field(
         default="datasets/visgym-maze", description="Dataset directory, relative to the shared mount."
@@ -451,6 +458,14 @@ class TrainingJobsConfig(StrictModel):
         "the newest checkpoint. Default: placement_group_timeout_seconds (SkyRL's own GPU wait fails first) plus "
         f"{STALL_FIRST_STEP_TIMES} x estimated_step_seconds (model load from FSx, vLLM start, evaluation before "
         f"training, the first step), at least {STALL_FLOOR_SECONDS} s beyond the placement wait. 0 = no watchdog.",
+    )
+    measured_start_seconds: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_STEP_SECONDS,
+        description="Time from a RayJob's creation to its first training step on this deployment, as `skyrl-hp train "
+        "timeline` measured it: the failure costs count it for every retry. Unset: an estimate on paper (each GPU node "
+        "reading data.checkpoint_gb at FSx's baseline throughput), a lower bound.",
     )
     stall_timeout_step_s: int | None = Field(
         default=None,

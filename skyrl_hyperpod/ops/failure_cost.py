@@ -30,6 +30,9 @@ class RunFailureCost:
     # The stall watchdog's bounds (training.jobs.stall_timeout_*; 0 = off): how long a hang holds the cluster.
     stall_first_step_s: int = 0
     stall_step_s: int = 0
+    # What each retry spends before its first step, and where the figure comes from (measured or on paper).
+    start_s: float = 0
+    start_source: str = ""
 
     def dollars(self, steps: float, idle_seconds: float = 0) -> tuple[float, float]:
         hours = self.run.failure_cost.hours(steps) + idle_seconds / 3600
@@ -42,10 +45,28 @@ class RunFailureCost:
         return self.run.failure_cost.worst_case_steps
 
 
+def start_estimate(config: ProjectConfig) -> tuple[float, str]:
+    """The retry's time to its first step: measured where the configuration has it, else a floor on paper."""
+    measured = config.training.jobs.measured_start_seconds
+    if measured is not None:
+        return float(measured), "measured with `skyrl-hp train timeline` (`training.jobs.measured_start_seconds`)"
+    nodes = config.hyperpod.worker_group.instance_count
+    gigabytes = config.training.data.checkpoint_gb
+    throughput = config.fsx.baseline_throughput_mb_s
+    seconds = nodes * gigabytes * 1000 / throughput
+    return seconds, (
+        f"assumed, a floor: each of the {nodes} GPU nodes reads the {gigabytes:g} GB checkpoint from FSx at its "
+        f"{throughput:.0f} MB/s baseline, with no image pull, vLLM start or evaluation counted "
+        "(docs/performance.md); measure it with `skyrl-hp train timeline` and set "
+        "`training.jobs.measured_start_seconds`"
+    )
+
+
 def failure_costs(config: ProjectConfig, book: PriceBook, price_file: str) -> list[RunFailureCost]:
     est = estimate(config, book, price_file=price_file, run_hours=1)
     worker = config.hyperpod.worker_group
     gpu_item = next(item for item in est.items if item.component.startswith(f"HyperPod group {worker.name} "))
+    start_s, start_source = start_estimate(config)
     return [
         RunFailureCost(
             run=run,
@@ -55,6 +76,8 @@ def failure_costs(config: ProjectConfig, book: PriceBook, price_file: str) -> li
             unconfirmed=bool(est.unconfirmed),
             stall_first_step_s=config.training.jobs.effective_stall_timeout_first_step_s,
             stall_step_s=config.training.jobs.effective_stall_timeout_step_s,
+            start_s=start_s,
+            start_source=start_source,
         )
         for run in config.derived.runs
     ]
@@ -83,6 +106,15 @@ def render_table(costs: list[RunFailureCost]) -> str:
             _row("on average (failure at a random moment)", mean, fc, mean_gpu, mean_all),
             _row("a full checkpoint interval (no epoch-end saves)", fc.interval, fc, interval_gpu, interval_all),
             *_hang_rows(cost),
+            _row(
+                "the retry's start, to its first step (on top of each row above)",
+                0,
+                fc,
+                *cost.dollars(0, cost.start_s),
+                idle_seconds=cost.start_s,
+            ),
+            "",
+            f"The retry's start: {cost.start_s:.0f} s, {cost.start_source}.",
             "",
         ]
     first = costs[0]
@@ -90,9 +122,6 @@ def render_table(costs: list[RunFailureCost]) -> str:
         f"Prices: `{first.prices}`; GPU nodes {_money(first.gpu_group_hourly)}/h, whole platform "
         f"{_money(first.platform_hourly)}/h (`skyrl-hp cost`)."
         + (" Some prices are unconfirmed EC2 floors (see the price file)." if first.unconfirmed else ""),
-        "Not counted: the restart itself (a new cluster, image pull, model load, the baseline evaluation), which",
-        "no measurement here sizes.",
-        "",
         END,
     ]
     return "\n".join(lines)
@@ -143,8 +172,14 @@ def render_summary(costs: list[RunFailureCost]) -> str:
         f"({fc.hours(fc.worst_case_steps):.1f} h, {fc.gpu_hours(fc.worst_case_steps):.1f} GPU-hours: "
         f"{_money(worst_gpu)} of GPU nodes, {_money(worst_all)} of the whole platform at the shipped us-west-2 "
         f"prices) and {fc.mean_steps:g} on average; a full {fc.interval}-step checkpoint interval would be "
-        f"{_money(cost.dollars(fc.interval)[1])}.{_hang_summary(cost)}\n{README_END}"
+        f"{_money(cost.dollars(fc.interval)[1])}.{_hang_summary(cost)} Each retry also spends "
+        f"{cost.start_s / 60:.0f} minutes before its first step ({_start_kind(cost)}; docs/failures.md)."
+        f"\n{README_END}"
     )
+
+
+def _start_kind(cost: RunFailureCost) -> str:
+    return "measured" if cost.start_source.startswith("measured") else "at least, an estimate on paper"
 
 
 def _hang_summary(cost: RunFailureCost) -> str:

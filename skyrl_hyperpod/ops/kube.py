@@ -236,9 +236,12 @@ class Cluster:
         return self.list_items("/api/v1/nodes")
 
     def logs(self, namespace: str, pod: str, *, follow: bool = False, tail: int | None = None,
-             container: str | None = None) -> Iterator[str]:  # fmt: skip
-        """The pod's log, line by line (streamed while the pod runs with `follow`)."""
+             container: str | None = None, timestamps: bool = False) -> Iterator[str]:  # fmt: skip
+        """The pod's log, line by line (streamed while the pod runs with `follow`); with `timestamps`, each line
+        begins with the RFC 3339 time the kubelet received it."""
         query: list[tuple[str, Any]] = [("follow", "true" if follow else "false")]
+        if timestamps:
+            query.append(("timestamps", "true"))
         if tail is not None:
             query.append(("tailLines", tail))
         if container:

@@ -63,7 +63,7 @@ def _number(value: object) -> float | None:
     return None
 
 
-def _split(line: str) -> tuple[str, str]:
+def split_ray_prefix(line: str) -> tuple[str, str]:
     """(Ray's process prefix or "", the line without it)."""
     text = _ANSI.sub("", line.rstrip("\r\n"))
     match = _RAY_PREFIX.match(text)
@@ -80,7 +80,7 @@ def parse_log(lines: Iterable[str]) -> list[StepMetrics]:
     block: list[str] = []
     depth = 0
     for raw in lines:
-        prefix, line = _split(raw)
+        prefix, line = split_ray_prefix(raw)
         if pending is None:
             match = _STEP.search(line)
             if match:
