@@ -15,6 +15,7 @@ import cdk8s
 import yaml
 from constructs import Construct
 
+from skyrl_hyperpod.config.tracking import MLFLOW_TRACKING_URI_ENV
 from skyrl_hyperpod.config.training import TrainingJobsConfig
 from skyrl_hyperpod.config.training_runs import ResolvedRun, model_path
 from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
@@ -53,7 +54,10 @@ def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
     refuses the driver's `ray.init(runtime_env=...)` when the job's runtime env already sets one of its names."""
     config = inputs.config
     training, workloads = config.training, config.workloads
-    driver_env = [f"{name}={value}" for name, value in config.derived.driver_env.items()]
+    env = dict(config.derived.driver_env)
+    if inputs.mlflow_tracking_uri is not None:
+        env[MLFLOW_TRACKING_URI_ENV] = inputs.mlflow_tracking_uri
+    driver_env = [f"{name}={value}" for name, value in env.items()]
     command = [
         *(["env", *driver_env] if driver_env else []),
         "python",

@@ -3,6 +3,7 @@ it, stop it, and read its metrics (skyrl_hyperpod/ops/cluster_workloads.py, trai
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,13 @@ from typing import Any
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
 from skyrl_hyperpod.ops import cluster_workloads
 from skyrl_hyperpod.ops import metrics as metrics_module
 from skyrl_hyperpod.ops import train_stop as train_stop_module
+from skyrl_hyperpod.plumbing.errors import InputError
 from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.stack_outputs import load_stack_outputs
 from skyrl_hyperpod.values.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
 
 from .common import (
@@ -252,21 +256,35 @@ def train_logs(
             return
 
 
+def outputs_mlflow_app_arn(config: ProjectConfig) -> str:
+    """The managed MLflow App's ARN from the outputs file the charts read (workloads.outputs_file or $SKYRL_HP_OUTPUTS)."""
+    path = Path(os.environ.get(OUTPUTS_FILE_ENV_VAR) or config.workloads.outputs_file)
+    try:
+        arn = load_stack_outputs(path, config).mlflow_app_arn
+    except InputError as error:
+        fail(error.problems, EXIT_BAD_INPUT)
+    if arn is None:
+        fail([f"metrics: {path} has no MlflowAppArn output: deploy the storage stack with tracking.backend mlflow"],
+             EXIT_BAD_INPUT)  # fmt: skip
+    return arn
+
+
 def _mlflow_steps(config: ProjectConfig, run: Any) -> list[metrics_module.StepMetrics]:
     """The run's metrics from the tracking server (tracking.tracking_uri; an App's ARN is signed by sagemaker-mlflow
     with the caller's AWS credentials)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    client = MlflowClient(tracking_uri=config.tracking.tracking_uri)
+    uri = config.tracking.tracking_uri or outputs_mlflow_app_arn(config)
+    client = MlflowClient(tracking_uri=uri)
     try:
         run_id = metrics_module.find_mlflow_run(client, run.knobs.project_name, run.run_id)
         return metrics_module.read_mlflow(client, run_id)
     except metrics_module.MlflowRunNotFound as missing:
-        fail([f"metrics: {missing} (tracking.tracking_uri = {config.tracking.tracking_uri})"], EXIT_FINDINGS)
+        fail([f"metrics: {missing} (MLflow at {uri})"], EXIT_FINDINGS)
     except MlflowException as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        fail([f"metrics: MLflow at {config.tracking.tracking_uri}: {first}"], EXIT_FINDINGS)
+        fail([f"metrics: MLflow at {uri}: {first}"], EXIT_FINDINGS)
 
 
 @train.command("metrics")

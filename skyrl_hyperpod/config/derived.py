@@ -18,9 +18,6 @@ from .training import TrainingConfig, entrypoint_env_problem, split_job_env
 from .training_runs import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
 from .workloads import WorkloadsConfig
 
-# MLflow's client reads its tracking URI from this variable (mlflow/environment_variables.py).
-MLFLOW_TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
-
 
 @dataclass(frozen=True)
 class PodSize:
@@ -59,9 +56,6 @@ def derive(
     job_env = training.jobs.job_env_vars
     runs = tuple(resolve_runs(training, hyperpod, workloads))
     if tracking is not None and tracking.mlflow:
-        # SkyRL reads MLFLOW_TRACKING_URI in the trainer's process (its driver passes the name on to its actors).
-        if tracking.tracking_uri is not None:
-            job_env = job_env | {MLFLOW_TRACKING_URI_ENV: tracking.tracking_uri}
         runs = tuple(replace(run, knobs=run.knobs.model_copy(update={"logger": MLFLOW_BACKEND})) for run in runs)
     if problem := entrypoint_env_problem(job_env, release):
         raise ValueError(f"jobs.{problem}")

@@ -142,10 +142,12 @@ class ProjectConfig(StrictModel):
         )
 
     def _check_tracking(self) -> None:
-        if self.tracking.managed_app:
+        prefix = self.tracking.artifacts_prefix
+        adapters = self.workloads.adapters_prefix
+        if self.tracking.managed_app and (prefix == adapters or prefix.startswith(f"{adapters}/")):
             raise ValueError(
-                "backend = 'mlflow' needs tracking_uri (a self-hosted MLflow server's URL or a SageMaker MLflow App's "
-                "ARN): the stacks do not create a managed MLflow App yet"
+                f"artifacts_prefix = {prefix!r}: inside workloads.adapters_prefix ({adapters!r}), which the serving "
+                "pods read; choose a prefix of its own"
             )
 
     @cached_property

@@ -11,7 +11,7 @@ managed MLflow App and the manifests take its ARN from the stack outputs.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -26,6 +26,9 @@ MLFLOW_BACKEND = "mlflow"
 MLFLOW_ARN = re.compile(
     r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:(mlflow-app|mlflow-tracking-server)/[A-Za-z0-9][A-Za-z0-9-]*"
 )
+# MLflow's client reads its tracking URI from this variable (mlflow/environment_variables.py); SkyRL's driver passes
+# it on to its actors (config/version_lock.py), so the charts set it on the RayJob's entrypoint.
+MLFLOW_TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 MLFLOW_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~/-]*)?")
 
 
@@ -42,24 +45,36 @@ class TrackingConfig(StrictModel):
         default=None,
         description="mlflow only: a self-hosted MLflow server (http(s)://host[:port][/path]) or an existing SageMaker "
         "MLflow App's ARN; nothing is created. Default: the stacks create a managed MLflow App (artifacts in the "
-        "project's artifacts bucket) and the manifests use its ARN. A self-hosted server's credentials "
+        "project's artifacts bucket under artifacts_prefix) and the manifests use its ARN (stack output). A self-hosted server's credentials "
         "(MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD) go in training.jobs.secret_env.",
     )
+
+    artifacts_prefix: str = Field(
+        default="mlflow",
+        pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_./-]*[a-zA-Z0-9]$",
+        description="Managed App only: its artifact store, s3://<artifacts bucket>/<artifacts_prefix>/ (the bucket's "
+        "encryption, versioning and access logs). Not workloads.adapters_prefix.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_credential_in_uri(cls, data: Any) -> Any:
+        # Section-level, so the error names the field without echoing the value (the loader quotes a field's input).
+        uri = data.get("tracking_uri") if isinstance(data, dict) else None
+        if isinstance(uri, str) and (credential_in_value(uri) or re.match(r"https?://[^/]*@", uri)):
+            raise ValueError(
+                "tracking_uri holds a credential (the value is not shown), which would be in plain text in the "
+                "RayJob: store it with `skyrl-hp secrets set SECRET KEY` and name it in training.jobs.secret_env "
+                "(MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD)"
+            )
+        return data
 
     @field_validator("tracking_uri")
     @classmethod
     def _uri(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if credential_in_value(value) or re.match(r"https?://[^/]*@", value):
+        if value is not None and not (MLFLOW_URL.fullmatch(value) or MLFLOW_ARN.fullmatch(value)):
             raise ValueError(
-                f"{value.split('@')[-1]!r}...: the URI holds a credential, which would be in plain text in the "
-                "RayJob; store it with `skyrl-hp secrets set` and name it in training.jobs.secret_env "
-                "(MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD)"
-            )
-        if not (MLFLOW_URL.fullmatch(value) or MLFLOW_ARN.fullmatch(value)):
-            raise ValueError(
-                f"{value!r}: allowed are http(s)://host[:port][/path] (no query string) or a SageMaker MLflow App ARN "
+                "allowed are http(s)://host[:port][/path] (no query string) or a SageMaker MLflow App ARN "
                 "(arn:aws:sagemaker:REGION:ACCOUNT:mlflow-app/ID)"
             )
         return value
