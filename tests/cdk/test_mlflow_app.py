@@ -78,6 +78,11 @@ def test_the_training_role_may_call_the_app_and_nothing_else_of_it(tracked):
     assert len(sagemaker) == 1
     assert sagemaker[0]["Action"] == "sagemaker:CallMlflowAppApi"
     assert resolve_cross_stack(sagemaker[0]["Resource"], templates) == {"Fn::GetAtt": [app_id, "Arn"]}
+    from iam_reference import statement_problems
+
+    # The action acts on an mlflow-app resource (the Service Authorization Reference), which is what the ARN names.
+    deployed = {**sagemaker[0], "Sid": "App", "Resource": "arn:aws:sagemaker:us-west-2:111111111111:mlflow-app/app-x"}
+    assert statement_problems(deployed) == []
 
 
 @pytest.mark.parametrize("variant", [{}, SELF_HOSTED], ids=["console", "self-hosted"])
