@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skyrl_hyperpod.plumbing.errors import ProjectError
+
 # MLflow's system tag holding a run's name (mlflow/utils/mlflow_tags.py, MLFLOW_RUN_NAME).
 MLFLOW_RUN_NAME_TAG = "mlflow.runName"
 
@@ -115,7 +117,7 @@ def parse_log(lines: Iterable[str]) -> list[StepMetrics]:
     return [by_step[step] for step in sorted(by_step)]
 
 
-class MlflowRunNotFound(LookupError):
+class MlflowRunNotFound(ProjectError, LookupError):
     """No run of that name in that experiment: one line."""
 
 
