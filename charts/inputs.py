@@ -7,6 +7,7 @@ from functools import cached_property
 
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training_runs import WorkerLayout, shared_path
+from skyrl_hyperpod.plumbing.errors import InputError
 from skyrl_hyperpod.plumbing.upstream import KARPENTER_DO_NOT_DISRUPT
 from skyrl_hyperpod.values.publish_job import lora_loading_path
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
@@ -34,6 +35,23 @@ class ChartInputs:
     @property
     def training_image(self) -> str:
         return f"{self.outputs.ecr_repository_uri}:{self.config.training_image.tag}"
+
+    @property
+    def mlflow_tracking_uri(self) -> str | None:
+        """The training jobs' MLflow tracking URI: the configured one, else the managed App's ARN (a stack output)."""
+        tracking = self.config.tracking
+        if not tracking.mlflow:
+            return None
+        if tracking.tracking_uri is not None:
+            return tracking.tracking_uri
+        if self.outputs.mlflow_app_arn is None:
+            raise InputError(
+                [
+                    "outputs error: tracking.backend is mlflow without a tracking_uri, and the outputs lack "
+                    "MlflowAppArn: deploy the storage stack with this configuration (cdk deploy --outputs-file)"
+                ]
+            )
+        return self.outputs.mlflow_app_arn
 
     @property
     def job_script_config_map(self) -> str:

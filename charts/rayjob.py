@@ -15,8 +15,10 @@ import cdk8s
 import yaml
 from constructs import Construct
 
+from skyrl_hyperpod.config.tracking import MLFLOW_TRACKING_URI_ENV
 from skyrl_hyperpod.config.training import TrainingJobsConfig
 from skyrl_hyperpod.config.training_runs import ResolvedRun, model_path
+from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
 
 from .constructs.kuberay_resources import RayJob, RayJobProps
 from .inputs import JOB_SCRIPT_NAME, ChartInputs
@@ -52,7 +54,10 @@ def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
     refuses the driver's `ray.init(runtime_env=...)` when the job's runtime env already sets one of its names."""
     config = inputs.config
     training, workloads = config.training, config.workloads
-    driver_env = [f"{name}={value}" for name, value in config.derived.driver_env.items()]
+    env = dict(config.derived.driver_env)
+    if inputs.mlflow_tracking_uri is not None:
+        env[MLFLOW_TRACKING_URI_ENV] = inputs.mlflow_tracking_uri
+    driver_env = [f"{name}={value}" for name, value in env.items()]
     command = [
         *(["env", *driver_env] if driver_env else []),
         "python",
@@ -71,10 +76,24 @@ def entrypoint(inputs: ChartInputs, run: ResolvedRun) -> str:
         "--stall-timeout-first-step", str(training.jobs.effective_stall_timeout_first_step_s),
         "--stall-timeout-step", str(training.jobs.effective_stall_timeout_step_s),
         "--query-example", run.query_example_path,
+        *(f"--mlflow-tag={key}={value}" for key, value in mlflow_tags(inputs, run).items()),
         "--",
         *(f"{key}={value}" for key, value in run.overrides().items()),
     ]  # fmt: skip
     return shlex.join(command)
+
+
+def mlflow_tags(inputs: ChartInputs, run: ResolvedRun) -> dict[str, str]:
+    """The tags of the run's MLflow run (tracking.backend: mlflow): what to filter a sweep's runs by."""
+    config = inputs.config
+    if not config.tracking.mlflow:
+        return {}
+    return {
+        "skyrl_hp.rayjob": run.job_name,
+        "skyrl_hp.config_fingerprint": config_fingerprint(config),
+        "skyrl_hp.image_tag": config.training_image.tag,
+        "skyrl_hp.skyrl_release": config.training_image.skyrl_release.version,
+    }
 
 
 class TrainingJobsChart(cdk8s.Chart):

@@ -53,6 +53,15 @@ def main() -> int:
             problems.append(f"{distribution} {installed} is installed but SkyRL {pinned['skyrl']} pins {version}")
     if metadata.version("pygame") != pygame_version:
         problems.append(f"pygame {metadata.version('pygame')} is installed but the configuration says {pygame_version}")
+    for distribution, variable in (
+        ("mlflow-skinny", "MLFLOW_VERSION"),
+        ("sagemaker-mlflow", "SAGEMAKER_MLFLOW_VERSION"),
+    ):
+        if metadata.version(distribution) != os.environ[variable]:
+            problems.append(
+                f"{distribution} {metadata.version(distribution)} is installed but the configuration says "
+                f"{os.environ[variable]}"
+            )
     # NCCL over EFA: NCCL_NET_PLUGIN=ofi makes NCCL dlopen libnccl-net-ofi.so, which needs libfabric;
     # both must resolve through the loader, or NCCL silently falls back to TCP sockets.
     if os.environ.get("NCCL_NET_PLUGIN") != "ofi":

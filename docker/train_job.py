@@ -24,7 +24,11 @@
    the newest attempt owns the run's checkpoints. An older attempt that is still alive (a pod on a partitioned
    node, a second RayJob on the same run) is stopped, in one line, before its next checkpoint write; nothing waits
    on a lock, so a newer attempt never waits on a dead one.
-5. Runs `examples/train/visgym/entrypoint.py --env_variant sft <overrides>` from --skyrl-dir in this process
+5. With trainer.logger=mlflow: one MLflow run per attempt chain. The first attempt creates the run (in the
+   experiment named trainer.project_name, named trainer.run_name, tagged with every --mlflow-tag) and keeps its id
+   beside the checkpoints (.skyrl-hp-attempts/mlflow-run.json); a retry resumes that run (MLFLOW_RUN_ID in the
+   trainer's process), so its steps continue the same curves. A superseded attempt logs nothing to it.
+6. Runs `examples/train/visgym/entrypoint.py --env_variant sft <overrides>` from --skyrl-dir in this process
    (as `python` would run it: SkyRL's exit code, or its exception, is the job's), with a stall watchdog: when
    SkyRL's trainer finishes no step within --stall-timeout-first-step seconds of the start, or within
    --stall-timeout-step seconds of the previous step, the driver ends in one line with exit code 124, so the
@@ -112,6 +116,15 @@ STALL_EXIT_CODE = 124
 SUPERSEDED_EXIT_CODE = 1
 # How often the driver reads the trainer's progress and the attempt generations (a small fraction of a bound).
 MAX_POLL_SECONDS = 15.0
+# Experiment tracking (step 6 of the docstring). SkyRL's MLflow logger (skyrl/train/utils/tracking.py,
+# _MlflowLoggingAdapter) calls mlflow.set_experiment(trainer.project_name) and mlflow.start_run(run_name=
+# trainer.run_name); MLflow's start_run resumes the run MLFLOW_RUN_ID names instead of creating one
+# (https://mlflow.org/docs/latest/api_reference/python_api/mlflow.html#mlflow.start_run).
+LOGGER_KEY = "trainer.logger"
+PROJECT_NAME_KEY = "trainer.project_name"
+MLFLOW_LOGGER = "mlflow"
+MLFLOW_RUN_ID_ENV = "MLFLOW_RUN_ID"
+MLFLOW_RUN_FILE = "mlflow-run.json"
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 # argparse prints a value-taking option as `--seed SEED` and a switch as `--seed`.
@@ -156,6 +169,15 @@ class Options:
     stall_timeout_step: float = 0.0
     query_example: Path | None = None
     model_revision: str | None = None
+    mlflow_tags: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def override(self) -> dict[str, str]:
+        return dict(self.overrides)
+
+    @property
+    def tracks_with_mlflow(self) -> bool:
+        return self.override.get(LOGGER_KEY) == MLFLOW_LOGGER
 
     @property
     def lock_path(self) -> Path:
@@ -310,8 +332,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the checkpoint check writes the first VisGym observation and the generation settings (JSON) for "
         "serving queries; default: not written",
     )
+    parser.add_argument(
+        "--mlflow-tag",
+        type=_tag,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tag of the run's MLflow run (with trainer.logger=mlflow; repeatable). The charts pass the RayJob's "
+        "name, the configuration fingerprint, the image tag and the SkyRL release",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the training command; prepare and run nothing")
     return parser
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
 
 
 def parse_overrides(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -363,6 +401,7 @@ def parse_args(argv: Sequence[str]) -> Options:
         stall_timeout_first_step=args.stall_timeout_first_step,
         stall_timeout_step=args.stall_timeout_step,
         query_example=args.query_example,
+        mlflow_tags=tuple(args.mlflow_tag),
     )
 
 
@@ -960,6 +999,110 @@ def claim_run_checkpoints(options: Options) -> Attempt | None:
 
 
 # ---------------------------------------------------------------------------------------------
+# The MLflow run of the attempt chain (docstring, step 5)
+# ---------------------------------------------------------------------------------------------
+
+
+def mlflow_run_path(attempt: Attempt) -> Path:
+    return attempt.attempts_dir / MLFLOW_RUN_FILE
+
+
+def read_mlflow_run_id(path: Path) -> str | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    run_id = record.get("run_id") if isinstance(record, dict) else None
+    return run_id if isinstance(run_id, str) and run_id else None
+
+
+def keep_mlflow_run_id(path: Path, run_id: str) -> str:
+    """Record `run_id` unless another attempt recorded one first (os.link fails on an existing name): the id kept."""
+    staging = _staging_path(path, "mlflow-run")
+    _write_synced(staging, json.dumps({"run_id": run_id}, sort_keys=True) + "\n")
+    try:
+        os.link(staging, path)
+    except FileExistsError:
+        kept = read_mlflow_run_id(path)
+        return kept or run_id
+    finally:
+        staging.unlink(missing_ok=True)
+    return run_id
+
+
+def start_mlflow_run(options: Options, attempt: Attempt, client: Any) -> str:
+    """The attempt chain's MLflow run id: the one kept beside the checkpoints when it still exists, else a new run
+    in the experiment trainer.project_name, named trainer.run_name and tagged with --mlflow-tag. `client` is an
+    mlflow.MlflowClient (it reads MLFLOW_TRACKING_URI; with an App's ARN, sagemaker-mlflow signs its requests)."""
+    path = mlflow_run_path(attempt)
+    tags = dict(options.mlflow_tags) | {"skyrl_hp.attempt_generation": str(attempt.generation)}
+    kept = read_mlflow_run_id(path)
+    if kept is not None:
+        try:
+            run = client.get_run(kept)
+        except Exception as exc:  # MlflowException (RESOURCE_DOES_NOT_EXIST) or the server's refusal
+            raise PrepareError(
+                f"the MLflow run {kept} kept in {path} cannot be read ({str(exc).splitlines()[0] if str(exc) else exc}): "
+                f"delete {path} to start a new run"
+            ) from None
+        if run.info.lifecycle_stage == "deleted":
+            raise PrepareError(f"the MLflow run {kept} kept in {path} is deleted: restore it or delete {path}")
+        for key, value in tags.items():
+            client.set_tag(kept, key, value)
+        log(f"MLflow: resuming run {kept} (kept in {path})")
+        return kept
+    experiment_name = options.override.get(PROJECT_NAME_KEY)
+    run_name = options.override.get(RUN_NAME_KEY)
+    if not experiment_name or not run_name:
+        raise PrepareError(f"trainer.logger=mlflow needs {PROJECT_NAME_KEY} and {RUN_NAME_KEY} among the overrides")
+    experiment = client.get_experiment_by_name(experiment_name)
+    experiment_id = experiment.experiment_id if experiment is not None else client.create_experiment(experiment_name)
+    created = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
+    check_fence(attempt, "before keeping its MLflow run")
+    kept = keep_mlflow_run_id(path, created)
+    if kept != created:
+        client.delete_run(created)  # another attempt of the run kept its own first: both log to that one
+        log(f"MLflow: resuming run {kept} (kept in {path} by another attempt a moment ago)")
+    else:
+        log(f"MLflow: started run {kept} in experiment {experiment_name!r} (kept in {path})")
+    return kept
+
+
+def mlflow_client() -> Any:
+    try:
+        import mlflow
+    except ImportError:
+        raise PrepareError(
+            "trainer.logger=mlflow, but mlflow is not importable in the training image (it pins mlflow-skinny)"
+        ) from None
+    return mlflow.MlflowClient()
+
+
+def fence_tracker(tracker: Any, attempt: Attempt) -> None:
+    """SkyRL's Tracking object with the fence checked before each log and before the run is ended: a superseded
+    attempt logs nothing. Its main loop logs each step's metrics before the step's checkpoint, and on an exception
+    BasePPOExp.run flushes the step in flight (trainer.flush_pending_metrics) and Tracking.__del__ ends the run
+    (skyrl/train/entrypoints/main_base.py, skyrl/train/utils/tracking.py): unfenced, a stale attempt that dies would
+    write its steps into the run after the newer attempt's, and mark the newer attempt's run finished. Instance
+    attributes, so Tracking.__del__'s self.finish() sees the fenced one too."""
+    original_log, original_finish = tracker.log, tracker.finish
+
+    def log_metrics(data: Any, step: int, commit: bool = False) -> Any:
+        check_fence(attempt, f"before logging step {step}'s metrics")
+        return original_log(data, step=step, commit=commit)
+
+    def finish() -> Any:
+        newer = superseded_by(attempt)
+        if newer is not None:
+            log(superseded_message(attempt, newer, "before ending the tracking run"))
+            return None
+        return original_finish()
+
+    tracker.log = log_metrics
+    tracker.finish = finish
+
+
+# ---------------------------------------------------------------------------------------------
 # In the trainer's process: progress and the checkpoint fence
 #
 # SkyRL's entry point runs the training loop in a Ray task (`@ray.remote(num_cpus=1)` around BasePPOExp.run in
@@ -1031,6 +1174,8 @@ def guard_trainer(module: ModuleType, attempt: Attempt) -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         self.add_callback(ProgressCallback(attempt))
+        if getattr(self, "tracker", None) is not None:
+            fence_tracker(self.tracker, attempt)
 
     def save_checkpoints(self: Any, *args: Any, **kwargs: Any) -> Any:
         check_fence(attempt, f"before writing checkpoint global_step_{self.global_step}")
@@ -1081,10 +1226,13 @@ class GuardOnImport(importlib.abc.MetaPathFinder):
         return None
 
 
-def arm_trainer_guard(fields: Mapping[str, Any]) -> None:
+def arm_trainer_guard(fields: Mapping[str, Any], mlflow_run_id: str | None = None) -> None:
     """In a worker process of the job: guard RayPPOTrainer now if it is imported, else when it is. Only the process
-    that runs the training loop constructs a trainer; in the others (FSDP workers, vLLM engines) this stays inert."""
+    that runs the training loop constructs a trainer; in the others (FSDP workers, vLLM engines) this stays inert.
+    With an MLflow run, MLFLOW_RUN_ID makes SkyRL's mlflow.start_run resume it in the trainer's process."""
     attempt = Attempt(**fields)
+    if mlflow_run_id is not None:
+        os.environ[MLFLOW_RUN_ID_ENV] = mlflow_run_id
     module = sys.modules.get(TRAINER_MODULE)
     if module is not None:
         guard_trainer(module, attempt)
@@ -1092,7 +1240,7 @@ def arm_trainer_guard(fields: Mapping[str, Any]) -> None:
         sys.meta_path.insert(0, GuardOnImport(attempt))
 
 
-def worker_setup_hook(attempt: Attempt) -> Callable[[], None]:
+def worker_setup_hook(attempt: Attempt, mlflow_run_id: str | None = None) -> Callable[[], None]:
     """The job's Ray worker_process_setup_hook: Ray runs it in every worker process of the job before the process
     runs a task (https://docs.ray.io/en/latest/ray-core/api/doc/ray.runtime_env.RuntimeEnv.html). Ray pickles it
     with cloudpickle when the driver calls ray.init, by value (this script is not importable on the workers: the
@@ -1100,7 +1248,7 @@ def worker_setup_hook(attempt: Attempt) -> Callable[[], None]:
     fields = dataclasses.asdict(attempt)
 
     def skyrl_hp_trainer_guard() -> None:
-        arm_trainer_guard(fields)
+        arm_trainer_guard(fields, mlflow_run_id)
 
     return skyrl_hp_trainer_guard
 
@@ -1193,6 +1341,7 @@ class Guard:
     attempt: Attempt
     first_step_s: float
     step_s: float
+    mlflow_run_id: str | None = None
 
 
 class AttemptMonitor:
@@ -1317,7 +1466,7 @@ def run_in_process(command: Sequence[str], directory: Path, *, guard: Guard | No
         except ImportError:
             log("note: ray is not importable here: the trainer's progress and checkpoint writes are not watched")
         else:
-            route_guard_to_workers(ray, worker_setup_hook(guard.attempt))
+            route_guard_to_workers(ray, worker_setup_hook(guard.attempt, guard.mlflow_run_id))
         if guard.first_step_s:
             monitor = AttemptMonitor(guard)
             monitor.start()
@@ -1350,6 +1499,7 @@ def main(
     execute: Executor = run_in_process,
     python: str = sys.executable,
     check: CheckpointCheck | None = None,
+    tracking_client: Callable[[], Any] | None = None,
 ) -> int:
     try:
         options = parse_args(sys.argv[1:] if argv is None else argv)
@@ -1364,8 +1514,11 @@ def main(
         prepare(options, download=download, python=python)
         (check or check_checkpoint)(options)
         attempt = claim_run_checkpoints(options)
+        run_id = None
+        if attempt is not None and options.tracks_with_mlflow:
+            run_id = start_mlflow_run(options, attempt, (tracking_client or mlflow_client)())
         guard = (
-            Guard(attempt, options.stall_timeout_first_step, options.stall_timeout_step)
+            Guard(attempt, options.stall_timeout_first_step, options.stall_timeout_step, run_id)
             if attempt is not None
             else None
         )

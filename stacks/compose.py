@@ -66,6 +66,7 @@ def build_platform(scope: Construct, config: ProjectConfig) -> PlatformStacks:
         vpc=network.vpc,
         hyperpod_security_group=network.hyperpod_security_group,
         artifacts_bucket=storage.artifacts_bucket,
+        mlflow_app_arn=storage.mlflow_app_arn,
     )
     hyperpod = HyperPodStack(
         scope,

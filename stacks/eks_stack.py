@@ -53,6 +53,7 @@ class EksStack(cdk.Stack):
         vpc: ec2.IVpc,
         hyperpod_security_group: ec2.ISecurityGroup,
         artifacts_bucket: s3.IBucket,
+        mlflow_app_arn: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -73,6 +74,7 @@ class EksStack(cdk.Stack):
             cluster=self.cluster,
             workloads=config.workloads,
             artifacts_bucket=artifacts_bucket,
+            mlflow_app_arn=mlflow_app_arn,
         )
 
         git_chart_options = dict(

@@ -15,11 +15,13 @@ from constructs import Construct
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.values.stack_outputs import OutputKey
 
+from .components.mlflow_app import ManagedMlflowApp
 from .components.storage import FsxLustre, PlatformBuckets
 
 
 class StorageStack(cdk.Stack):
-    """Exposes `file_system` (CfnFileSystem), `lifecycle_bucket` and `artifacts_bucket`."""
+    """Exposes `file_system` (CfnFileSystem), `lifecycle_bucket`, `artifacts_bucket` and `mlflow_app_arn` (None
+    without a managed MLflow App)."""
 
     def __init__(
         self,
@@ -67,5 +69,16 @@ class StorageStack(cdk.Stack):
             OutputKey.ARTIFACTS_BUCKET_NAME: (self.artifacts_bucket.bucket_name, "LoRA adapters and exports"),
             OutputKey.REGION: (self.region, "Region the platform is deployed in"),
         }
+        self.mlflow_app_arn: str | None = None
+        if config.tracking.managed_app:
+            app = ManagedMlflowApp(
+                self,
+                "MlflowApp",
+                name=config.names.mlflow_app,
+                artifacts_bucket=self.artifacts_bucket,
+                prefix=config.tracking.artifacts_prefix,
+            )
+            self.mlflow_app_arn = app.app_arn
+            outputs[OutputKey.MLFLOW_APP_ARN] = (app.app_arn, "Managed MLflow App (the training jobs' tracking URI)")
         for key, (value, description) in outputs.items():
             cdk.CfnOutput(self, key.value, value=value, description=description)

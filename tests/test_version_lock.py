@@ -151,3 +151,19 @@ def test_the_drill_refuses_an_environment_off_the_lock(default_config, monkeypat
         "ray 2.56.0, the version lock says 2.57.0 (rebuild it: make drill-env)",
         "skyrl is missing, the version lock says 0.4.0 (rebuild it: make drill-env)",
     ]
+
+
+def test_the_image_carries_the_mlflow_client_train_metrics_reads_with(default_config):
+    image = default_config.training_image
+    assert (
+        pinned("requirements.txt", "mlflow-skinny")
+        == image.mlflow_version
+        == pinned("constraints.txt", "mlflow-skinny")
+    )
+    assert (
+        pinned("requirements.txt", "sagemaker-mlflow")
+        == image.sagemaker_mlflow_version
+        == pinned("constraints.txt", "sagemaker-mlflow")
+    )
+    assert image.build_args["MLFLOW_VERSION"] == image.mlflow_version
+    assert image.build_args["SAGEMAKER_MLFLOW_VERSION"] == image.sagemaker_mlflow_version

@@ -24,9 +24,25 @@ PYTHON_VERSION = "3.12"
 PLATFORM = "x86_64-manylinux_2_28"
 
 
+# The drill's environment carries no MLflow; in the image, mlflow-skinny caps cachetools (<8) and importlib_metadata
+# (<10), and sagemaker-mlflow's botocore python-dateutil (<3): those three are resolved for the image, not pinned.
+DRILL_PINS_RELAXED = ("cachetools", "importlib_metadata", "python-dateutil")
+
+
 def configured_pins() -> list[str]:
     image = load_config(None).training_image
-    return [f"ray=={image.ray_version}", f"pygame=={image.pygame_version}"]
+    return [
+        f"ray=={image.ray_version}",
+        f"pygame=={image.pygame_version}",
+        f"mlflow-skinny=={image.mlflow_version}",
+        f"sagemaker-mlflow=={image.sagemaker_mlflow_version}",
+    ]
+
+
+def image_constraints() -> list[str]:
+    """constraints-drill.txt without the pins MLflow's packages cannot take."""
+    lines = CONSTRAINTS.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.split("==")[0].strip() not in DRILL_PINS_RELAXED]
 
 
 def main() -> int:
@@ -39,11 +55,13 @@ def main() -> int:
     configured = Path(".build/image-configured-pins.txt")
     (CHECKOUT_ROOT / configured).parent.mkdir(exist_ok=True)
     (CHECKOUT_ROOT / configured).write_text("\n".join(pins) + "\n", encoding="utf-8")
+    drill = Path(".build/image-drill-constraints.txt")
+    (CHECKOUT_ROOT / drill).write_text("\n".join(image_constraints()) + "\n", encoding="utf-8")
     command = [
         *(str(Path(sys.executable).with_name("uv")), "pip", "compile", "--quiet", "--generate-hashes"),
         *("--python-version", PYTHON_VERSION, "--python-platform", PLATFORM),
         *("--custom-compile-command", "make image-requirements", "--annotation-style", "line"),
-        *("-c", relative(CONSTRAINTS), "-c", str(configured), relative(SOURCE), "-o", relative(TARGET)),
+        *("-c", str(drill), "-c", str(configured), relative(SOURCE), "-o", relative(TARGET)),
     ]
     return subprocess.run(command, cwd=CHECKOUT_ROOT, check=False).returncode
 

@@ -5,6 +5,7 @@ train_stop.py, metrics.py, start_timeline.py)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,12 +13,14 @@ from typing import Any
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
 from skyrl_hyperpod.ops import cluster_workloads, start_timeline
 from skyrl_hyperpod.ops import metrics as metrics_module
 from skyrl_hyperpod.ops import train_stop as train_stop_module
 from skyrl_hyperpod.ops.kube import Cluster
 from skyrl_hyperpod.plumbing.errors import InputError
 from skyrl_hyperpod.plumbing.runtime import fail
+from skyrl_hyperpod.values.stack_outputs import load_stack_outputs
 from skyrl_hyperpod.values.synthesized_manifests import PLATFORM_CHART, RAYCLUSTER_CHART, RAYJOBS_CHART
 
 from .common import (
@@ -325,6 +328,37 @@ def train_logs(
             return
 
 
+def outputs_mlflow_app_arn(config: ProjectConfig) -> str:
+    """The managed MLflow App's ARN from the outputs file the charts read (workloads.outputs_file or $SKYRL_HP_OUTPUTS)."""
+    path = Path(os.environ.get(OUTPUTS_FILE_ENV_VAR) or config.workloads.outputs_file)
+    try:
+        arn = load_stack_outputs(path, config).mlflow_app_arn
+    except InputError as error:
+        fail(error.problems, EXIT_BAD_INPUT)
+    if arn is None:
+        fail([f"metrics: {path} has no MlflowAppArn output: deploy the storage stack with tracking.backend mlflow"],
+             EXIT_BAD_INPUT)  # fmt: skip
+    return arn
+
+
+def _mlflow_steps(config: ProjectConfig, run: Any) -> list[metrics_module.StepMetrics]:
+    """The run's metrics from the tracking server (tracking.tracking_uri; an App's ARN is signed by sagemaker-mlflow
+    with the caller's AWS credentials)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    uri = config.tracking.tracking_uri or outputs_mlflow_app_arn(config)
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        run_id = metrics_module.find_mlflow_run(client, run.knobs.project_name, run.run_id)
+        return metrics_module.read_mlflow(client, run_id)
+    except metrics_module.MlflowRunNotFound as missing:
+        fail([f"metrics: {missing} (MLflow at {uri})"], EXIT_FINDINGS)
+    except MlflowException as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        fail([f"metrics: MLflow at {uri}: {first}"], EXIT_FINDINGS)
+
+
 @train.command("metrics")
 @config_option
 @region_option
@@ -346,19 +380,25 @@ def train_metrics(
     plot_file: Path | None,
     as_json: bool,
 ) -> None:
-    """SkyRL's logged metrics as a table (step, eval pass@1, reward, step time) and a PNG with two panels: eval
+    """SkyRL's logged metrics (from MLflow with tracking.backend: mlflow, else the driver log) as a table (step, eval
+    pass@1, reward, step time) and a PNG with two panels: eval
     pass@1 over the steps with the reference run's 43.75 % and 96.875 % marked, beside the training reward of each
     step, both with the reference run's step 160 marked."""
     config = load_project_config(config_path, region=region)
     run = _single_experiment(config, experiment)
+    source = "the log"
     if log_file is not None:
-        lines: Any = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+        steps = metrics_module.parse_log(log_file.read_text(encoding="utf-8", errors="replace").splitlines())
+    elif config.tracking.mlflow:
+        steps, source = _mlflow_steps(config, run), "MLflow"
     else:
         namespace = config.workloads.namespace
         with cluster_errors():
             cluster = connect(ctx, config, region, profile)
             lines = list(cluster.logs(namespace, cluster_workloads.submitter_pod(cluster, namespace, run.job_name)))
-    steps = metrics_module.parse_log(lines)
+        steps = metrics_module.parse_log(lines)
+    if not steps and source == "MLflow":
+        fail([f"metrics: the MLflow run of {run.job_name} has no SkyRL metrics yet"], EXIT_FINDINGS)
     if not steps:
         fail(
             [

@@ -7,12 +7,13 @@ and ProjectConfig (project.py) calls `derive` with its sections.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .hyperpod import HyperPodConfig
 from .images import TrainingImageConfig
 from .names import DerivedNames
 from .serving import ServingConfig, training_head_size
+from .tracking import MLFLOW_BACKEND, TrackingConfig
 from .training import TrainingConfig, entrypoint_env_problem, split_job_env
 from .training_runs import ResolvedRun, WorkerLayout, resolve_runs, worker_layout
 from .workloads import WorkloadsConfig
@@ -47,11 +48,15 @@ def derive(
     workloads: WorkloadsConfig,
     training: TrainingConfig,
     serving: ServingConfig,
+    tracking: TrackingConfig | None = None,
 ) -> DerivedValues:
     """Raises ValueError (one line) when the training runs do not fit the cluster."""
     cpus, memory = training_head_size(training, serving, hyperpod)
     release = training_image.skyrl_release
     job_env = training.jobs.job_env_vars
+    runs = tuple(resolve_runs(training, hyperpod, workloads))
+    if tracking is not None and tracking.mlflow:
+        runs = tuple(replace(run, knobs=run.knobs.model_copy(update={"logger": MLFLOW_BACKEND})) for run in runs)
     if problem := entrypoint_env_problem(job_env, release):
         raise ValueError(f"jobs.{problem}")
     driver_env, job_runtime_env = split_job_env(job_env, release)
@@ -61,7 +66,7 @@ def derive(
     return DerivedValues(
         names=names,
         worker_layout=worker_layout(training, hyperpod),
-        runs=tuple(resolve_runs(training, hyperpod, workloads)),
+        runs=runs,
         training_head=PodSize(cpus=cpus, memory_gib=memory),
         gpus_by_instance_type=gpus,
         driver_env=driver_env,

@@ -127,6 +127,11 @@ class TrainingImageConfig(StrictModel):
     visgym_repository: str = "https://github.com/anyscale/VisGym"
     visgym_ref: CommitId = "184fbd5e5dc81e32c8b944d9e40ac54dad62e3f2"
     pygame_version: str = Field(default="2.6.1", pattern=r"^[0-9]+(\.[0-9]+)*$")
+    # MLflow's client for SkyRL's MLflow logger (tracking.backend: mlflow) and the plugin that signs requests to a
+    # SageMaker MLflow App: the pins of requirements.txt, which `skyrl-hp train metrics` reads with
+    # (tests/test_version_lock.py compares them).
+    mlflow_version: str = Field(default="3.17.2", pattern=r"^[0-9]+(\.[0-9]+)*$")
+    sagemaker_mlflow_version: str = Field(default="0.5.0", pattern=r"^[0-9]+(\.[0-9]+)*$")
     # AWS's EFA installer (libfabric, rdma-core, the aws-ofi-nccl NCCL plugin) for NCCL over EFA.
     # 1.50.0 is the stable version the EC2 User Guide's "Get started with EFA and NCCL" installs
     # (libfabric 2.6.0amzn1.0, aws-ofi-nccl 1.21.1).
@@ -236,6 +241,8 @@ class TrainingImageConfig(StrictModel):
             "VISGYM_REPOSITORY": self.visgym_repository,
             "VISGYM_REF": self.visgym_ref,
             "PYGAME_VERSION": self.pygame_version,
+            "MLFLOW_VERSION": self.mlflow_version,
+            "SAGEMAKER_MLFLOW_VERSION": self.sagemaker_mlflow_version,
             "VISGYM_ENV_IDS": ",".join(VISGYM_ENV_IDS),
             "EFA_INSTALLER_VERSION": self.efa_installer_version,
             "EFA_INSTALLER_KEY_FINGERPRINT": EFA_INSTALLER_KEY_FINGERPRINT,

@@ -35,6 +35,11 @@ class DerivedNames(StrictModel):
         return f"{self.prefix}-hyperpod"
 
     @property
+    def mlflow_app(self) -> str:
+        """The managed MLflow App (tracking.backend: mlflow without a tracking_uri)."""
+        return f"{self.prefix}-mlflow"
+
+    @property
     def ecr_repository(self) -> str:
         return f"{self.prefix}/skyrl-train"
 

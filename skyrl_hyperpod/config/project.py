@@ -21,6 +21,7 @@ from .network import NetworkConfig
 from .observability import AlertsConfig, ObservabilityConfig
 from .regions import az_id_prefix, region_problem
 from .serving import ServingConfig, check_serving
+from .tracking import TrackingConfig
 from .training import TrainingConfig
 from .versions import VersionsConfig
 from .workloads import WorkloadsConfig, reserved_namespace_problem
@@ -53,6 +54,7 @@ class ProjectConfig(StrictModel):
     serving_image: ServingImageConfig = ServingImageConfig()
     workloads: WorkloadsConfig = WorkloadsConfig()
     training: TrainingConfig = TrainingConfig()
+    tracking: TrackingConfig = TrackingConfig()
     serving: ServingConfig = ServingConfig()
 
     @model_validator(mode="after")
@@ -65,6 +67,7 @@ class ProjectConfig(StrictModel):
             ("hyperpod", self._check_instance_types_in_region),
             ("network", self._check_az_in_region),
             ("workloads", self._check_namespace_is_not_the_operators),
+            ("tracking", self._check_tracking),
             ("training", lambda: self.derived),
             # Serving reads the training runs: checked only when those resolved.
             ("serving", self._check_serving),
@@ -135,7 +138,17 @@ class ProjectConfig(StrictModel):
             workloads=self.workloads,
             training=self.training,
             serving=self.serving,
+            tracking=self.tracking,
         )
+
+    def _check_tracking(self) -> None:
+        prefix = self.tracking.artifacts_prefix
+        adapters = self.workloads.adapters_prefix
+        if self.tracking.managed_app and (prefix == adapters or prefix.startswith(f"{adapters}/")):
+            raise ValueError(
+                f"artifacts_prefix = {prefix!r}: inside workloads.adapters_prefix ({adapters!r}), which the serving "
+                "pods read; choose a prefix of its own"
+            )
 
     @cached_property
     def names(self) -> DerivedNames:

@@ -185,6 +185,10 @@ training:
   jobs:
     failure_budget_gpu_hours: 9     # checkpoint twice as often as the reference
 """,
+    "tracking": """\
+tracking:
+  backend: mlflow               # SkyRL's MLflow logger; no tracking_uri: the stacks create a managed MLflow App
+""",
     "serving": """\
 serving:
   max_num_adapters_per_replica: 8

@@ -7,6 +7,10 @@ task (skyrl/train/entrypoints/main_base.py), so in the submitter's log Ray prefi
 `(skyrl_entrypoint pid=N[, ip=A])`. The keys read here (skyrl/train/trainer.py, skyrl/train/evaluate.py):
 `eval/all/pass_at_1` (eval before training at step 0, then every `trainer.eval_interval` steps),
 `reward/avg_raw_reward` (each training step) and `timing/step` (seconds per step).
+
+With `tracking.backend: mlflow` the same keys are read from the run's MLflow metric history instead: SkyRL's
+_MlflowLoggingAdapter logs each `tracker.log(data, step)` with `mlflow.log_metrics(data, step=step)` ('@' in a key
+becomes '_at_'), into the experiment `trainer.project_name`, the run named `trainer.run_name`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from skyrl_hyperpod.plumbing.errors import ProjectError
+
+# MLflow's system tag holding a run's name (mlflow/utils/mlflow_tags.py, MLFLOW_RUN_NAME).
+MLFLOW_RUN_NAME_TAG = "mlflow.runName"
 
 PASS_AT_1 = "eval/all/pass_at_1"
 REWARD = "reward/avg_raw_reward"
@@ -105,6 +114,38 @@ def parse_log(lines: Iterable[str]) -> list[StepMetrics]:
                     if number is not None:
                         entry.values[str(key)] = number
             pending = None
+    return [by_step[step] for step in sorted(by_step)]
+
+
+class MlflowRunNotFound(ProjectError, LookupError):
+    """No run of that name in that experiment: one line."""
+
+
+def find_mlflow_run(client: Any, experiment_name: str, run_name: str) -> str:
+    """The id of the live run named `run_name` in `experiment_name` (one per attempt chain: docker/train_job.py
+    keeps it beside the checkpoints), the most recently started one when several carry the name."""
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is None:
+        raise MlflowRunNotFound(f"no MLflow experiment {experiment_name!r} (trainer.project_name)")
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.`{MLFLOW_RUN_NAME_TAG}` = '{run_name}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not runs:
+        raise MlflowRunNotFound(f"no MLflow run {run_name!r} in experiment {experiment_name!r} yet")
+    return str(runs[0].info.run_id)
+
+
+def read_mlflow(client: Any, run_id: str, keys: Iterable[str] = (PASS_AT_1, REWARD, STEP_TIME)) -> list[StepMetrics]:
+    """The run's metric histories as `parse_log` returns a log's: one entry per step, in step order. A step logged
+    twice (an attempt's step re-run after a resume) keeps the later value, as the curves in MLflow's UI do."""
+    by_step: dict[int, StepMetrics] = {}
+    for key in keys:
+        history = sorted(client.get_metric_history(run_id, key.replace("@", "_at_")), key=lambda m: m.timestamp)
+        for metric in history:
+            by_step.setdefault(int(metric.step), StepMetrics(int(metric.step))).values[key] = float(metric.value)
     return [by_step[step] for step in sorted(by_step)]
 
 
@@ -208,3 +249,21 @@ def plot(steps: list[StepMetrics], path: Path, title: str) -> None:
         fig.savefig(path, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
+
+
+# The console logger prints each float as '%.4f' (ConsoleLogger.stringify_floats): half its last digit.
+CONSOLE_PRECISION = 0.5e-4
+
+
+def tracked_matches_log(logged: list[StepMetrics], tracked: list[StepMetrics]) -> str | None:
+    """None when MLflow holds the log's training steps with the same reward at each; else one line saying where
+    they differ (the drill's check that SkyRL's MLflow logger and `read_mlflow` agree with the driver log)."""
+    log_rewards = {s.step: s.reward for s in logged if s.reward is not None}
+    tracked_rewards = {s.step: s.reward for s in tracked if s.reward is not None}
+    if sorted(log_rewards) != sorted(tracked_rewards):
+        return f"steps with a reward: the log has {sorted(log_rewards)}, MLflow {sorted(tracked_rewards)}"
+    for step, reward in sorted(log_rewards.items()):
+        other = tracked_rewards[step]
+        if reward is None or other is None or abs(reward - other) > CONSOLE_PRECISION:
+            return f"step {step}: {REWARD} {reward} in the log, {other} in MLflow"
+    return None

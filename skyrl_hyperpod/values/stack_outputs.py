@@ -36,6 +36,12 @@ class OutputKey(str, Enum):
     IMAGE_BUILD_PROJECT_NAME = "ImageBuildProjectName"
     IMAGE_BUILD_LOG_GROUP_NAME = "ImageBuildLogGroupName"
     TRAINING_IMAGE_URI = "TrainingImageUri"
+    # tracking.backend: mlflow without a tracking_uri: the managed App's ARN, the training jobs' MLFLOW_TRACKING_URI.
+    MLFLOW_APP_ARN = "MlflowAppArn"
+
+
+# Outputs the charts read that a stack emits only with a feature on (tracking.backend: mlflow without a tracking_uri).
+CONDITIONAL_OUTPUT_KEYS = frozenset({OutputKey.MLFLOW_APP_ARN})
 
 
 class OperatorOutputKey(str, Enum):
@@ -80,6 +86,7 @@ class StackOutputs(BaseModel):
     prometheus_query_endpoint: str | None = None
     grafana_workspace_url: str | None = None
     config_fingerprint: str | None = None  # None: deployed before the stacks carried it
+    mlflow_app_arn: str | None = None  # None: no managed MLflow App (tracking.backend console, or a tracking_uri)
     is_placeholder: bool = False
 
     @classmethod
@@ -97,6 +104,11 @@ class StackOutputs(BaseModel):
             hyperpod_cluster_name=config.names.hyperpod_cluster,
             serving_role_arn=f"arn:aws:iam::{account}:role/placeholder-serving",
             training_role_arn=f"arn:aws:iam::{account}:role/placeholder-training",
+            mlflow_app_arn=(
+                f"arn:aws:sagemaker:{region}:{account}:mlflow-app/app-placeholder"
+                if config.tracking.managed_app
+                else None
+            ),
             is_placeholder=True,
         )
 
@@ -119,6 +131,7 @@ OPTIONAL_FIELD_BY_OUTPUT_KEY = {
     OperatorOutputKey.PROMETHEUS_QUERY_ENDPOINT.value: "prometheus_query_endpoint",
     OperatorOutputKey.GRAFANA_WORKSPACE_URL.value: "grafana_workspace_url",
     OperatorOutputKey.CONFIG_FINGERPRINT.value: "config_fingerprint",
+    OutputKey.MLFLOW_APP_ARN.value: "mlflow_app_arn",
 }
 
 

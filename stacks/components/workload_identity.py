@@ -23,6 +23,7 @@ from constructs import Construct
 from skyrl_hyperpod.config.workloads import WorkloadsConfig
 
 from .iam_wildcards import acknowledge_iam_wildcards
+from .mlflow_app import allow_mlflow_app_calls
 
 POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
 
@@ -78,6 +79,7 @@ class WorkloadIdentities(Construct):
         cluster: eks.ICluster,
         workloads: WorkloadsConfig,
         artifacts_bucket: s3.IBucket,
+        mlflow_app_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         prefix = workloads.adapters_prefix
@@ -119,6 +121,8 @@ class WorkloadIdentities(Construct):
                 resources=[objects],
             )
         )
+        if mlflow_app_arn is not None:  # SkyRL's MLflow logger in the training jobs
+            allow_mlflow_app_calls(self.training_role, mlflow_app_arn)
         if artifacts_bucket.encryption_key is not None:
             artifacts_bucket.encryption_key.grant_decrypt(self.serving_role)
             artifacts_bucket.encryption_key.grant_encrypt_decrypt(self.training_role)

@@ -15,7 +15,7 @@ from conftest import cdk_json_context
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
 from skyrl_hyperpod.values import alerting
-from skyrl_hyperpod.values.stack_outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey
+from skyrl_hyperpod.values.stack_outputs import OPTIONAL_FIELD_BY_OUTPUT_KEY, OperatorOutputKey, OutputKey
 from stacks.components.alerts import HyperPodFailureAlerts
 from stacks.components.observability import (
     ADDON_NAME,
@@ -285,8 +285,9 @@ def test_grafana_uses_identity_center_and_is_wired_into_the_addon():
     # The workspace's Endpoint is a host name; the output is the URL to open.
     assert resolved_output(template, OperatorOutputKey.GRAFANA_WORKSPACE_URL) == f"https://<{grafana_id}.Endpoint>"
     # Every optional output `skyrl-hp outputs` reads is emitted here, under the key it reads (the configuration's
-    # fingerprint is the app's, on the network stack).
-    emitted_elsewhere = {OperatorOutputKey.CONFIG_FINGERPRINT.value}
+    # fingerprint is the app's, on the network stack; the MLflow App's ARN is the storage stack's:
+    # tests/cdk/test_mlflow_app.py).
+    emitted_elsewhere = {OperatorOutputKey.CONFIG_FINGERPRINT.value, OutputKey.MLFLOW_APP_ARN.value}
     assert set(OPTIONAL_FIELD_BY_OUTPUT_KEY) - emitted_elsewhere <= set(template.to_json()["Outputs"])
 
 

@@ -410,6 +410,7 @@ PARTIAL_OVERRIDES = {
     "serving.publish": ("adapter_name", "maze-grpo-2"),
     "alerts": ("email_addresses", ["oncall@example.com"]),
     "helm_installer": ("archive_mirror", "s3://example-helm-mirror/hyperpod"),
+    "tracking": ("backend", "mlflow"),
 }
 
 
