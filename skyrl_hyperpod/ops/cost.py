@@ -223,6 +223,18 @@ class Estimate:
         }
 
 
+MLFLOW_APP_COMPONENT = "SageMaker MLflow App (tracking.backend: mlflow)"
+# No primary source for the managed MLflow App's price was read when this was written (December 2026): the line is
+# shown unpriced and unconfirmed rather than with a guessed figure, so the totals leave it out and say so.
+MLFLOW_APP_PRICE = Price(
+    usd=0,
+    source="https://aws.amazon.com/sagemaker/ai/pricing/",
+    confirmed=False,
+    note="not priced: no primary source for the MLflow App's price was read (December 2026); the totals leave it "
+    "out; see https://aws.amazon.com/sagemaker/ai/pricing/ (managed MLflow)",
+)
+
+
 def _money(value: float) -> str:
     return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:,.4f}"
 
@@ -339,6 +351,8 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
     )
     nats = config.network.nat_gateways
     items.append(_hourly_item("NAT gateway(s)", nats, f"{nats} gateway(s)", book.nat_gateway_hour, book, "hour"))
+    if config.tracking.managed_app:
+        items.append(_hourly_item(MLFLOW_APP_COMPONENT, 1, "1 app", MLFLOW_APP_PRICE, book, "hour"))
 
     for key, nominal in book.nominal.items():
         if key == "prometheus" and not config.observability.enabled:

@@ -322,3 +322,20 @@ def test_a_sweep_is_priced_as_one_run_per_experiment(tmp_path):
     [line] = [line for line in table.splitlines() if line.startswith("The sweep")]
     assert line.startswith("The sweep, 3 experiments one at a time (lr-a, lr-b, lr-c): 30 h, $")
     assert float(line.rsplit("$", 1)[1].replace(",", "")) == pytest.approx(data["totals"]["sweep"]["cost"], abs=0.01)
+
+
+def test_a_managed_mlflow_app_is_listed_unpriced_and_unconfirmed(tmp_path):
+    from skyrl_hyperpod.ops.cost import MLFLOW_APP_COMPONENT
+
+    console = cost_json()
+    assert not [i for i in console["items"] if i["component"] == MLFLOW_APP_COMPONENT]
+    managed = cost_json("--config", write_config(tmp_path, {"tracking": {"backend": "mlflow"}}))
+    app = item(managed, MLFLOW_APP_COMPONENT)
+    assert app["confirmed"] is False
+    assert "not priced" in app["note"]
+    assert MLFLOW_APP_COMPONENT in managed["unconfirmed"]
+    # Nothing is guessed into the totals: the managed app adds no dollars to the console configuration's.
+    assert managed["totals"]["hourly"] == pytest.approx(console["totals"]["hourly"])
+    self_hosted = {"tracking": {"backend": "mlflow", "tracking_uri": "https://mlflow.example.com"}}
+    own = cost_json("--config", write_config(tmp_path, self_hosted))
+    assert not [i for i in own["items"] if i["component"] == MLFLOW_APP_COMPONENT]
