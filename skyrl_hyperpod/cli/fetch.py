@@ -5,6 +5,7 @@ skyrl_hyperpod/validation/)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -37,15 +38,7 @@ def fetch_crds_command(dest: Path | None, if_missing: bool) -> None:
     target = dest or Path(os.environ.get(crds_module.CRDS_DIR_ENV_VAR) or crds_module.DEFAULT_CRDS_DIR)
     if if_missing and all((target / kind.file_name).is_file() for kind in crds_module.KUBERAY_KINDS.values()):
         return
-    try:
-        written = fetch_crds.fetch_crds(target)
-    except ValueError as exc:
-        fail(str(exc).splitlines(), EXIT_FINDINGS)
-    except OSError as exc:
-        fail([f"fetch_crds: cannot write to {target}: {exc}"], EXIT_FINDINGS)
-    for path in written:
-        echo(f"verified {path}")
-    echo(f"export {crds_module.CRDS_DIR_ENV_VAR}={target.resolve()}")
+    write_verified(fetch_crds.fetch_crds, target, crds_module.CRDS_DIR_ENV_VAR)
 
 
 @fetch.command("karpenter-crds")
@@ -60,15 +53,7 @@ def fetch_karpenter_crds_command(dest: Path | None, if_missing: bool) -> None:
     target = dest or karpenter_module.resolve_crds_dir()
     if if_missing and karpenter_module.missing_crd_reason(target) is None:
         return
-    try:
-        written = fetch_crds.fetch_karpenter_crds(target)
-    except ValueError as exc:
-        fail(str(exc).splitlines(), EXIT_FINDINGS)
-    except OSError as exc:
-        fail([f"fetch_crds: cannot write to {target}: {exc}"], EXIT_FINDINGS)
-    for path in written:
-        echo(f"verified {path}")
-    echo(f"export {karpenter_module.CRDS_DIR_ENV_VAR}={target.resolve()}")
+    write_verified(fetch_crds.fetch_karpenter_crds, target, karpenter_module.CRDS_DIR_ENV_VAR)
 
 
 @fetch.command("hyperpod-chart")
@@ -119,3 +104,16 @@ def fetch_visgym_command(dest: Path | None, if_missing: bool) -> None:
         if outcome == "fetched":
             echo(f"verified {directory} ({copy.repository} at {copy.commit})")
     echo(f"export {fetch_visgym.SOURCES_DIR_ENV_VAR}={target.resolve()}")
+
+
+def write_verified(download: Callable[[Path], list[Path]], target: Path, env_var: str) -> None:
+    """Run a verifying download into `target`; a mismatch or an unwritable target is one line, not a traceback."""
+    try:
+        written = download(target)
+    except ValueError as exc:
+        fail(str(exc).splitlines(), EXIT_FINDINGS)
+    except OSError as exc:
+        fail([f"fetch_crds: cannot write to {target}: {exc}"], EXIT_FINDINGS)
+    for path in written:
+        echo(f"verified {path}")
+    echo(f"export {env_var}={target.resolve()}")
