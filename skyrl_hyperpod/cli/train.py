@@ -92,7 +92,8 @@ def train_start(
     runs = pick_experiments(config, experiment)
     names = ", ".join(run.experiment.name for run in runs)
     if all_experiments and experiment is not None:
-        fail([f"--all starts every experiment ({names}); it does not go with --experiment"], EXIT_BAD_INPUT)
+        every = ", ".join(run.experiment.name for run in config.derived.runs)
+        fail([f"--all starts every experiment ({every}); it does not go with --experiment"], EXIT_BAD_INPUT)
     if len(runs) > 1 and not all_experiments:
         fail(
             [
@@ -127,8 +128,10 @@ def train_start(
                 EXIT_BAD_INPUT,
             )
         cluster = connect(ctx, config, region, profile)
-        # Refused before anything is applied; checked again before each RayJob of --all.
-        _refuse_busy_nodes(cluster, config, runs[0].job_name)
+        # Refused before anything is applied; checked again before each RayJob. --all's loop itself skips what
+        # SUCCEEDED and waits for a sweep experiment still running, so only a single start is refused here.
+        if not all_experiments:
+            _refuse_busy_nodes(cluster, config, runs[0].job_name)
         flush_header()
         cluster_workloads.apply_all(cluster, platform, echo)
         cluster_workloads.apply_all(cluster, raycluster, echo)

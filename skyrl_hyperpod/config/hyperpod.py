@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..plumbing.upstream import NODECLASS_MAX_INSTANCE_GROUPS
+from ..plumbing.upstream import AUTOSCALING_NODE_RECOVERY, NODECLASS_MAX_INSTANCE_GROUPS
 from .base import StrictModel
 from .catalog import INSTANCE_CATALOG, InstanceSpec, unknown_instance_type
 
@@ -180,6 +180,12 @@ class HyperPodConfig(StrictModel):
                 "only worker_group.scaling may be on_demand"
             )
         check_nodeclass_groups(self.autoscaled_groups)
+        if self.autoscaled_groups and self.node_recovery != AUTOSCALING_NODE_RECOVERY:
+            # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html (prerequisites)
+            raise ValueError(
+                f"node_recovery = {self.node_recovery!r} with worker_group.scaling on_demand: HyperPod's autoscaling "
+                f"needs node_recovery: {AUTOSCALING_NODE_RECOVERY}"
+            )
         if self.head_group.instance_count < 1:
             raise ValueError("head_group.instance_count must be at least 1: the Ray head needs a node")
         head = self.head_group

@@ -9,7 +9,7 @@ the HyperPod instance prices and keeps the file's figure where the API has none.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -153,6 +153,9 @@ class LineItem:
     monthly_usd: float
     confirmed: bool
     note: str = ""
+    # An autoscaled group (hyperpod.worker_group.scaling: on_demand): its nodes bill only while they run, so it is in
+    # a run's cost and not in the idle day's or the month's.
+    on_demand: bool = False
 
 
 @dataclass(frozen=True)
@@ -180,8 +183,12 @@ class Estimate:
 
     @property
     def idle_per_day_usd(self) -> float:
-        # HyperPod bills provisioned nodes whether or not a job runs: idle = everything for 24 h.
-        return self.hourly_usd * 24
+        # HyperPod bills provisioned nodes whether or not a job runs: idle = everything but on-demand nodes for 24 h.
+        return sum(i.hourly_usd for i in self.items if not i.on_demand) * 24
+
+    @property
+    def has_on_demand(self) -> bool:
+        return any(i.on_demand for i in self.items)
 
     @property
     def run_usd(self) -> float:
@@ -249,14 +256,19 @@ def _instance_group_item(group: InstanceGroupConfig, book: PriceBook, source_nam
             ]
         )
     hourly = price.usd * group.instance_count
+    on_demand_note = (
+        "on demand: 0 nodes while idle, up to the count while jobs run; the hourly figure is every node running, the "
+        "monthly one leaves the group out (it depends on use: the scaling comparison below prices idle, run and sweep)"
+    )
     return LineItem(
         component=f"HyperPod group {group.name} ({group.instance_type})",
-        quantity=f"{group.instance_count} x {group.instance_type}",
+        quantity=f"{'0 to ' if group.autoscaled else ''}{group.instance_count} x {group.instance_type}",
         unit_price=f"{_money(price.usd)}/instance-hour",
         hourly_usd=hourly,
-        monthly_usd=hourly * book.hours_per_month,
+        monthly_usd=0.0 if group.autoscaled else hourly * book.hours_per_month,
         confirmed=price.confirmed,
-        note=price.note or "",
+        note=" ".join(n for n in (price.note, on_demand_note if group.autoscaled else None) if n),
+        on_demand=group.autoscaled,
     )
 
 
@@ -308,20 +320,23 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
     groups = tuple(config.hyperpod.instance_groups.values())
     items = [_instance_group_item(group, book, price_file) for group in groups]
 
-    ebs_gb = sum(g.instance_count * g.ebs_volume_gb for g in groups)
     ebs = book.hyperpod_ebs_gb_month
-    items.append(
-        _monthly_item(
-            "HyperPod node EBS volumes",
+    # An on-demand node's volume exists only while the node does: like the node, in a run's cost, not the idle day's.
+    for on_demand in (False, True):
+        ebs_gb = sum(g.instance_count * g.ebs_volume_gb for g in groups if g.autoscaled == on_demand)
+        if on_demand and not ebs_gb:
+            continue
+        volumes = _monthly_item(
+            "HyperPod node EBS volumes" + (" (on-demand nodes)" if on_demand else ""),
             ebs_gb,
-            f"{ebs_gb} GB",
+            f"{'0 to ' if on_demand else ''}{ebs_gb} GB",
             ebs.usd,
             "GB-month",
             confirmed=ebs.confirmed,
             note=ebs.note or "",
             book=book,
         )
-    )
+        items.append(replace(volumes, monthly_usd=0.0, on_demand=True) if on_demand else volumes)
     items.append(_hourly_item("EKS control plane", 1, "1 cluster", book.eks_control_plane_hour, book, "hour"))
 
     fsx = config.fsx
@@ -412,8 +427,19 @@ def render_table(est: Estimate) -> str:
         "  ".join("-" * w for w in widths),
         line(rows[-1]),
         "",
-        f"Idle cluster per day (everything running, no job): {_money(est.idle_per_day_usd)}",
-        f"One training run of {est.run_hours:g} h: {_money(est.run_usd)} (nodes bill the same with or without a job)",
+        *(
+            [
+                f"Idle cluster per day (no job, on-demand nodes at 0): {_money(est.idle_per_day_usd)}",
+                f"One training run of {est.run_hours:g} h: {_money(est.run_usd)} (every node running; the scaling "
+                "comparison below adds the on-demand nodes' start and idle minutes)",
+            ]
+            if est.has_on_demand
+            else [
+                f"Idle cluster per day (everything running, no job): {_money(est.idle_per_day_usd)}",
+                f"One training run of {est.run_hours:g} h: {_money(est.run_usd)} (nodes bill the same with or without "
+                "a job)",
+            ]
+        ),
     ]
     if len(est.experiments) > 1:
         out.append(

@@ -770,6 +770,17 @@ def test_train_start_all_again_skips_what_succeeded(kube, sweep):
     assert f"lr-a: RayJob {first} already SUCCEEDED, not started again" in result.stdout
 
 
+def test_train_start_all_again_waits_for_the_later_experiment_still_running(kube, sweep):
+    dist, (first, second) = sweep
+    kube.put(rayjob_at(first), {"metadata": {"name": first}, "status": {"jobStatus": "SUCCEEDED"}})
+    running = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
+    kube.put(rayjob_at(second), {"metadata": {"name": second}, "status": running})
+    result = run(kube, "train", "start", "--dist", str(dist), "--all")
+    assert result.exit_code == 0, result.output
+    assert [path for path in kube.applied() if "/rayjobs/" in path] == []
+    assert f"lr-b: RayJob {second} is already on the cluster" in result.stdout
+
+
 @pytest.mark.parametrize("status", ["RUNNING", "SUCCEEDED"])
 def test_train_start_refuses_an_experiment_while_another_holds_the_nodes(kube, sweep, status):
     # RUNNING: its job has not ended; SUCCEEDED: KubeRay has not deleted its cluster yet.
@@ -788,7 +799,7 @@ def test_train_start_all_does_not_go_with_experiment(kube, sweep):
     dist, _ = sweep
     result = run(kube, "train", "start", "--dist", str(dist), "--all", "--experiment", "lr-a")
     assert result.exit_code == 2
-    assert result.stderr.strip() == "--all starts every experiment (lr-a); it does not go with --experiment"
+    assert result.stderr.strip() == "--all starts every experiment (lr-a, lr-b); it does not go with --experiment"
 
 
 @pytest.mark.parametrize("command", ["logs", "metrics"])

@@ -528,24 +528,24 @@ def test_an_account_with_a_leading_zero_is_shown_as_typed_not_as_yamls_octal_rea
 def test_env_account_without_credentials_says_how_to_synthesize_offline():
     from skyrl_hyperpod.ops.synth_lookups import lookup_problem
 
-    with_account = validate_config({"env": {"account": "123456789012", "region": "us-west-2"}})
+    with_account = validate_config({"env": {"account": "111111111111", "region": "us-west-2"}})
     line = lookup_problem(with_account, {}, has_credentials=False)
     assert line == (
-        'config error: env.account = "123456789012": with an account set, cdk synth asks AWS for its availability '
+        'config error: env.account = "111111111111": with an account set, cdk synth asks AWS for its availability '
         "zones (a CDK context lookup) and no AWS credentials are configured: to synthesize offline leave "
         "env.account unset (the stacks then take the deploying credentials' account), or synthesize once with "
         "credentials (cdk.context.json keeps the answer)"
     )
     # Nothing to say with credentials, with the lookup cached, or without an account (offline synth).
     assert lookup_problem(with_account, {}, has_credentials=True) is None
-    cached = {"availability-zones:account=123456789012:region=us-west-2": ["us-west-2a", "us-west-2b"]}
+    cached = {"availability-zones:account=111111111111:region=us-west-2": ["us-west-2a", "us-west-2b"]}
     assert lookup_problem(with_account, cached, has_credentials=False) is None
     assert lookup_problem(validate_config({}), {}, has_credentials=False) is None
 
 
 def test_the_cdk_app_stops_at_that_line_before_the_cdk_starts(tmp_path):
     config = tmp_path / "account.yaml"
-    config.write_text('env:\n  account: "123456789012"\n  region: us-west-2\n')
+    config.write_text('env:\n  account: "111111111111"\n  region: us-west-2\n')
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "CDK_"))}
     env |= {"SKYRL_HP_CONFIG": str(config), "AWS_CONFIG_FILE": str(tmp_path / "none"),
             "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
@@ -553,4 +553,4 @@ def test_the_cdk_app_stops_at_that_line_before_the_cdk_starts(tmp_path):
         [sys.executable, "app.py"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode != 0
-    assert done.stderr.splitlines()[-1].startswith('config error: env.account = "123456789012": with an account set')
+    assert done.stderr.splitlines()[-1].startswith('config error: env.account = "111111111111": with an account set')

@@ -339,3 +339,23 @@ def test_a_managed_mlflow_app_is_listed_unpriced_and_unconfirmed(tmp_path):
     self_hosted = {"tracking": {"backend": "mlflow", "tracking_uri": "https://mlflow.example.com"}}
     own = cost_json("--config", write_config(tmp_path, self_hosted))
     assert not [i for i in own["items"] if i["component"] == MLFLOW_APP_COMPONENT]
+
+
+def test_an_on_demand_group_is_left_out_of_the_idle_day_and_the_month_as_in_the_scaling_comparison(tmp_path):
+    from conftest import VARIANT_ON_DEMAND
+
+    fixed = cost_json()
+    on_demand = cost_json("--config", write_config(tmp_path, VARIANT_ON_DEMAND))
+    totals = on_demand["totals"]
+    # The headline idle day is the comparison's on_demand one, not the fixed nodes' around-the-clock bill.
+    assert totals["idle_per_day"] == pytest.approx(on_demand["scaling"]["on_demand"]["idle_day_usd"], abs=0.01)
+    assert totals["idle_per_day"] < fixed["totals"]["idle_per_day"]
+    assert totals["monthly"] < fixed["totals"]["monthly"]
+    # A run holds every node: its cost is the fixed one.
+    assert totals["training_run"] == fixed["totals"]["training_run"]
+    group = item(on_demand, "HyperPod group gpu-workers")
+    assert group["on_demand"] is True and group["quantity"].startswith("0 to 3 x ")
+    assert item(on_demand, "HyperPod node EBS volumes (on-demand nodes)")["on_demand"] is True
+    assert (
+        "on-demand nodes at 0" in run("--region", REGION, "--config", write_config(tmp_path, VARIANT_ON_DEMAND)).stdout
+    )

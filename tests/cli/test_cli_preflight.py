@@ -804,14 +804,14 @@ def test_autoscaling_prerequisites_of_a_new_cluster_and_the_pinned_agent():
     ]
 
 
-def test_autoscaling_prerequisites_a_deployed_cluster_or_the_config_misses(tmp_path, monkeypatch):
+def test_autoscaling_prerequisites_a_deployed_cluster_misses(tmp_path, monkeypatch):
     from conftest import VARIANT_ON_DEMAND
 
     from skyrl_hyperpod.validation import hyperpod_chart
 
-    config = validate_config(
-        {**VARIANT_ON_DEMAND, "hyperpod": {**VARIANT_ON_DEMAND["hyperpod"], "node_recovery": "None"}}
-    )
+    # A configuration without automatic recovery is refused by validation (tests/config/test_worker_scaling.py): what
+    # preflight still catches is a deployed cluster that differs from the configuration.
+    config = validate_config(VARIANT_ON_DEMAND)
     # A cluster created before continuous provisioning; no chart copy in tmp_path: the agent check is SKIP.
     provisioning, recovery, agent = autoscaling_lines(config, {"NodeRecovery": "None"}, tmp_path)
     assert provisioning.startswith(

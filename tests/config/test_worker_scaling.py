@@ -53,6 +53,14 @@ def test_on_demand_with_a_training_plan_is_refused():
     assert "on-demand capacity only" in problem
 
 
+def test_on_demand_without_automatic_node_recovery_is_refused():
+    data = {"hyperpod": {"node_recovery": "None", "worker_group": {"scaling": "on_demand", "deep_health_checks": []}}}
+    problem = only_problem(data)
+    assert "node_recovery = 'None' with worker_group.scaling on_demand" in problem
+    assert "needs node_recovery: Automatic" in problem
+    assert validate_config({"hyperpod": {"node_recovery": "None"}}).hyperpod.node_recovery == "None"
+
+
 def test_the_head_group_is_never_autoscaled():
     problem = only_problem({"hyperpod": {"head_group": {"scaling": "on_demand"}}})
     assert "head_group.scaling on_demand" in problem
