@@ -45,6 +45,12 @@ class RunFailureCost:
         return self.run.failure_cost.worst_case_steps
 
 
+def checkpoint_load_seconds(config: ProjectConfig) -> float:
+    """Every GPU node reading the SFT checkpoint from FSx at once: they share the file system's baseline throughput."""
+    nodes = config.hyperpod.worker_group.instance_count
+    return nodes * config.training.data.checkpoint_gb * 1000 / config.fsx.baseline_throughput_mb_s
+
+
 def start_estimate(config: ProjectConfig) -> tuple[float, str]:
     """The retry's time to its first step: measured where the configuration has it, else a floor on paper."""
     measured = config.training.jobs.measured_start_seconds
@@ -53,8 +59,7 @@ def start_estimate(config: ProjectConfig) -> tuple[float, str]:
     nodes = config.hyperpod.worker_group.instance_count
     gigabytes = config.training.data.checkpoint_gb
     throughput = config.fsx.baseline_throughput_mb_s
-    seconds = nodes * gigabytes * 1000 / throughput
-    return seconds, (
+    return checkpoint_load_seconds(config), (
         f"assumed, a floor: each of the {nodes} GPU nodes reads the {gigabytes:g} GB checkpoint from FSx at its "
         f"{throughput:.0f} MB/s baseline, with no image pull, vLLM start or evaluation counted "
         "(docs/performance.md); measure it with `skyrl-hp train timeline` and set "

@@ -10,6 +10,7 @@ from typing import Any
 from skyrl_hyperpod.config import ProjectConfig
 
 from .cost import Estimate, PriceBook
+from .failure_cost import checkpoint_load_seconds
 
 
 def money(value: float) -> str:
@@ -20,19 +21,15 @@ def money(value: float) -> str:
 class ScaleUpAssumptions:
     """What one scale-up of the GPU group adds before a job's first step (scaling on_demand), from stated assumptions,
     not measurements: no public figure for a HyperPod node's provisioning time without deep health checks was found,
-    the image size is the order of the training image (CUDA, torch, vLLM), and the model is Qwen3-VL-8B's bf16
-    weights read from FSx at the file system's provisioned throughput."""
+    the image size is the order of the training image (CUDA, torch, vLLM); the model load is the checkpoint
+    (training.data.checkpoint_gb) read by every node from FSx at its baseline throughput (failure_cost.py)."""
 
     node_provisioning_minutes: float = 10.0
     image_gb: float = 15.0
     image_pull_mb_per_s: float = 100.0
-    model_gb: float = 17.5
 
     def image_pull_minutes(self) -> float:
         return self.image_gb * 1000 / self.image_pull_mb_per_s / 60
-
-    def model_load_minutes(self, fsx_mb_per_s: float) -> float:
-        return self.model_gb * 1000 / fsx_mb_per_s / 60
 
 
 SCALE_UP = ScaleUpAssumptions()
@@ -104,11 +101,8 @@ def scaling_comparison(config: ProjectConfig, book: PriceBook, est: Estimate) ->
     ebs_hourly = group.ebs_volume_gb * book.hyperpod_ebs_gb_month.usd / book.hours_per_month
     gpu_nodes_hourly = group.instance_count * (node_hourly + ebs_hourly)
     rest_hourly = platform_hourly - gpu_nodes_hourly
-    fsx = config.fsx
-    fsx_mb_per_s = fsx.per_unit_storage_throughput * fsx.storage_capacity_gib / 1024
-    scale_up = (
-        SCALE_UP.node_provisioning_minutes + SCALE_UP.image_pull_minutes() + SCALE_UP.model_load_minutes(fsx_mb_per_s)
-    )
+    model_load_minutes = checkpoint_load_seconds(config) / 60
+    scale_up = SCALE_UP.node_provisioning_minutes + SCALE_UP.image_pull_minutes() + model_load_minutes
     overhead_hours = (scale_up + group.scale_down_after_minutes) / 60
     jobs = config.training.jobs
     ttl_hours = jobs.job_ttl_seconds_after_finished / 3600 if jobs.self_contained_jobs else 0.0
@@ -132,7 +126,7 @@ def scaling_comparison(config: ProjectConfig, book: PriceBook, est: Estimate) ->
         run_hours=run_hours,
         node_provisioning_minutes=SCALE_UP.node_provisioning_minutes,
         image_pull_minutes=SCALE_UP.image_pull_minutes(),
-        model_load_minutes=SCALE_UP.model_load_minutes(fsx_mb_per_s),
+        model_load_minutes=model_load_minutes,
         scale_down_minutes=group.scale_down_after_minutes,
         cluster_ttl_minutes=ttl_hours * 60,
         fixed=fixed,

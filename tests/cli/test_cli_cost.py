@@ -252,8 +252,10 @@ def test_both_scaling_modes_side_by_side(default_config, book):
     assert scaling["on_demand"]["idle_day_usd"] == pytest.approx((hourly - gpu_hourly) * 24, abs=0.01)
     assert scaling["on_demand"]["idle_day_usd"] == pytest.approx(125.70, abs=0.01)  # at the shipped us-west-2 prices
     # A run pays the GPU nodes through one scale-up and the empty time before they go.
-    fsx = default_config.fsx
-    model_minutes = SCALE_UP.model_gb * 1000 / (fsx.per_unit_storage_throughput * fsx.storage_capacity_gib / 1024) / 60
+    # Every GPU node reads the checkpoint at once, sharing the file system's baseline throughput.
+    data_config, fsx = default_config.training.data, default_config.fsx
+    fsx_mb_per_s = fsx.per_unit_storage_throughput * fsx.storage_capacity_gib / 1024
+    model_minutes = group.instance_count * data_config.checkpoint_gb * 1000 / fsx_mb_per_s / 60
     scale_up = SCALE_UP.node_provisioning_minutes + SCALE_UP.image_gb * 1000 / SCALE_UP.image_pull_mb_per_s / 60
     scale_up += model_minutes
     assert scaling["scale_up_minutes"]["total"] == pytest.approx(scale_up, abs=0.01)
