@@ -172,6 +172,9 @@ class Estimate:
     config_fingerprint: str
     # The configured experiments: they run one at a time (each takes every GPU node), so a sweep costs one run each.
     experiments: tuple[str, ...] = ()
+    # Between two runs of a sweep, the finished job's cluster keeps the nodes (job_ttl_seconds_after_finished of a
+    # self-contained RayJob) and the next RayJob waits for it to go.
+    sweep_gap_hours: float = 0.0
 
     @property
     def hourly_usd(self) -> float:
@@ -196,7 +199,8 @@ class Estimate:
 
     @property
     def sweep_hours(self) -> float:
-        return self.run_hours * max(1, len(self.experiments))
+        runs = max(1, len(self.experiments))
+        return self.run_hours * runs + self.sweep_gap_hours * (runs - 1)
 
     @property
     def sweep_usd(self) -> float:
@@ -394,7 +398,13 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
         items=items,
         config_fingerprint=config_fingerprint(config),
         experiments=tuple(run.experiment.name for run in config.derived.runs),
+        sweep_gap_hours=sweep_gap_hours(config),
     )
+
+
+def sweep_gap_hours(config: ProjectConfig) -> float:
+    jobs = config.training.jobs
+    return jobs.job_ttl_seconds_after_finished / 3600 if jobs.self_contained_jobs else 0.0
 
 
 def render_table(est: Estimate) -> str:

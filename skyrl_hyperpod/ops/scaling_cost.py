@@ -104,10 +104,9 @@ def scaling_comparison(config: ProjectConfig, book: PriceBook, est: Estimate) ->
     model_load_minutes = checkpoint_load_seconds(config) / 60
     scale_up = SCALE_UP.node_provisioning_minutes + SCALE_UP.image_pull_minutes() + model_load_minutes
     overhead_hours = (scale_up + group.scale_down_after_minutes) / 60
-    jobs = config.training.jobs
-    ttl_hours = jobs.job_ttl_seconds_after_finished / 3600 if jobs.self_contained_jobs else 0.0
+    ttl_hours = est.sweep_gap_hours
     runs = len(config.derived.runs)
-    sweep_hours = runs * run_hours + (runs - 1) * ttl_hours
+    sweep_hours = est.sweep_hours
     fixed = ModeCost(
         idle_day_usd=platform_hourly * 24,
         run_usd=platform_hourly * run_hours,

@@ -313,16 +313,19 @@ def test_a_sweep_is_priced_as_one_run_per_experiment(tmp_path):
     sweep = {"training": {"experiments": [{"name": "lr-a"}, {"name": "lr-b"}, {"name": "lr-c"}]}}
     config = write_config(tmp_path, sweep)
     data = cost_json("--config", config, "--hours", "10")
-    # Same platform, same hourly price: the sweep is three runs of 10 h, one after the other.
+    # Same platform, same hourly price: the sweep is three runs of 10 h, one after the other, each of the two later
+    # ones starting once the previous job's cluster is gone (job_ttl_seconds_after_finished, 1 h by default).
     assert data["totals"]["hourly"] == one["totals"]["hourly"]
     assert data["totals"]["sweep"] == {
         "experiments": ["lr-a", "lr-b", "lr-c"],
-        "hours": 30,
-        "cost": pytest.approx(3 * one["totals"]["training_run"]["cost"], abs=0.02),
+        "hours": 32,
+        "cost": pytest.approx(3.2 * one["totals"]["training_run"]["cost"], abs=0.02),
     }
+    # The scaling comparison's fixed sweep is the same figure, not a second computation of it.
+    assert data["scaling"]["fixed"]["sweep_usd"] == pytest.approx(data["totals"]["sweep"]["cost"], abs=0.01)
     table = run("--region", REGION, "--config", config, "--hours", "10").stdout
     [line] = [line for line in table.splitlines() if line.startswith("The sweep")]
-    assert line.startswith("The sweep, 3 experiments one at a time (lr-a, lr-b, lr-c): 30 h, $")
+    assert line.startswith("The sweep, 3 experiments one at a time (lr-a, lr-b, lr-c): 32 h, $")
     assert float(line.rsplit("$", 1)[1].replace(",", "")) == pytest.approx(data["totals"]["sweep"]["cost"], abs=0.01)
 
 
