@@ -50,8 +50,9 @@ NVIDIA = "nvidia-device-plugin-0.16.1.tgz"
 KEDA = "keda-2.17.1.tgz"
 # Helm's --timeout in the tests whose Helm never finishes (HELM_TIMEOUT_MAX_S): the handler stops a Helm
 # still running HELM_TIMEOUT_MARGIN_S (0 in the harness) after its own timeout, so those tests wait this long
-# plus the 1 s SIGTERM grace, however long the steps before the upgrade take on a loaded machine.
-HUNG_HELM_TIMEOUT_S = 1
+# plus the 1 s SIGTERM grace, however long the steps before the upgrade take on a loaded machine. Long enough for the
+# stand-in Helm (a Python process) to start and set its SIGTERM handler first: a drill beside the suite made 1 s too short.
+HUNG_HELM_TIMEOUT_S = 3
 # Lambda time of an invocation in the harness unless a test says otherwise.
 INVOCATION_S = 60
 TRANSIENT = 'Error: Get "https://10.0.1.5:443/version": dial tcp 10.0.1.5:443: i/o timeout'
