@@ -55,12 +55,15 @@ class Outcome:
 
 @dataclass(frozen=True)
 class DrillEnv:
-    """The interpreters: the training image's stand-in (the drill venv), the serving image's Ray (this venv), and
-    the serving environment with vLLM's CPU build (`make drill-serve-env`) that publishes and serves the adapter."""
+    """The interpreters: the training image's stand-in (the drill venv), the serving image's Ray (this venv), the
+    serving environment with vLLM's CPU build (`make drill-serve-env`) that publishes and serves the adapter, and the
+    MLflow tracking server's (`make drill-mlflow-env`)."""
 
     train_python: Path
     serve_python: Path
     serve_llm_env: Path | None = None
+    # PyPI's full mlflow (`make drill-mlflow-env`): the tracking server the first RayJob's training logs to.
+    mlflow_env: Path | None = None
 
     @property
     def train_bin(self) -> Path:

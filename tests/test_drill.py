@@ -332,10 +332,10 @@ def test_scenarios_are_registered_with_their_cluster():
         "rayservice": "serving",
         "publish-and-serve": "publish-and-serve",
     }
-    # `make drill` trains, publishes and serves: it passes both environments.
+    # `make drill` trains (logging to MLflow), publishes and serves: it passes the three environments.
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert "drill: setup drill-env drill-serve-env synth-k8s" in makefile
-    assert "-m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)" in makefile
+    assert "drill: setup drill-env drill-serve-env drill-mlflow-env synth-k8s" in makefile
+    assert "-m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV) --mlflow-env $(DRILL_MLFLOW_ENV)" in makefile
 
 
 def test_the_drill_needs_its_environment(tmp_path):
