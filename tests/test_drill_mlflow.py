@@ -14,7 +14,7 @@ from typing import Any
 import mlflow
 import pytest
 
-from drill import mlflow_tracking, synth
+from drill import mlflow_tracking, scenarios, synth
 from drill.cpu_training import STEP_MARKER
 from drill.layout import PathMap, load_train_job
 from drill.resume import overrides_of
@@ -168,3 +168,31 @@ def test_the_server_and_the_training_client_are_the_images_mlflow_release(defaul
     assert int(drill_constraints["importlib-metadata"].split(".")[0]) < 10
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
     assert "cat requirements-drill-mlflow.txt constraints-drill-mlflow.txt" in makefile
+
+
+def test_the_scenario_trains_the_tracked_job_and_stops_the_server(monkeypatch, tmp_path):
+    stopped, seen = [], {}
+    server = types.SimpleNamespace(uri=URI, stop=lambda: stopped.append(True))
+    monkeypatch.setattr(mlflow_tracking, "start_server", lambda env, run_dir: server)
+    tracked = mlflow_tracking.Tracked(config=None, rayjob={"metadata": {"name": "maze"}}, uri=URI)
+    monkeypatch.setattr(mlflow_tracking, "tracked_rayjob", lambda config, manifest, uri: tracked)
+
+    def train_on_cpu(drill, first_run, first_rayjob=None):
+        seen.update(first_run=first_run, first_rayjob=first_rayjob)
+        return []
+
+    monkeypatch.setattr(scenarios.cpu_training, "train_on_cpu", train_on_cpu)
+    drill = types.SimpleNamespace(
+        env=types.SimpleNamespace(mlflow_env=tmp_path), run_dir=tmp_path, config=None, rayjobs=[{}]
+    )
+    assert scenarios.train_on_cpu(drill) == []
+    assert seen["first_rayjob"] is tracked.rayjob and stopped == [True]
+    assert seen["first_run"].func is scenarios.attempts.train_hang_and_overlap
+    assert seen["first_run"].keywords["check"].keywords == {"tracked": tracked}
+
+
+def test_without_the_servers_environment_the_mlflow_line_fails(monkeypatch, tmp_path):
+    monkeypatch.setattr(scenarios.cpu_training, "train_on_cpu", lambda drill, first_run, first_rayjob=None: [])
+    drill = types.SimpleNamespace(env=types.SimpleNamespace(mlflow_env=None), run_dir=tmp_path)
+    (outcome,) = scenarios.train_on_cpu(drill)
+    assert not outcome.ok and "--mlflow-env; make drill-mlflow-env" in outcome.line
