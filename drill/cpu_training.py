@@ -34,7 +34,7 @@ from skyrl_hyperpod.plumbing.upstream import VISGYM_COMMIT
 
 from .layout import Entrypoint
 from .resume import overrides_of, with_overrides
-from .training_cluster import TRAIN_ON_CPU, JobRun, Outcome, Submission
+from .training_cluster import TRAIN_ON_CPU, JobRun, Outcome, Submission, marker_json
 
 if TYPE_CHECKING:
     from .session import Drill
@@ -275,7 +275,7 @@ def logged_steps(logs: str) -> list[dict[str, Any]]:
     for line in logs.splitlines():
         if STEP_MARKER in line:
             try:
-                steps.append(json.loads(line.split(STEP_MARKER, 1)[1].strip()))
+                steps.append(marker_json(line, STEP_MARKER))
             except ValueError:
                 continue
     return steps

@@ -178,10 +178,17 @@ def _shorten(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def marker_json(line: str, marker: str) -> Any:
+    """The JSON value after `marker` on a log line. Only the value is read: Ray's log streaming can append the
+    driver's next output (a traceback's first line) to the worker's line without a newline."""
+    value, _ = json.JSONDecoder().raw_decode(line.split(marker, 1)[1].strip())
+    return value
+
+
 def parse_stop(logs: str) -> dict[str, Any] | None:
     for line in logs.splitlines():
         if STOP_MARKER in line:
-            stop: dict[str, Any] = json.loads(line.split(STOP_MARKER, 1)[1].strip())
+            stop: dict[str, Any] = marker_json(line, STOP_MARKER)
             return stop
     return None
 
