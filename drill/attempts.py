@@ -29,6 +29,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -211,7 +212,15 @@ def wait_for_event(drill: Drill, name: str, submission: Submission, timeout: flo
     return read_event(drill, name)
 
 
-def train_hang_and_overlap(drill: Drill, manifest: dict[str, Any], edited: dict[str, Any]) -> list[Outcome]:
+# A check of the run's attempts once they ended (mlflow_tracking.py reads the run back from MLflow).
+RunCheck = Callable[["Drill", tuple[JobRun, ...]], list[Outcome]]
+
+
+def train_hang_and_overlap(
+    drill: Drill, manifest: dict[str, Any], edited: dict[str, Any], check: RunCheck | None = None
+) -> list[Outcome]:
+    """The first RayJob's run through the hang and the overlap (the module's docstring); `check` then judges the
+    attempts whose steps make the run."""
     name = manifest["metadata"]["name"]
     job = edited  # trainer.max_training_steps is TRAINED_STEPS: the run ends with the newer attempt's step
     hanging = with_job_args(job, {"--stall-timeout-step": str(STEP_BOUND_SECONDS)})
@@ -228,6 +237,7 @@ def train_hang_and_overlap(drill: Drill, manifest: dict[str, Any], edited: dict[
             train_summary(drill, manifest, hanging, hang.run, (stale,)),
             hang_line,
             Outcome(False, f"drill: {name}: overlap: the retry was not frozen: {why}: {stale.first_error}"),
+            *(check(drill, (hang.run, stale)) if check else []),
         ]
     trainer = int(frozen["pid"])
     os.kill(driver, signal.SIGSTOP)
@@ -252,7 +262,8 @@ def train_hang_and_overlap(drill: Drill, manifest: dict[str, Any], edited: dict[
     steps = [step["step"] for step in logged_steps(newer.logs)]
     if steps != [HANG_STEP]:
         verdict = Outcome(False, f"{verdict.line}; but the newer attempt trained steps {steps}, not [{HANG_STEP}]")
-    return [train_summary(drill, manifest, hanging, hang.run, (newer,)), hang_line, verdict]
+    checked = check(drill, (hang.run, newer)) if check else []
+    return [train_summary(drill, manifest, hanging, hang.run, (newer,)), hang_line, verdict, *checked]
 
 
 def release_engines(drill: Drill, job_id: str) -> str:

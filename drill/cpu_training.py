@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skyrl_hyperpod.config.images import VISGYM_ENV_IDS
+from skyrl_hyperpod.ops.metrics import REWARD
 from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
 from skyrl_hyperpod.plumbing.upstream import VISGYM_COMMIT
 
 from .layout import Entrypoint
 from .resume import overrides_of, with_overrides
-from .training_cluster import TRAIN_ON_CPU, JobRun, Outcome, Submission
+from .training_cluster import TRAIN_ON_CPU, JobRun, Outcome, Submission, marker_json
 
 if TYPE_CHECKING:
     from .session import Drill
@@ -274,10 +275,16 @@ def logged_steps(logs: str) -> list[dict[str, Any]]:
     for line in logs.splitlines():
         if STEP_MARKER in line:
             try:
-                steps.append(json.loads(line.split(STEP_MARKER, 1)[1].strip()))
+                steps.append(marker_json(line, STEP_MARKER))
             except ValueError:
                 continue
     return steps
+
+
+def trained_steps(runs: tuple[JobRun, ...]) -> dict[int, dict[str, Any]]:
+    """The training steps the attempts of one run logged (with a reward), by step; a later attempt's line wins a step
+    two attempts logged (the retry re-runs the step a stale attempt reached)."""
+    return {step["step"]: step for attempt in runs for step in logged_steps(attempt.logs) if REWARD in step}
 
 
 def train_summary(
@@ -291,12 +298,7 @@ def train_summary(
     if report is None:
         return Outcome(False, f"drill: {name}: did not train on CPU: {run.first_error}")
     problems = run.env_problems()
-    by_step = {
-        step["step"]: step
-        for attempt in (run, *later)
-        for step in logged_steps(attempt.logs)
-        if "reward/avg_raw_reward" in step
-    }
+    by_step = trained_steps((run, *later))
     steps = [by_step[number] for number in sorted(by_step)][:TRAINED_STEPS]
     if len(steps) < TRAINED_STEPS:
         problems.append(f"{len(steps)} training steps logged, expected {TRAINED_STEPS}")
@@ -338,7 +340,7 @@ def train_summary(
             problems.append(f"the adapter of step {exported[-1]} equals the one of step {exported[0]}: no update")
     if report.get("generator") != VLM_GENERATOR or report.get("vision_language_generator") is not True:
         problems.append(f"SkyRL generated with {report.get('generator')}, not its vision-language {VLM_GENERATOR}")
-    rewards = [step["reward/avg_raw_reward"] for step in steps]
+    rewards = [step[REWARD] for step in steps]
     mean = sum(rewards) / len(rewards) if rewards else float("nan")
     options = drill.training.train_job.parse_args(Entrypoint.parse(edited["spec"]["entrypoint"]).args)
     family = model_family(drill.training.paths.path(str(options.model_dir)))
@@ -429,12 +431,18 @@ def print_changes() -> None:
 FirstRun = Callable[["Drill", dict[str, Any], dict[str, Any]], list[Outcome]]
 
 
-def train_on_cpu(drill: Drill, first_run: FirstRun | None = None) -> list[Outcome]:
+def train_on_cpu(
+    drill: Drill, first_run: FirstRun | None = None, first_rayjob: dict[str, Any] | None = None
+) -> list[Outcome]:
     """Every RayJob of the manifests trains real GRPO steps on CPU (changes: CPU_FORCED, SHRUNK); the first one's run,
-    given `first_run`, goes on as that function takes it (the scenario: attempts.py's hang and overlap)."""
+    given `first_run`, goes on as that function takes it (the scenario: attempts.py's hang and overlap), and is
+    `first_rayjob` instead of the manifest's when given (the same job synthesized with tracking on)."""
     print_changes()
     outcomes = [visgym_environments(drill)]
-    for index, rayjob in enumerate(drill.rayjobs):
+    rayjobs = drill.rayjobs
+    if first_rayjob is not None:
+        rayjobs = [first_rayjob, *rayjobs[1:]]
+    for index, rayjob in enumerate(rayjobs):
         edited = cpu_rayjob(rayjob)
         if problems := batch_problems(rayjob, edited):
             name = rayjob["metadata"]["name"]

@@ -10,6 +10,7 @@ manifests' RayJobs.
 from __future__ import annotations
 
 import copy
+import functools
 import shlex
 import shutil
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from . import attempts, cpu_training, kuberay, resume, serve_llm, serving_cluster, synth
+from . import attempts, cpu_training, kuberay, mlflow_tracking, resume, serve_llm, serving_cluster, synth
 from .layout import Entrypoint
 from .training_cluster import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
@@ -170,8 +171,25 @@ def rayservice(drill: Drill) -> list[Outcome]:
 
 def train_on_cpu(drill: Drill) -> list[Outcome]:
     """Every RayJob of the manifests trains real GRPO steps on CPU (cpu_training.py); the first one's run goes on
-    through a hang ended by the watchdog and resumed, and a stale attempt fenced (attempts.py)."""
-    return cpu_training.train_on_cpu(drill, attempts.train_hang_and_overlap)
+    through a hang ended by the watchdog and resumed, and a stale attempt fenced (attempts.py), logging to a real
+    MLflow server through SkyRL's logger, read back as `train metrics` reads it (mlflow_tracking.py)."""
+    try:
+        if drill.env.mlflow_env is None:
+            raise RuntimeError("no MLflow server environment (--mlflow-env; make drill-mlflow-env builds it)")
+        server = mlflow_tracking.start_server(drill.env.mlflow_env, drill.run_dir)
+    except RuntimeError as error:
+        outcomes = cpu_training.train_on_cpu(drill, attempts.train_hang_and_overlap)
+        return [*outcomes, Outcome(False, f"drill: MLflow: {error}: the first RayJob trained without tracking")]
+    try:
+        tracked = mlflow_tracking.tracked_rayjob(drill.config, drill.rayjobs[0], server.uri)
+        print(f"drill: MLflow: PyPI's mlflow server on {server.uri} (SQLite store in the run directory); "
+              f"{tracked.name} synthesized with tracking.backend mlflow, tracking_uri {server.uri}", flush=True)  # fmt: skip
+        first_run = functools.partial(
+            attempts.train_hang_and_overlap, check=functools.partial(mlflow_tracking.read_back, tracked=tracked)
+        )
+        return cpu_training.train_on_cpu(drill, first_run, first_rayjob=tracked.rayjob)
+    finally:
+        server.stop()
 
 
 def publish_and_serve(drill: Drill) -> list[Outcome]:

@@ -55,12 +55,15 @@ class Outcome:
 
 @dataclass(frozen=True)
 class DrillEnv:
-    """The interpreters: the training image's stand-in (the drill venv), the serving image's Ray (this venv), and
-    the serving environment with vLLM's CPU build (`make drill-serve-env`) that publishes and serves the adapter."""
+    """The interpreters: the training image's stand-in (the drill venv), the serving image's Ray (this venv), the
+    serving environment with vLLM's CPU build (`make drill-serve-env`) that publishes and serves the adapter, and the
+    MLflow tracking server's (`make drill-mlflow-env`)."""
 
     train_python: Path
     serve_python: Path
     serve_llm_env: Path | None = None
+    # PyPI's full mlflow (`make drill-mlflow-env`): the tracking server the first RayJob's training logs to.
+    mlflow_env: Path | None = None
 
     @property
     def train_bin(self) -> Path:
@@ -175,10 +178,17 @@ def _shorten(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def marker_json(line: str, marker: str) -> Any:
+    """The JSON value after `marker` on a log line. Only the value is read: Ray's log streaming can append the
+    driver's next output (a traceback's first line) to the worker's line without a newline."""
+    value, _ = json.JSONDecoder().raw_decode(line.split(marker, 1)[1].strip())
+    return value
+
+
 def parse_stop(logs: str) -> dict[str, Any] | None:
     for line in logs.splitlines():
         if STOP_MARKER in line:
-            stop: dict[str, Any] = json.loads(line.split(STOP_MARKER, 1)[1].strip())
+            stop: dict[str, Any] = marker_json(line, STOP_MARKER)
             return stop
     return None
 

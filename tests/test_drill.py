@@ -280,6 +280,11 @@ def test_the_stop_marker_is_read_from_the_job_logs():
     logs = f"(skyrl_entrypoint pid=1) SKYRL_HP_DRILL_STOP {json.dumps(report())}\nGPUBoundaryReached: next\n"
     assert parse_stop(logs) == report()
     assert parse_stop("nothing") is None
+    # Ray's log streaming can put the driver's traceback on the worker's line, after the report.
+    joined = f"(visgym_entrypoint pid=1) SKYRL_HP_DRILL_STOP {json.dumps(report())}Traceback (most recent call last):\n"
+    assert parse_stop(joined) == report()
+    step = f"(pid=2) {cpu_training.STEP_MARKER} {json.dumps({'step': 1, 'reward/avg_raw_reward': 0.5})}Traceback (x\n"
+    assert cpu_training.logged_steps(step) == [{"step": 1, "reward/avg_raw_reward": 0.5}]
 
 
 def test_the_gpu_boundary_hook_replaces_only_the_trainer_setup(tmp_path, monkeypatch):
@@ -332,10 +337,10 @@ def test_scenarios_are_registered_with_their_cluster():
         "rayservice": "serving",
         "publish-and-serve": "publish-and-serve",
     }
-    # `make drill` trains, publishes and serves: it passes both environments.
+    # `make drill` trains (logging to MLflow), publishes and serves: it passes the three environments.
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert "drill: setup drill-env drill-serve-env synth-k8s" in makefile
-    assert "-m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV)" in makefile
+    assert "drill: setup drill-env drill-serve-env drill-mlflow-env synth-k8s" in makefile
+    assert "-m drill --env $(DRILL_ENV) --serve-env $(DRILL_SERVE_ENV) --mlflow-env $(DRILL_MLFLOW_ENV)" in makefile
 
 
 def test_the_drill_needs_its_environment(tmp_path):

@@ -24,8 +24,9 @@ PYTHON_VERSION = "3.12"
 PLATFORM = "x86_64-manylinux_2_28"
 
 
-# The drill's environment carries no MLflow; in the image, mlflow-skinny caps cachetools (<8) and importlib_metadata
-# (<10), and sagemaker-mlflow's botocore python-dateutil (<3): those three are resolved for the image, not pinned.
+# mlflow-skinny caps cachetools (<8) and importlib_metadata (<10), and sagemaker-mlflow's botocore python-dateutil
+# (<3): those three are resolved for the image, not taken from the drill's pins (the drill's environment, which has
+# no sagemaker-mlflow, pins cachetools and importlib_metadata within mlflow-skinny's caps).
 DRILL_PINS_RELAXED = ("cachetools", "importlib_metadata", "python-dateutil")
 
 

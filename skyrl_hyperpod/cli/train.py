@@ -344,7 +344,7 @@ def outputs_mlflow_app_arn(config: ProjectConfig) -> str:
     return arn
 
 
-def _mlflow_steps(config: ProjectConfig, run: Any) -> list[metrics_module.StepMetrics]:
+def mlflow_steps(config: ProjectConfig, run: Any) -> list[metrics_module.StepMetrics]:
     """The run's metrics from the tracking server (tracking.tracking_uri; an App's ARN is signed by sagemaker-mlflow
     with the caller's AWS credentials)."""
     from mlflow import MlflowClient
@@ -393,7 +393,7 @@ def train_metrics(
     if log_file is not None:
         steps = metrics_module.parse_log(log_file.read_text(encoding="utf-8", errors="replace").splitlines())
     elif config.tracking.mlflow:
-        steps, source = _mlflow_steps(config, run), "MLflow"
+        steps, source = mlflow_steps(config, run), "MLflow"
     else:
         namespace = config.workloads.namespace
         with cluster_errors():
