@@ -1093,7 +1093,7 @@ def test_ci_runs_what_ci_run_runs():
     # The drill's environments build beside the tests (after the shared setup); CI fails if they did not build.
     assert commands == [
         "make setup",
-        "make drill-env drill-serve-env > .build/ci-drill-envs.log 2>&1 &",
+        "make drill-env drill-serve-env drill-mlflow-env > .build/ci-drill-envs.log 2>&1 &",
         "make test",
         "make drill",
     ]
