@@ -216,6 +216,11 @@ def wait_for_event(drill: Drill, name: str, submission: Submission, timeout: flo
 RunCheck = Callable[["Drill", tuple[JobRun, ...]], list[Outcome]]
 
 
+def checks(*each: RunCheck) -> RunCheck:
+    """One check running `each` in turn, every outcome kept."""
+    return lambda drill, runs: [outcome for check in each for outcome in check(drill, runs)]
+
+
 def train_hang_and_overlap(
     drill: Drill, manifest: dict[str, Any], edited: dict[str, Any], check: RunCheck | None = None
 ) -> list[Outcome]:

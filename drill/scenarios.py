@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from . import attempts, cpu_training, kuberay, mlflow_tracking, resume, serve_llm, serving_cluster, synth
+from . import (
+    attempts,
+    cpu_training,
+    first_step_timeline,
+    kuberay,
+    mlflow_tracking,
+    resume,
+    serve_llm,
+    serving_cluster,
+    synth,
+)
 from .layout import Entrypoint
 from .training_cluster import JOB_TIMEOUT_SECONDS, TRAINER_START, Outcome, boundary_summary
 
@@ -178,14 +188,16 @@ def train_on_cpu(drill: Drill) -> list[Outcome]:
             raise RuntimeError("no MLflow server environment (--mlflow-env; make drill-mlflow-env builds it)")
         server = mlflow_tracking.start_server(drill.env.mlflow_env, drill.run_dir)
     except RuntimeError as error:
-        outcomes = cpu_training.train_on_cpu(drill, attempts.train_hang_and_overlap)
+        untracked = functools.partial(attempts.train_hang_and_overlap, check=first_step_timeline.check)
+        outcomes = cpu_training.train_on_cpu(drill, untracked)
         return [*outcomes, Outcome(False, f"drill: MLflow: {error}: the first RayJob trained without tracking")]
     try:
         tracked = mlflow_tracking.tracked_rayjob(drill.config, drill.rayjobs[0], server.uri)
         print(f"drill: MLflow: PyPI's mlflow server on {server.uri} (SQLite store in the run directory); "
               f"{tracked.name} synthesized with tracking.backend mlflow, tracking_uri {server.uri}", flush=True)  # fmt: skip
+        read_back = functools.partial(mlflow_tracking.read_back, tracked=tracked)
         first_run = functools.partial(
-            attempts.train_hang_and_overlap, check=functools.partial(mlflow_tracking.read_back, tracked=tracked)
+            attempts.train_hang_and_overlap, check=attempts.checks(first_step_timeline.check, read_back)
         )
         return cpu_training.train_on_cpu(drill, first_run, first_rayjob=tracked.rayjob)
     finally:

@@ -8,6 +8,7 @@ import subprocess
 import time
 import urllib.parse
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,6 +31,7 @@ from .layout import (
     prepare_job_state,
     write_example_checkout,
 )
+from .log_stamps import StampedLog
 from .manifests import Manifests
 
 SITE_DIR = Path(__file__).with_name("site")
@@ -43,6 +45,8 @@ RESUME = "resume"
 TRAIN_ON_CPU = "train-on-cpu"
 # SkyRL's override parser, validation and initialize_ray take well under this on two cores.
 JOB_TIMEOUT_SECONDS = 900
+# A submitter that exited may leave a child holding its output open (the pipe then never ends): read what came.
+OUTPUT_DRAIN_SECONDS = 30
 DOCKERFILE = DOCKER_DIR / "Dockerfile"
 _EXCEPTION_LINE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s*)?([A-Za-z_][\w.]*(?:Error|Exception)(?:\([\w.]+\))?: .*)$")
 
@@ -151,6 +155,9 @@ class JobRun:
     expected_env: dict[str, str]
     # The trainer's report where the drill stopped it (GPU_BOUNDARY or TRAINER_START); None if it never got there.
     stop: dict[str, Any] | None
+    # The logs as `kubectl logs --timestamps` shows them (log_stamps.py), and when the submitter was started.
+    stamped_logs: str = ""
+    launched_at: datetime | None = None
 
     @property
     def boundary(self) -> dict[str, Any] | None:
@@ -211,6 +218,8 @@ class Submission:
     expected_env: dict[str, str]
     log_path: Path
     process: subprocess.Popen[bytes]
+    output: StampedLog
+    launched_at: datetime
 
     def wait(self, timeout: float) -> JobRun:
         """The job's end (stopped after `timeout`): its status, its logs and the trainer's report."""
@@ -219,9 +228,14 @@ class Submission:
         except subprocess.TimeoutExpired:
             self.cluster.stop_job(self.job_id)
             self.process.wait()
+        self.output.join(OUTPUT_DRAIN_SECONDS)
         status, message = self.cluster.job_status(self.job_id)
         logs = self.log_path.read_text(encoding="utf-8", errors="replace")
-        return JobRun(self.rayjob, self.job_id, status, message, logs, self.expected_env, parse_stop(logs))
+        stamped = self.output.stamped.read_text(encoding="utf-8", errors="replace")
+        return JobRun(
+            self.rayjob, self.job_id, status, message, logs, self.expected_env, parse_stop(logs), stamped,
+            self.launched_at,
+        )  # fmt: skip
 
 
 @dataclass
@@ -338,9 +352,13 @@ class TrainingCluster:
         command = kuberay.submit_command(rayjob["spec"], address=address, job_id=job_id, entrypoint=entrypoint)
         log_path = self.run_dir / f"{job_id}.log"
         env = kuberay.submitter_env(self.cluster.client_env, address=address, job_id=job_id)
-        with log_path.open("w", encoding="utf-8") as out:
-            process = subprocess.Popen(kuberay.submitter_argv(command), env=env, stdout=out, stderr=subprocess.STDOUT)
-        return Submission(self, name, job_id, expected, log_path, process)
+        launched_at = datetime.now(UTC)
+        process = subprocess.Popen(
+            kuberay.submitter_argv(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert process.stdout is not None
+        output = StampedLog(process.stdout, log_path, self.run_dir / f"{job_id}.timestamps.log")
+        return Submission(self, name, job_id, expected, log_path, process, output, launched_at)
 
     def add_overlap_node(self, gpus: int, timeout: float) -> str:
         """One more node with `gpus` logical GPUs, for an attempt that must run while a stale one holds its GPUs

@@ -182,17 +182,31 @@ def test_the_scenario_trains_the_tracked_job_and_stops_the_server(monkeypatch, t
         return []
 
     monkeypatch.setattr(scenarios.cpu_training, "train_on_cpu", train_on_cpu)
+    checked = []
+    monkeypatch.setattr(
+        mlflow_tracking, "read_back", lambda drill, runs, *, tracked: checked.append(("MLflow", runs, tracked)) or []
+    )
+    monkeypatch.setattr(
+        scenarios.first_step_timeline, "check", lambda drill, runs: checked.append(("timeline", runs, None)) or []
+    )
     drill = types.SimpleNamespace(
         env=types.SimpleNamespace(mlflow_env=tmp_path), run_dir=tmp_path, config=None, rayjobs=[{}]
     )
     assert scenarios.train_on_cpu(drill) == []
     assert seen["first_rayjob"] is tracked.rayjob and stopped == [True]
     assert seen["first_run"].func is scenarios.attempts.train_hang_and_overlap
-    assert seen["first_run"].keywords["check"].keywords == {"tracked": tracked}
+    runs = (attempt((1, 0.5)),)
+    assert seen["first_run"].keywords["check"](drill, runs) == []
+    # the attempts' start timeline and the MLflow read-back both judge the run's attempts
+    assert checked == [("timeline", runs, None), ("MLflow", runs, tracked)]
 
 
 def test_without_the_servers_environment_the_mlflow_line_fails(monkeypatch, tmp_path):
-    monkeypatch.setattr(scenarios.cpu_training, "train_on_cpu", lambda drill, first_run, first_rayjob=None: [])
+    seen = []
+    monkeypatch.setattr(
+        scenarios.cpu_training, "train_on_cpu", lambda drill, first_run, first_rayjob=None: seen.append(first_run) or []
+    )
     drill = types.SimpleNamespace(env=types.SimpleNamespace(mlflow_env=None), run_dir=tmp_path)
     (outcome,) = scenarios.train_on_cpu(drill)
     assert not outcome.ok and "--mlflow-env; make drill-mlflow-env" in outcome.line
+    assert seen[0].keywords["check"] is scenarios.first_step_timeline.check  # the start timeline is still read
