@@ -25,8 +25,9 @@ START = [
     (31.0, "train_job: starting SkyRL from /home/ray/SkyRL: python examples/train/visgym/entrypoint.py"),
     (
         95.25,
-        "(pid=1234) 2026-12-04 15:01:35.250 | INFO | main_base:run:80 - HTTP Inference: Colocated mode - "
-        "slept inference engines after startup",
+        # the drill's engine is not colocated (a GPU bundle of its own): SkyRL logs the router's start, no sleep
+        "(skyrl_entrypoint pid=1234) 2026-12-04 15:01:35.250 | INFO | setup:build_new_inference_client:254 - "
+        "HTTP Inference: proxy_url=http://127.0.0.1:8080, server_urls=['http://127.0.0.1:8000'], colocated=False",
     ),  # fmt: skip
     (
         140.0,

@@ -7,10 +7,12 @@ Each milestone is read where it is recorded:
   `PodGenerateName`). The API server keeps events for an hour by default (kube-apiserver `--event-ttl`), so an
   older start shows those milestones as not recorded.
 - the preparation, from `docker/train_job.py`'s own lines (`train_job: ...`) in the driver log.
-- SkyRL's, from the lines it logs at the release the image pins: `HTTP Inference: Colocated mode - slept inference
-  engines after startup` (skyrl/train/entrypoints/main_base.py, once the vLLM engines are up) and `init
-  policy/ref/critic models done` (skyrl/train/trainer.py), and the first training step's `Step N:` metrics line
-  (N >= 1; step 0 is the evaluation before training, skyrl_hyperpod/ops/metrics.py).
+- SkyRL's, from the lines it logs at the release the image pins: `HTTP Inference: proxy_url=...` once every vLLM
+  server is up and the router started (skyrl/backends/skyrl_train/inference_servers/setup.py, colocated or not),
+  or `HTTP Inference: Colocated mode - slept inference engines after startup` (skyrl/train/entrypoints/main_base.py,
+  right after it when colocated), then `init policy/ref/critic models done` (skyrl/train/trainer.py), and the first
+  training step's `Step N:` metrics line (N >= 1; step 0 is the evaluation before training,
+  skyrl_hyperpod/ops/metrics.py).
 
 The log's times are the ones Kubernetes stamps on each line (`timestamps=true`, RFC 3339 in UTC), so a saved log is
 read only if it was saved with them (`skyrl-hp train logs --timestamps > FILE`).
@@ -53,7 +55,7 @@ MILESTONES = (
 _STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2}) ")
 _TRAIN_JOB = "train_job: "
 _STEP = re.compile(r"(?:^|\s-\s)Step (\d+): ?$")
-_ENGINES = "slept inference engines after startup"
+_ENGINES = ("HTTP Inference: proxy_url=", "slept inference engines after startup")
 _MODELS = "init policy/ref/critic models done"
 
 
@@ -177,8 +179,8 @@ def log_marks(lines: Iterable[str]) -> dict[str, Mark]:
             elif said.startswith("starting SkyRL from "):
                 mark(DATASETS_PREPARED, at, "generated (train_job starts SkyRL after them)")
                 mark(SKYRL_STARTED, at, "train_job started SkyRL")
-        elif _ENGINES in line:
-            mark(ENGINES_READY, at, "SkyRL: the inference engines started (and slept, colocated)")
+        elif any(said in line for said in _ENGINES):
+            mark(ENGINES_READY, at, "SkyRL: the inference engines are up (colocated: then slept)")
         elif _MODELS in line:
             mark(MODELS_READY, at, "SkyRL: policy and reference models initialized")
         else:

@@ -85,6 +85,27 @@ def test_prepared_inputs_are_marked_as_found():
     assert tl.FIRST_STEP not in marks
 
 
+ROUTER_UP = (
+    "(skyrl_entrypoint pid=2871) 2026-12-04 11:02:00.000 | INFO     | skyrl.backends.skyrl_train.inference_servers.setup:"
+    "build_new_inference_client:254 - HTTP Inference: proxy_url=http://10.0.0.1:8080, "
+    "server_urls=['http://10.0.0.1:8000'], colocated={colocated}"
+)
+SLEPT = (
+    "(skyrl_entrypoint pid=2871) 2026-12-04 11:02:03.000 | INFO     | skyrl.train.entrypoints.main_base:"
+    "_get_new_inference_client:246 - HTTP Inference: Colocated mode - slept inference engines after startup"
+)
+
+
+def test_engines_are_ready_when_the_router_is_up_colocated_or_not():
+    separate = tl.log_marks([f"2026-12-04T11:02:00Z {ROUTER_UP.format(colocated=False)}"])
+    assert separate[tl.ENGINES_READY].at == at("2026-12-04T11:02:00")
+    colocated = tl.log_marks(
+        [f"2026-12-04T11:02:00Z {ROUTER_UP.format(colocated=True)}", f"2026-12-04T11:02:03Z {SLEPT}"]
+    )
+    assert colocated[tl.ENGINES_READY].at == at("2026-12-04T11:02:00")  # up, then slept: up is the milestone
+    assert tl.log_marks([f"2026-12-04T11:02:03Z {SLEPT}"])[tl.ENGINES_READY].at == at("2026-12-04T11:02:03")
+
+
 def test_a_log_without_timestamps_is_refused():
     with pytest.raises(InputError, match="no Kubernetes timestamps"):
         tl.log_marks(["train_job: downloading a/b to /m"])
