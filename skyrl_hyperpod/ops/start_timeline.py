@@ -6,7 +6,9 @@ Each milestone is read where it is recorded:
   `<cluster>-head-<suffix>` and `<cluster>-<group>-worker-<suffix>` (ray-operator/controllers/ray/utils/util.go,
   `PodGenerateName`). The API server keeps events for an hour by default (kube-apiserver `--event-ttl`), so an
   older start shows those milestones as not recorded.
-- the preparation, from `docker/train_job.py`'s own lines (`train_job: ...`) in the driver log.
+- the preparation, from `docker/train_job.py`'s own lines (`train_job: ...`) in the driver log, and the attempt's
+  first step, which train_job's progress callback reports from the trainer's process whatever `trainer.logger` is
+  (SkyRL prints its `Step N:` line only with the console logger).
 - SkyRL's, from the lines it logs at the release the image pins: `HTTP Inference: proxy_url=...` once every vLLM
   server is up and the router started (skyrl/backends/skyrl_train/inference_servers/setup.py, colocated or not),
   or `HTTP Inference: Colocated mode - slept inference engines after startup` (skyrl/train/entrypoints/main_base.py,
@@ -54,6 +56,8 @@ MILESTONES = (
 # Kubernetes' `timestamps=true` prefix: RFC 3339 with up to nanoseconds, then one space.
 _STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2}) ")
 _TRAIN_JOB = "train_job: "
+# docker/train_job.py's ProgressCallback, on the attempt's first finished step.
+_FIRST_STEP_DONE = "first step of this attempt done: global step "
 _STEP = re.compile(r"(?:^|\s-\s)Step (\d+): ?$")
 _ENGINES = ("HTTP Inference: proxy_url=", "slept inference engines after startup")
 _MODELS = "init policy/ref/critic models done"
@@ -176,6 +180,12 @@ def log_marks(lines: Iterable[str]) -> dict[str, Mark]:
                     mark(DATASETS_PREPARED, at, "already on the shared file system")
             elif said.startswith("datasets ") and "already prepared" in said:
                 mark(DATASETS_PREPARED, at, "already on the shared file system")
+            elif said.startswith(_FIRST_STEP_DONE):
+                mark(
+                    FIRST_STEP,
+                    at,
+                    f"train_job: the attempt's first step (global step {said[len(_FIRST_STEP_DONE) :]}) ended",
+                )
             elif said.startswith("starting SkyRL from "):
                 mark(DATASETS_PREPARED, at, "generated (train_job starts SkyRL after them)")
                 mark(SKYRL_STARTED, at, "train_job started SkyRL")
