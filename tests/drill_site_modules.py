@@ -12,10 +12,14 @@ from drill.training_cluster import SITE_DIR
 
 
 def site_module(name: str) -> ModuleType:
-    """`drill_site.<name>`, with drill/site/ on sys.path as in the drill's processes."""
-    if str(SITE_DIR) not in sys.path:
+    """`drill_site.<name>`, the package found through drill/site/ on sys.path as in the drill's processes (only while
+    it is imported: its modules are then found through the package, and sys.path stays the tests')."""
+    if "drill_site" not in sys.modules:
         sys.path.insert(0, str(SITE_DIR))
-        importlib.invalidate_caches()
+        try:
+            importlib.import_module("drill_site")
+        finally:
+            sys.path.remove(str(SITE_DIR))
     return importlib.import_module(f"drill_site.{name}")
 
 

@@ -357,14 +357,14 @@ def test_an_event_is_a_file_in_the_run_directory_and_a_line(tmp_path, monkeypatc
     assert sorted(path.name for path in tmp_path.iterdir()) == ["frozen.json", "train-plan.json"]
 
 
-# --- torch_on_cpu --------------------------------------------------------------------------------------------------
+# --- cuda_standins --------------------------------------------------------------------------------------------------
 
 TORCH_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import torch, torch.distributed
-from drill_site import torch_on_cpu
-torch_on_cpu.patch_torch_for_cpu()
+from drill_site import cuda_standins
+cuda_standins.patch_torch_for_cpu()
 assert torch.cuda.current_device() == torch.device("cpu")
 torch.cuda.set_device(0); torch.cuda.synchronize(); torch.cuda.empty_cache()
 free, total = torch.cuda.mem_get_info()
@@ -399,10 +399,10 @@ def test_torchs_cuda_entry_points_run_on_the_cpu_and_nccl_becomes_gloo(tmp_path)
 
 
 def test_a_modules_torch_creates_cuda_tensors_on_the_cpu():
-    torch_on_cpu = site_module("torch_on_cpu")
+    cuda_standins = site_module("cuda_standins")
     made = []
     torch = types.SimpleNamespace(zeros=lambda *args, **kwargs: made.append(kwargs) or "tensor", float32="float32")
-    factories = torch_on_cpu.CpuFactories(torch)
+    factories = cuda_standins.CpuFactories(torch)
     assert factories.zeros(4, device="cuda:0") == "tensor" and factories.float32 == "float32"
     factories.zeros(4, device="meta")
     factories.zeros(4)

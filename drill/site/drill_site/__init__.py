@@ -9,7 +9,7 @@ nodes' PYTHONPATH holds drill/site/, so this package is `drill_site` there). One
 - train_report: the observer of `train-on-cpu`'s real training (step lines, what SkyRL runs with).
 - fault_standins: the hang and freeze stand-ins the drill's attempt scenarios plan (`train-plan.json`).
 - dataset_filter: SkyRL's prompt-length filter run in-process (a size cut, not a stand-in).
-- torch_on_cpu: stand-ins for the GPU in torch's CUDA entry points (CPU devices, gloo instead of NCCL).
+- cuda_standins: stand-ins for the GPU in torch's CUDA entry points (CPU devices, gloo instead of NCCL).
 - flash_attn_standin: the stand-in flash-attn modules SkyRL's model wrapper binds.
 - weight_sync_skip: the skipped NCCL weight-sync engine (a behaviour change, not a hardware stand-in).
 - reward_shaping: the shaping stand-in on VisGym's reward (a behaviour change, not a hardware stand-in).

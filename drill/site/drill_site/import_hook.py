@@ -10,10 +10,10 @@ import importlib.machinery
 import os
 from typing import Any
 
-from . import flash_attn_standin, main_base_patch, reward_shaping, stop_points, torch_on_cpu, weight_sync_skip
+from . import cuda_standins, flash_attn_standin, main_base_patch, reward_shaping, stop_points, weight_sync_skip
 
 PATCHED_ON_CPU = (
-    *torch_on_cpu.CUDA_MODULES,
+    *cuda_standins.CUDA_MODULES,
     flash_attn_standin.MODEL_WRAPPER,
     weight_sync_skip.WEIGHT_SENDERS,
     reward_shaping.VISGYM_ENV_MODULE,
@@ -52,7 +52,7 @@ class PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             loader.exec_module(module)
             reward_shaping.patch_visgym_env(module)
             return
-        torch_on_cpu.patch_torch_for_cpu()
+        cuda_standins.patch_torch_for_cpu()
         if name == flash_attn_standin.MODEL_WRAPPER:
             flash_attn_standin.exec_with_standin(loader, module)
             return
@@ -60,4 +60,4 @@ class PatchOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name == weight_sync_skip.WEIGHT_SENDERS:
             weight_sync_skip.patch_weight_senders(module)
         elif getattr(module, "torch", None) is not None:
-            module.torch = torch_on_cpu.CpuFactories(module.torch)
+            module.torch = cuda_standins.CpuFactories(module.torch)
