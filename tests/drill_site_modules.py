@@ -24,7 +24,8 @@ def site_module(name: str) -> ModuleType:
 
 
 def load_sitecustomize() -> ModuleType:
-    """drill/site/sitecustomize.py run once more in this process (as `site` runs it at a process's start)."""
+    """drill/site/sitecustomize.py run once more in this process (as `site` runs it at a process's start), with
+    drill_site imported first: drill/site/ is not on this process's sys.path."""
     site_module("import_hook")
     spec = importlib.util.spec_from_file_location("drill_sitecustomize", SITE_DIR / "sitecustomize.py")
     assert spec is not None and spec.loader is not None
