@@ -4,7 +4,7 @@ its stall watchdog and its attempt generations (docker/train_job.py), on SkyRL's
 The first RayJob's run goes through three attempts, each a new submission of the same entrypoint, as KubeRay's
 retry submits it (resume.py says how KubeRay v1.7.0 retries); together they train its TRAINED_STEPS steps:
 
-1. It trains step 1, then the rollout of step 2 never returns (the hang stand-in, site/sitecustomize.py
+1. It trains step 1, then the rollout of step 2 never returns (the hang stand-in, site/drill_site/fault_standins.py
    `hang_at_step`: the trainer awaits a vLLM engine that stopped answering). This attempt runs with
    `--stall-timeout-step STEP_BOUND_SECONDS` instead of the manifest's bound (a CPU step is not a GPU step); the
    watchdog must end it with its one line and exit code 124 within the bound. The hang comes right after the

@@ -39,7 +39,7 @@ from .training_cluster import TRAIN_ON_CPU, JobRun, Outcome, Submission, marker_
 if TYPE_CHECKING:
     from .session import Drill
 
-# The drill's side of site/sitecustomize.py's train-on-cpu: the plan it reads, the lines and event files it writes.
+# The drill's side of site/drill_site/'s train-on-cpu: the plan it reads, the lines and event files it writes.
 TRAIN_PLAN = "train-plan.json"
 STEP_MARKER = "SKYRL_HP_DRILL_STEP"
 HUNG, FROZEN = "hung.json", "frozen.json"
@@ -93,7 +93,7 @@ class CpuChange:
 # bf16) makes 128 MiB room for 131,072 tokens, above a step's 240 samples at max_model_len. Two attempts' engines
 # share the machine in the overlap scenario.
 KV_CACHE_BYTES = 128 * 1024 * 1024
-# Overrides CPU forces (the SkyRL keys), and the stand-ins in site/sitecustomize.py; one list, printed by the drill.
+# Overrides CPU forces (the SkyRL keys), and the stand-ins in site/drill_site/; one list, printed by the drill.
 CPU_OVERRIDES = {
     "trainer.placement.colocate_all": "false",
     "generator.inference_engine.engine_init_kwargs.worker_cls": "vllm.v1.worker.cpu_worker.CPUWorker",
@@ -200,7 +200,7 @@ SHRUNK = {
     # eval), each importing torch, minutes on two cores; the batches they deliver are the same.
     "data.dataloader.num_workers": "0",
 }
-# The same kind of cut in the drill's site/sitecustomize.py (no override reaches it).
+# The same kind of cut in the drill's site, site/drill_site/dataset_filter.py (no override reaches it).
 SHRUNK_SITE = ("SkyRL's prompt-length filter of the train set in-process instead of 8 spawned processes",)
 # train_job.py's own arguments: the eval after the last step runs on 1 row instead of 64 (SkyRL filters a dataset with
 # 8 processes, one per row up to 8: a single row is filtered in-process).
@@ -270,7 +270,7 @@ def model_family(model_dir: Path) -> str:
 
 
 def logged_steps(logs: str) -> list[dict[str, Any]]:
-    """The steps the trainer finished, as its STEP_MARKER lines report them (site/sitecustomize.py)."""
+    """The steps the trainer finished, as its STEP_MARKER lines report them (site/drill_site/train_report.py)."""
     steps = []
     for line in logs.splitlines():
         if STEP_MARKER in line:

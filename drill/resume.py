@@ -15,7 +15,8 @@ data.pt (the dataloader's) and trainer_state.pt, written in that order; latest_c
 with N last. With resume_mode=latest `train()` reads that file, checks the folders against it
 (`validate_consistency_for_latest_checkpoint`: at most one ckpt_interval ahead), loads the trainer state, the
 dataloader state and the models, then trains step N + 1. In the drill that code runs unchanged inside the RayJob's
-entrypoint; the GPU parts (the FSDP workers, the vLLM engines) are stand-ins (site/sitecustomize.py, `resume`).
+entrypoint; the GPU parts (the FSDP workers, the vLLM engines) are stand-ins (`resume`:
+site/drill_site/resume_standins.py).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ STATE_FILES = ("data.pt", TRAINER_STATE_FILE)
 CKPT_PATH_KEY: str = _JOB.CKPT_PATH_KEY
 RUN_NAME_KEY: str = _JOB.RUN_NAME_KEY
 RESUME_MODE_KEY = "trainer.resume_mode"
-# The stand-in FSDP workers' state file and the plan file the trainer reads (site/sitecustomize.py).
+# The stand-in FSDP workers' state file and the plan file the trainer reads (site/drill_site/resume_standins.py).
 STANDIN_STATE = "standin-model-state.txt"
 RESUME_PLAN = "resume-plan.json"
 # Checkpoints the first attempt completes before it dies while writing the next one.

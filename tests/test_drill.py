@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from chart_helpers import synth
+from drill_site_modules import load_sitecustomize, site_module
 
 from drill import cpu_training, kuberay, resume
 from drill.cluster import convert_param_map, plan_cluster, quantity
@@ -288,13 +289,12 @@ def test_the_stop_marker_is_read_from_the_job_logs():
 
 
 def test_the_gpu_boundary_hook_replaces_only_the_trainer_setup(tmp_path, monkeypatch):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("drill_site", REPO_ROOT / "drill/site/sitecustomize.py")
-    site = importlib.util.module_from_spec(spec)
     monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
-    spec.loader.exec_module(site)  # outside the drill: no import hook
-    assert not any(isinstance(finder, site._PatchOnImport) for finder in sys.meta_path)
+    load_sitecustomize()  # outside the drill: no import hook
+    assert not any(isinstance(finder, site_module("import_hook").PatchOnImport) for finder in sys.meta_path)
+    main_base_patch, gpu_boundary, stop_points = (
+        site_module(name) for name in ("main_base_patch", "gpu_boundary", "stop_points")
+    )
 
     class BasePPOExp:
         def __init__(self, cfg):
@@ -308,17 +308,19 @@ def test_the_gpu_boundary_hook_replaces_only_the_trainer_setup(tmp_path, monkeyp
 
     module = type(sys)("main_base")
     module.BasePPOExp = BasePPOExp
-    site._patch(module)
+    main_base_patch.patch(module)
     reports = []
-    monkeypatch.setattr(site, "_report", lambda experiment: reports.append(experiment.cfg) or {"at": GPU_BOUNDARY})
+    monkeypatch.setattr(
+        gpu_boundary, "report", lambda experiment: reports.append(experiment.cfg) or {"at": GPU_BOUNDARY}
+    )
     monkeypatch.setenv("HP_DRILL_DIR", str(tmp_path))
     experiment = BasePPOExp("cfg")
-    with pytest.raises(site.GPUBoundaryReached):
+    with pytest.raises(gpu_boundary.GPUBoundaryReached):
         experiment.run()
     assert reports == ["cfg"]
     (tmp_path / "stop-at").write_text("trainer-start\n")
-    monkeypatch.setattr(site, "_common", lambda cfg, at: {"at": at})
-    with pytest.raises(site.DrillStop):
+    monkeypatch.setattr(stop_points, "common", lambda cfg, at: {"at": at})
+    with pytest.raises(stop_points.DrillStop):
         BasePPOExp("cfg")
 
 
@@ -472,12 +474,9 @@ def test_the_layout_check_wants_skyrls_layout_after_a_driver_lost_mid_checkpoint
 
 
 def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tmp_path, monkeypatch):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("drill_site_resume", REPO_ROOT / "drill/site/sitecustomize.py")
-    site = importlib.util.module_from_spec(spec)
-    monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
-    spec.loader.exec_module(site)
+    main_base_patch, resume_standins, stop_points = (
+        site_module(name) for name in ("main_base_patch", "resume_standins", "stop_points")
+    )
 
     class BasePPOExp:
         def __init__(self, cfg):
@@ -488,15 +487,15 @@ def test_the_resume_stop_point_builds_the_trainer_instead_of_the_gpu_boundary(tm
 
     module = type(sys)("main_base")
     module.BasePPOExp = BasePPOExp
-    site._patch(module)
+    main_base_patch.patch(module)
     monkeypatch.setenv("HP_DRILL_DIR", str(tmp_path))
     (tmp_path / "stop-at").write_text(f"{RESUME}\n")
-    monkeypatch.setattr(site, "_resume_trainer", lambda experiment: "SkyRL's trainer with stand-in workers")
+    monkeypatch.setattr(resume_standins, "resume_trainer", lambda experiment: "SkyRL's trainer with stand-in workers")
     assert BasePPOExp("cfg")._setup_trainer() == "SkyRL's trainer with stand-in workers"
-    assert site.RESUME == RESUME and site.RESUME_PLAN == resume.RESUME_PLAN
-    assert site.STANDIN_STATE == resume.STANDIN_STATE
+    assert stop_points.RESUME == RESUME and stop_points.RESUME_PLAN == resume.RESUME_PLAN
+    assert resume_standins.STANDIN_STATE == resume.STANDIN_STATE
     # The stand-in workers write their state where SkyRL hands them a checkpoint folder, and report loading it.
-    dispatch = site._StandInDispatch()
+    dispatch = resume_standins.StandInDispatch()
     dispatch.save_checkpoint("policy", str(tmp_path / "global_step_8" / "policy"))
     dispatch.load_checkpoint("policy", str(tmp_path / "global_step_8" / "policy"), load_optimizer_states=True)
     assert dispatch.loaded == [{"model": "policy", "dir": str(tmp_path / "global_step_8" / "policy"), "state": True}]
@@ -646,7 +645,7 @@ def test_the_trimmed_schedule_mutation_passes_only_on_skyrls_mini_batch_failure(
 
 
 def test_the_reward_shaping_stand_in_adds_the_progress_towards_the_goal():
-    from drill.site import sitecustomize as site
+    site = site_module("reward_shaping")
 
     class Maze:  # VisGym's maze_2d state as get_init_state reports it
         def __init__(self):
@@ -664,7 +663,7 @@ def test_the_reward_shaping_stand_in_adds_the_progress_towards_the_goal():
             return {"observations": [], "reward": 0.0, "done": False, "metadata": {"step_count": 1}}
 
     module = types.SimpleNamespace(VisGymEnv=VisGymEnv)
-    site._patch_visgym_env(module)
+    site.patch_visgym_env(module)
     env = module.VisGymEnv()
     rewards = [env.step(action)["reward"] for action in ("down", "wall", "up")]
     assert rewards == [site.SHAPING_PER_CELL, 0.0, -site.SHAPING_PER_CELL]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import os
 import signal
@@ -20,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drill_site_modules import site_module
 
 from drill import attempts, cpu_training
 from drill.attempts import HANG_STEP, Hang, fingerprint, hang_verdict, overlap_verdict
-from drill.training_cluster import JobRun
+from drill.training_cluster import SITE_DIR, JobRun
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SITE = REPO_ROOT / "drill/site/sitecustomize.py"
 BOUND = 240.0
 WATCHDOG = (
     "train_job: error: stalled: no training step finished within 240 s after step 1 "
@@ -34,14 +33,9 @@ WATCHDOG = (
 )
 
 
-def load_site(monkeypatch, run_dir: Path):
-    monkeypatch.delenv("HP_DRILL_BOUNDARY", raising=False)
+def load_site(monkeypatch, run_dir: Path, name: str):
     monkeypatch.setenv("HP_DRILL_DIR", str(run_dir))
-    spec = importlib.util.spec_from_file_location("drill_site_attempts", SITE)
-    assert spec is not None and spec.loader is not None
-    site = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(site)
-    return site
+    return site_module(name)
 
 
 def run(status: str, logs: str, message: str = "") -> JobRun:
@@ -189,13 +183,14 @@ def test_the_kernel_reports_a_stopped_process(tmp_path):
 
 
 def test_the_site_and_the_drill_agree_on_the_plan_and_the_events(tmp_path, monkeypatch):
-    site = load_site(monkeypatch, tmp_path)
-    assert site.TRAIN_PLAN == cpu_training.TRAIN_PLAN and site.STEP_MARKER == cpu_training.STEP_MARKER
-    assert (f"{site.HUNG}.json", f"{site.FROZEN}.json") == (cpu_training.HUNG, cpu_training.FROZEN)
+    stop_points = load_site(monkeypatch, tmp_path, "stop_points")
+    faults = load_site(monkeypatch, tmp_path, "fault_standins")
+    assert stop_points.TRAIN_PLAN == cpu_training.TRAIN_PLAN and stop_points.STEP_MARKER == cpu_training.STEP_MARKER
+    assert (f"{faults.HUNG}.json", f"{faults.FROZEN}.json") == (cpu_training.HUNG, cpu_training.FROZEN)
 
 
 def test_the_hang_stand_in_blocks_only_the_planned_steps_rollout(tmp_path, monkeypatch):
-    site = load_site(monkeypatch, tmp_path)
+    faults = load_site(monkeypatch, tmp_path, "fault_standins")
     calls = []
 
     async def generate(batch):
@@ -203,7 +198,7 @@ def test_the_hang_stand_in_blocks_only_the_planned_steps_rollout(tmp_path, monke
         return "rollout"
 
     trainer = types.SimpleNamespace(global_step=2, generate=generate)
-    site._hang_in_generation(trainer, 3)
+    faults.hang_in_generation(trainer, 3)
     assert asyncio.run(trainer.generate("step 2")) == "rollout"
     trainer.global_step = 3
 
@@ -221,16 +216,15 @@ def test_the_freeze_stops_the_training_process_at_the_planned_steps_end(tmp_path
     # In a child process: the freeze stops the process that runs it. SkyRL's callback base class is a stand-in here.
     code = textwrap.dedent(
         f"""
-        import importlib.util, sys, types
+        import sys, types
         callbacks = types.ModuleType("skyrl.train.utils.callbacks")
         callbacks.TrainingCallback = object
         for name in ("skyrl", "skyrl.train", "skyrl.train.utils"):
             sys.modules[name] = types.ModuleType(name)
         sys.modules["skyrl.train.utils.callbacks"] = callbacks
-        spec = importlib.util.spec_from_file_location("site", {str(SITE)!r})
-        site = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(site)
-        freeze = site._freeze_callback(3)
+        sys.path.insert(0, {str(SITE_DIR)!r})
+        from drill_site.fault_standins import freeze_callback
+        freeze = freeze_callback(3)
         trainer = types.SimpleNamespace(global_step=2)
         freeze.on_step_start(trainer, None, None)
         freeze.on_step_end(trainer, None, None)
@@ -255,13 +249,13 @@ def test_the_freeze_stops_the_training_process_at_the_planned_steps_end(tmp_path
 
 
 def test_the_train_set_filter_runs_in_process_and_keeps_the_other_arguments(tmp_path, monkeypatch):
-    site = load_site(monkeypatch, tmp_path)
+    dataset_filter = load_site(monkeypatch, tmp_path, "dataset_filter")
 
     class PromptDataset:
         def __init__(self, datasets, tokenizer, max_prompt_length, num_workers=8):
             self.args = (datasets, tokenizer, max_prompt_length, num_workers)
 
-    filtered = site._in_process_filter(PromptDataset)(["train.parquet"], "tok", 128, num_workers=8)
+    filtered = dataset_filter.in_process_filter(PromptDataset)(["train.parquet"], "tok", 128, num_workers=8)
     assert filtered.args == (["train.parquet"], "tok", 128, 1)
     assert isinstance(filtered, PromptDataset)
 

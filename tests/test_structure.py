@@ -3,7 +3,7 @@ functions and under TYPE_CHECKING too), no module reaches into another's private
 project raises on purpose derives from its one base, `skyrl_hyperpod.plumbing.errors.ProjectError`, and two
 modules share a file name only when they are one thing in two roles (docs/development.md).
 
-The drill's site module (drill/site/) runs inside the drill's own interpreter, on SkyRL's and
+The drill's site package (drill/site/: sitecustomize, drill_site) runs inside the drill's own interpreter, on SkyRL's and
 Ray's classes, and is not part of the package's import graph; the Lambda handlers under stacks/ are assets.
 """
 
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "skyrl_hyperpod"
 # The product and, beside it, its tooling (the drill, the Makefile's tools): one import graph.
 GRAPH_ROOTS = (PACKAGE, REPO / "drill", REPO / "tools")
-# Loaded by path into another interpreter (sitecustomize), not imported by the package.
+# Loaded into another interpreter (sitecustomize and drill_site, from PYTHONPATH), not imported by the package.
 OUTSIDE_THE_GRAPH = ("drill.site",)
 
 
