@@ -11,7 +11,7 @@ refreshes the data, when:
 - a file that is not Python changed since the data was written (YAML, the cdk8s and Helm inputs, templates, the
   Makefile, the pins, the docs the tests compare): the tests read those, they do not execute them;
 - a Python file outside tests/ changed that the data does not know: new, or run only in child processes (the apps
-  under the CDK and cdk8s CLIs, the image's scripts, Lambda handlers, the drill's site packages).
+  under the CDK and cdk8s CLIs, the image's scripts, Lambda handlers, the drill's sitecustomize.py hook).
 
 The data is `.testmondata` in the checkout (gitignored; TESTMON_DATAFILE names another file). CI and `make test` run
 every test and never read it.
