@@ -29,8 +29,12 @@ API = "/api/2.0/mlflow"
 @dataclass
 class MlflowRest:
     root: str  # the file store's directory
-    paths: list[str] = field(default_factory=list)  # each request's path, in order
+    requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (path, lower-case headers) each
     server: ThreadingHTTPServer | None = None
+
+    @property
+    def paths(self) -> list[str]:
+        return [path for path, _ in self.requests]
 
     @property
     def url(self) -> str:
@@ -83,7 +87,7 @@ class MlflowRest:
 
             def _handle(self, method: str) -> None:
                 url = urlsplit(self.path)
-                rest.paths.append(url.path)
+                rest.requests.append((url.path, {key.lower(): value for key, value in self.headers.items()}))
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}") if length else {}
                 status, text = rest.answer(method, url.path, parse_qs(url.query), body)

@@ -5,6 +5,7 @@ API over that store, tests/mlflow_rest.py) and the command reads them back throu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -23,6 +24,7 @@ LOG_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "skyrl_visgym_console.log"
 # lr-b's run: an eval before training and two training steps, values of its own.
 LR_B = {0: {metrics.PASS_AT_1: 0.25}, 1: {metrics.REWARD: 0.125, metrics.STEP_TIME: 300.5},
         2: {metrics.REWARD: 0.375, metrics.PASS_AT_1: 0.5, metrics.STEP_TIME: 290.25}}  # fmt: skip
+APP_ARN = "arn:aws:sagemaker:us-west-2:111111111111:mlflow-app/app-abc123"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -210,3 +212,20 @@ def test_the_plot_of_two_experiments_has_one_line_each_on_both_panels(logged):
             assert [list(line.get_xdata()) for line in marks] == [[160, 160]]
     finally:
         plt.close(figure)
+
+
+def test_the_managed_apps_arn_reaches_the_app_signed_and_named(server, logged, monkeypatch, fake_aws_env, tmp_path):
+    """With the App's ARN (no tracking_uri: the outputs file's MlflowAppArn) MLflow's client goes through
+    sagemaker-mlflow: SigV4-signed requests naming the App in a header, which the plugin takes from the process's
+    tracking URI. Its endpoint override (SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT) sends them to the local store."""
+    config = configuration(APP_ARN)
+    Path("skyrl-hp.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("SAGEMAKER_MLFLOW_CUSTOM_ENDPOINT", server.url)
+    result = run("--experiment", "lr-b", "--json", "--plot", str(tmp_path / "b.png"))
+    assert result.exit_code == 0, result.output
+    assert [s["reward"] for s in json.loads(result.stdout)["steps"]] == [v.get(metrics.REWARD) for v in LR_B.values()]
+    assert server.requests
+    for _, headers in server.requests:
+        assert headers.get("x-sm-mlflow-app-arn") == APP_ARN
+        assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=testing/")
+        assert "/us-west-2/sagemaker/aws4_request" in headers["authorization"]
