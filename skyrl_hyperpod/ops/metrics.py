@@ -1,4 +1,5 @@
-"""`skyrl-hp train metrics`: SkyRL's logged metrics, read back from the job's log into a table and a plot.
+"""`skyrl-hp train metrics`: SkyRL's logged metrics, read back from the job's log into a table and a plot; several
+experiments' runs side by side in one table and one plot.
 
 The RayJobs run SkyRL with `trainer.logger=console`: SkyRL's ConsoleLogger (skyrl/train/utils/tracking.py)
 logs every `tracker.log(data, step)` through loguru as `Step <N>: ` followed by `pprint.pformat` of the
