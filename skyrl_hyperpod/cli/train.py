@@ -425,14 +425,14 @@ def train_metrics(
     if log_file is not None:
         by_name[runs[0].experiment.name] = _steps_or_fail(
             metrics_module.parse_log(log_file.read_text(encoding="utf-8", errors="replace").splitlines()),
-            "the log",
             runs[0],
-            several,
+            several=several,
+            from_mlflow=False,
         )
     elif config.tracking.mlflow:
         for run in runs:
             by_name[run.experiment.name] = _steps_or_fail(
-                mlflow_steps(config, run, name_experiment=several), "MLflow", run, several
+                mlflow_steps(config, run, name_experiment=several), run, several=several, from_mlflow=True
             )
     else:
         namespace = config.workloads.namespace
@@ -441,7 +441,7 @@ def train_metrics(
             for run in runs:
                 pod = cluster_workloads.submitter_pod(cluster, namespace, run.job_name)
                 steps = metrics_module.parse_log(list(cluster.logs(namespace, pod)))
-                by_name[run.experiment.name] = _steps_or_fail(steps, "the log", run, several)
+                by_name[run.experiment.name] = _steps_or_fail(steps, run, several=several, from_mlflow=False)
     target = plot_file or Path(f"pass_at_1-{'+'.join(by_name)}.png")
     title = f"{runs[0].experiment.name} ({config.name_prefix})" if not several else config.name_prefix
     metrics_module.plot(by_name, target, title)
@@ -496,13 +496,13 @@ def _metrics_experiments(
 
 
 def _steps_or_fail(
-    steps: list[metrics_module.StepMetrics], source: str, run: Any, several: bool
+    steps: list[metrics_module.StepMetrics], run: Any, *, several: bool, from_mlflow: bool
 ) -> list[metrics_module.StepMetrics]:
     """`steps`, or exit 1 with one line saying whose run has no metrics yet."""
     if steps:
         return steps
     who = f"{run.experiment.name}: " if several else ""
-    if source == "MLflow":
+    if from_mlflow:
         fail([f"metrics: {who}the MLflow run of {run.job_name} has no SkyRL metrics yet"], EXIT_FINDINGS)
     fail(
         [
