@@ -13,18 +13,9 @@ from pathlib import Path
 
 import mlflow
 import pytest
-import skyrl
+from skyrl_tracking import tracking
 
 from skyrl_hyperpod.ops import metrics
-
-# SkyRL's tracking module by its file: its package's __init__ imports the training backends (cloudpathlib, torch
-# distributed, ...), which the test environment does not carry; the module itself needs only its config classes.
-_tracking_spec = importlib.util.spec_from_file_location(
-    "skyrl_tracking", Path(skyrl.__file__).parent / "train" / "utils" / "tracking.py"
-)
-assert _tracking_spec is not None and _tracking_spec.loader is not None
-tracking = importlib.util.module_from_spec(_tracking_spec)
-_tracking_spec.loader.exec_module(tracking)
 
 TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
 _spec = importlib.util.spec_from_file_location("train_job", TRAIN_JOB)

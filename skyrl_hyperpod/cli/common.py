@@ -307,15 +307,30 @@ def wait_timeout_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def experiment_option(
-    required: bool = False, without: str = "every experiment"
+    required: bool = False, without: str = "every experiment", multiple: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--experiment; `without` says what the command does without it."""
+    """--experiment; `without` says what the command does without it; `multiple`: repeatable (a tuple of names)."""
     return click.option(
         "--experiment",
         default=None,
         required=required,
-        help="Experiment name (training.experiments[].name)" + ("." if required else f"; default: {without}."),
+        multiple=multiple,
+        help="Experiment name (training.experiments[].name)"
+        + ("; repeat it for several" if multiple else "")
+        + ("." if required else f"; default: {without}."),
     )
+
+
+def all_experiments_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--all (the parameter `all_experiments`): every experiment of the configuration, in its configured order."""
+    return click.option("--all", "all_experiments", is_flag=True, help=help)
+
+
+def refuse_all_with_experiment(config: ProjectConfig, experiment: str | Sequence[str] | None, what: str) -> None:
+    """Exit 2 when --all comes with --experiment; `what` says what --all does ('starts every experiment')."""
+    if experiment not in (None, ()):
+        every = ", ".join(run.experiment.name for run in config.derived.runs)
+        fail([f"--all {what} ({every}); it does not go with --experiment"], EXIT_BAD_INPUT)
 
 
 def cluster_region(ctx: click.Context, region: str | None, config: ProjectConfig, profile: str | None) -> str:
@@ -400,15 +415,18 @@ def refuse_other_configuration(
         echo(note, err=True)
 
 
-def pick_experiments(config: ProjectConfig, experiment: str | None) -> list[Any]:
-    """The runs of --experiment (every run without it); exit 2 naming the experiments when it names none."""
+def pick_experiments(config: ProjectConfig, experiment: str | Sequence[str] | None) -> list[Any]:
+    """The runs of --experiment, one name or several (every run without it), in the order named; exit 2 naming the
+    experiments when a name is none of them."""
     runs = list(config.derived.runs)
-    if experiment is None:
+    if experiment is None or experiment == ():
         return runs
-    names = [run.experiment.name for run in runs]
-    if experiment not in names:
-        fail(
-            [f"--experiment {experiment!r}: not an experiment of this configuration ({', '.join(names)})"],
-            EXIT_BAD_INPUT,
-        )
-    return [run for run in runs if run.experiment.name == experiment]
+    wanted = [experiment] if isinstance(experiment, str) else list(dict.fromkeys(experiment))
+    by_name = {run.experiment.name: run for run in runs}
+    for name in wanted:
+        if name not in by_name:
+            fail(
+                [f"--experiment {name!r}: not an experiment of this configuration ({', '.join(by_name)})"],
+                EXIT_BAD_INPUT,
+            )
+    return [by_name[name] for name in wanted]

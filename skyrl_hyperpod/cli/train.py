@@ -4,15 +4,19 @@ train_stop.py, metrics.py, start_timeline.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from skyrl_hyperpod.config import ProjectConfig
+from skyrl_hyperpod.config.tracking import MLFLOW_ARN, MLFLOW_TRACKING_URI_ENV
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
 from skyrl_hyperpod.ops import cluster_workloads, start_timeline
 from skyrl_hyperpod.ops import metrics as metrics_module
@@ -26,6 +30,7 @@ from skyrl_hyperpod.values.synthesized_manifests import PLATFORM_CHART, RAYCLUST
 from .common import (
     EXIT_BAD_INPUT,
     EXIT_FINDINGS,
+    all_experiments_option,
     cluster_errors,
     config_option,
     connect,
@@ -39,6 +44,7 @@ from .common import (
     pick_experiments,
     print_json,
     profile_option,
+    refuse_all_with_experiment,
     refuse_other_configuration,
     region_option,
     wait_timeout_option,
@@ -57,13 +63,10 @@ def train() -> None:
 @profile_option
 @dist_option
 @experiment_option(without="the only experiment (a configuration with several: name one, or --all)")
-@click.option(
-    "--all",
-    "all_experiments",
-    is_flag=True,
-    help="With several experiments: start them one at a time in their configured order, each once the previous "
+@all_experiments_option(
+    "With several experiments: start them one at a time in their configured order, each once the previous "
     "RayJob SUCCEEDED and its Ray cluster is gone (the command waits, so keep it running; one that fails stops the "
-    "sweep). Started again, it skips the ones that SUCCEEDED and waits for one still running.",
+    "sweep). Started again, it skips the ones that SUCCEEDED and waits for one still running."
 )
 @click.option(
     "--wait",
@@ -91,9 +94,8 @@ def train_start(
     config, source = load_project_config_with_source(config_path, region=region)
     runs = pick_experiments(config, experiment)
     names = ", ".join(run.experiment.name for run in runs)
-    if all_experiments and experiment is not None:
-        every = ", ".join(run.experiment.name for run in config.derived.runs)
-        fail([f"--all starts every experiment ({every}); it does not go with --experiment"], EXIT_BAD_INPUT)
+    if all_experiments:
+        refuse_all_with_experiment(config, experiment, "starts every experiment")
     if len(runs) > 1 and not all_experiments:
         fail(
             [
@@ -344,33 +346,58 @@ def outputs_mlflow_app_arn(config: ProjectConfig) -> str:
     return arn
 
 
-def mlflow_steps(config: ProjectConfig, run: Any) -> list[metrics_module.StepMetrics]:
+def mlflow_steps(config: ProjectConfig, run: Any, *, name_experiment: bool = False) -> list[metrics_module.StepMetrics]:
     """The run's metrics from the tracking server (tracking.tracking_uri; an App's ARN is signed by sagemaker-mlflow
-    with the caller's AWS credentials)."""
+    with the caller's AWS credentials). `name_experiment`: a failure's line starts with the experiment's name (one
+    of several read side by side)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     uri = config.tracking.tracking_uri or outputs_mlflow_app_arn(config)
     client = MlflowClient(tracking_uri=uri)
+    who = f"{run.experiment.name}: " if name_experiment else ""
     try:
-        run_id = metrics_module.find_mlflow_run(client, run.knobs.project_name, run.run_id)
-        return metrics_module.read_mlflow(client, run_id)
+        with _process_tracking_uri(uri):
+            run_id = metrics_module.find_mlflow_run(client, run.knobs.project_name, run.run_id)
+            return metrics_module.read_mlflow(client, run_id)
     except metrics_module.MlflowRunNotFound as missing:
-        fail([f"metrics: {missing} (MLflow at {uri})"], EXIT_FINDINGS)
+        fail([f"metrics: {who}{missing} (MLflow at {uri})"], EXIT_FINDINGS)
     except MlflowException as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        fail([f"metrics: MLflow at {uri}: {first}"], EXIT_FINDINGS)
+        fail([f"metrics: {who}MLflow at {uri}: {first}"], EXIT_FINDINGS)
+
+
+@contextlib.contextmanager
+def _process_tracking_uri(uri: str) -> Iterator[None]:
+    """sagemaker-mlflow's request header provider (sagemaker_mlflow/mlflow_sagemaker_request_header_provider.py)
+    names the App in each request from the process's tracking URI (mlflow.get_tracking_uri), not the client's: set
+    to `uri` while reading. It runs for every URI and cannot parse a server's URL, on which MLflow's registry logs a
+    warning per request (mlflow/tracking/request_header/registry.py): quieted then, the error lines stay."""
+    import mlflow
+
+    registry = logging.getLogger("mlflow.tracking.request_header.registry")
+    level, previous = registry.level, os.environ.get(MLFLOW_TRACKING_URI_ENV)
+    mlflow.set_tracking_uri(uri)
+    if not MLFLOW_ARN.fullmatch(uri):
+        registry.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        registry.setLevel(level)
+        mlflow.set_tracking_uri(previous)  # type: ignore[arg-type]  # None unsets it, as before
 
 
 @train.command("metrics")
 @config_option
 @region_option
 @profile_option
-@experiment_option(without="the only experiment (a configuration with several: name one)")
+@experiment_option(without="the only experiment (a configuration with several: name them, or --all)", multiple=True)
+@all_experiments_option("Every experiment of the configuration, side by side.")
 @click.option("--log", "log_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Read a saved driver log instead of the cluster's (skyrl-hp train logs > FILE).")  # fmt: skip
+              help="Read one experiment's saved driver log instead of the cluster's (skyrl-hp train logs > FILE).")  # fmt: skip
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="PNG to write, eval pass@1 beside the reward (default: pass_at_1-<experiment>.png).")  # fmt: skip
+              help="PNG to write, eval pass@1 beside the reward, one line per experiment "
+              "(default: pass_at_1-<experiment>[+<experiment>...].png).")  # fmt: skip
 @json_option
 @click.pass_context
 def train_metrics(
@@ -378,46 +405,112 @@ def train_metrics(
     config_path: Path | None,
     region: str | None,
     profile: str | None,
-    experiment: str | None,
+    experiment: tuple[str, ...],
+    all_experiments: bool,
     log_file: Path | None,
     plot_file: Path | None,
     as_json: bool,
 ) -> None:
     """SkyRL's logged metrics (from MLflow with tracking.backend: mlflow, else the driver log) as a table (step, eval
-    pass@1, reward, step time) and a PNG with two panels: eval
-    pass@1 over the steps with the reference run's 43.75 % and 96.875 % marked, beside the training reward of each
-    step, both with the reference run's step 160 marked."""
+    pass@1, reward, step time) and a PNG with two panels: eval pass@1 over the steps with the reference run's
+    43.75 % and 96.875 % marked, beside the training reward of each step, both with the reference run's step 160
+    marked. With several experiments (--experiment A --experiment B, or --all) one table puts each one's eval
+    pass@1 and reward side by side, a summary line each, and the PNG has one line per experiment."""
     config = load_project_config(config_path, region=region)
-    run = _single_experiment(config, experiment)
-    source = "the log"
+    if all_experiments:
+        refuse_all_with_experiment(config, experiment, "reads every experiment")
+    runs = _metrics_experiments(config, experiment, all_experiments, several_allowed=log_file is None)
+    several = len(runs) > 1
+    by_name: dict[str, list[metrics_module.StepMetrics]] = {}
     if log_file is not None:
-        steps = metrics_module.parse_log(log_file.read_text(encoding="utf-8", errors="replace").splitlines())
+        by_name[runs[0].experiment.name] = _steps_or_fail(
+            metrics_module.parse_log(log_file.read_text(encoding="utf-8", errors="replace").splitlines()),
+            runs[0],
+            several=several,
+            from_mlflow=False,
+        )
     elif config.tracking.mlflow:
-        steps, source = mlflow_steps(config, run), "MLflow"
+        for run in runs:
+            by_name[run.experiment.name] = _steps_or_fail(
+                mlflow_steps(config, run, name_experiment=several), run, several=several, from_mlflow=True
+            )
     else:
         namespace = config.workloads.namespace
         with cluster_errors():
             cluster = connect(ctx, config, region, profile)
-            lines = list(cluster.logs(namespace, cluster_workloads.submitter_pod(cluster, namespace, run.job_name)))
-        steps = metrics_module.parse_log(lines)
-    if not steps and source == "MLflow":
-        fail([f"metrics: the MLflow run of {run.job_name} has no SkyRL metrics yet"], EXIT_FINDINGS)
-    if not steps:
+            for run in runs:
+                pod = cluster_workloads.submitter_pod(cluster, namespace, run.job_name)
+                steps = metrics_module.parse_log(list(cluster.logs(namespace, pod)))
+                by_name[run.experiment.name] = _steps_or_fail(steps, run, several=several, from_mlflow=False)
+    target = plot_file or Path(f"pass_at_1-{'+'.join(by_name)}.png")
+    title = f"{runs[0].experiment.name} ({config.name_prefix})" if not several else config.name_prefix
+    metrics_module.plot(by_name, target, title)
+    if as_json:
+        if not several:
+            [(name, steps)] = by_name.items()
+            print_json({"experiment": name, "plot": str(target), "steps": metrics_module.as_json(steps)})
+        else:
+            print_json(
+                {
+                    "plot": str(target),
+                    "experiments": [
+                        {"experiment": name, "steps": metrics_module.as_json(steps)} for name, steps in by_name.items()
+                    ],
+                }
+            )
+        return
+    if not several:
+        [steps] = by_name.values()
+        echo(metrics_module.render_table(steps))
+        echo(metrics_module.summary(steps))
+    else:
+        echo(metrics_module.render_side_by_side(by_name))
+        for name, steps in by_name.items():
+            echo(f"{name}: {metrics_module.summary(steps)}")
+    echo(f"plot: {target}")
+
+
+def _metrics_experiments(
+    config: ProjectConfig, experiment: tuple[str, ...], all_experiments: bool, *, several_allowed: bool
+) -> list[Any]:
+    """The runs `train metrics` reads: the named ones, every one with --all, the only one without either."""
+    runs = pick_experiments(config, experiment)
+    names = ", ".join(run.experiment.name for run in runs)
+    if len(runs) > 1 and not several_allowed:
         fail(
             [
-                "metrics: no SkyRL metrics in the log (SkyRL logs them with trainer.logger=console once training "
-                "starts; skyrl-hp train logs shows where it is)"
+                f"--log: a saved driver log is one experiment's, not {len(runs)} ({names}): name one "
+                f"(--experiment {runs[0].experiment.name}), or drop --log to read each from the cluster"
             ],
-            EXIT_FINDINGS,
+            EXIT_BAD_INPUT,
         )
-    target = plot_file or Path(f"pass_at_1-{run.experiment.name}.png")
-    metrics_module.plot(steps, target, f"{run.experiment.name} ({config.name_prefix})")
-    if as_json:
-        print_json({"experiment": run.experiment.name, "plot": str(target), "steps": metrics_module.as_json(steps)})
-        return
-    echo(metrics_module.render_table(steps))
-    echo(metrics_module.summary(steps))
-    echo(f"plot: {target}")
+    if len(runs) > 1 and not experiment and not all_experiments:
+        fail(
+            [
+                f"--experiment: this configuration has {len(runs)} experiments ({names}); name one or several "
+                f"(--experiment {runs[0].experiment.name} --experiment {runs[1].experiment.name}) or pass --all"
+            ],
+            EXIT_BAD_INPUT,
+        )
+    return runs
+
+
+def _steps_or_fail(
+    steps: list[metrics_module.StepMetrics], run: Any, *, several: bool, from_mlflow: bool
+) -> list[metrics_module.StepMetrics]:
+    """`steps`, or exit 1 with one line saying whose run has no metrics yet."""
+    if steps:
+        return steps
+    who = f"{run.experiment.name}: " if several else ""
+    if from_mlflow:
+        fail([f"metrics: {who}the MLflow run of {run.job_name} has no SkyRL metrics yet"], EXIT_FINDINGS)
+    fail(
+        [
+            f"metrics: {who}no SkyRL metrics in the log (SkyRL logs them with trainer.logger=console once training "
+            "starts; skyrl-hp train logs shows where it is)"
+        ],
+        EXIT_FINDINGS,
+    )
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:

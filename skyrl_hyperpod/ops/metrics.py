@@ -1,4 +1,5 @@
-"""`skyrl-hp train metrics`: SkyRL's logged metrics, read back from the job's log into a table and a plot.
+"""`skyrl-hp train metrics`: SkyRL's logged metrics, read back from the job's log into a table and a plot; several
+experiments' runs side by side in one table and one plot.
 
 The RayJobs run SkyRL with `trainer.logger=console`: SkyRL's ConsoleLogger (skyrl/train/utils/tracking.py)
 logs every `tracker.log(data, step)` through loguru as `Step <N>: ` followed by `pprint.pformat` of the
@@ -187,6 +188,31 @@ def render_table(steps: list[StepMetrics]) -> str:
     )
 
 
+def render_side_by_side(runs: dict[str, list[StepMetrics]]) -> str:
+    """Several experiments' runs in one table: per step (every step any of them logged), each experiment's eval
+    pass@1 and reward, "-" where it logged none."""
+    header = ("step", *(f"{name} {column}" for name in runs for column in ("pass@1", "reward")))
+    by_step: dict[int, dict[str, StepMetrics]] = {}
+    for name, steps in runs.items():
+        for s in steps:
+            by_step.setdefault(s.step, {})[name] = s
+    rows = []
+    for step in sorted(by_step):
+        cells = [str(step)]
+        for name in runs:
+            logged = by_step[step].get(name)
+            cells += [
+                "-" if logged is None or logged.pass_at_1 is None else f"{logged.pass_at_1:.2%}",
+                _cell(None if logged is None else logged.reward, ".4f"),
+            ]
+        if any(cell != "-" for cell in cells[1:]):
+            rows.append(tuple(cells))
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in (header, *rows)
+    )
+
+
 def as_json(steps: list[StepMetrics]) -> list[dict[str, float | int | None]]:
     return [
         {"step": s.step, "eval_pass_at_1": s.pass_at_1, "reward": s.reward, "step_seconds": s.step_seconds}
@@ -205,28 +231,34 @@ def summary(steps: list[StepMetrics]) -> str:
     )
 
 
-def figure(steps: list[StepMetrics], title: str) -> Any:
+def figure(runs: dict[str, list[StepMetrics]], title: str) -> Any:
     """Two panels side by side: eval pass@1 over the steps with the reference run's start and end marked, and the
     training reward of each step (SkyRL's reward/avg_raw_reward, the share of rollouts that reached the goal)
-    with the reference run's last step marked; pass@1 alone hides a run whose reward climbs while eval stalls."""
+    with the reference run's last step marked; pass@1 alone hides a run whose reward climbs while eval stalls.
+    One line per experiment in `runs` (experiment name -> steps) on each panel."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display
     import matplotlib.pyplot as plt
     from matplotlib.ticker import PercentFormatter
 
-    evals = [(s.step, s.pass_at_1) for s in steps if s.pass_at_1 is not None]
-    rewards = [(s.step, s.reward) for s in steps if s.reward is not None]
     fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4.5), dpi=100)
-    left.plot([x for x, _ in evals], [y for _, y in evals], marker="o", label="eval pass@1 (this run)")
+    single = len(runs) == 1
+    for name, steps in runs.items():
+        evals = [(s.step, s.pass_at_1) for s in steps if s.pass_at_1 is not None]
+        rewards = [(s.step, s.reward) for s in steps if s.reward is not None]
+        left.plot([x for x, _ in evals], [y for _, y in evals], marker="o",
+                  label="eval pass@1 (this run)" if single else name)  # fmt: skip
+        # One run's reward in orange beside the blue pass@1; several take matplotlib's colour cycle, the same
+        # colour per experiment on both panels.
+        right.plot([x for x, _ in rewards], [y for _, y in rewards], linewidth=1,
+                   **({"color": "tab:orange", "label": "reward (this run)"} if single else {"label": name}))  # fmt: skip
     left.axhline(REFERENCE_START, color="grey", linestyle="--", label=f"reference start {REFERENCE_START:.2%}")
     left.axhline(REFERENCE_END, color="green", linestyle="--", label=f"reference step 160 {REFERENCE_END:.3%}")
     left.set_ylabel(PASS_AT_1)
     left.set_ylim(0, 1.02)
     left.yaxis.set_major_formatter(PercentFormatter(1.0))
     left.set_title(f"{title}: eval pass@1")
-    right.plot([x for x, _ in rewards], [y for _, y in rewards], color="tab:orange", linewidth=1,
-               label="reward (this run)")  # fmt: skip
     right.set_ylabel(REWARD)
     right.set_title(f"{title}: training reward")
     for axes in (left, right):
@@ -239,11 +271,11 @@ def figure(steps: list[StepMetrics], title: str) -> Any:
     return fig
 
 
-def plot(steps: list[StepMetrics], path: Path, title: str) -> None:
-    """A PNG of `figure`: eval pass@1 beside the training reward."""
+def plot(runs: dict[str, list[StepMetrics]], path: Path, title: str) -> None:
+    """A PNG of `figure`: eval pass@1 beside the training reward, one line per experiment."""
     import matplotlib.pyplot as plt
 
-    fig = figure(steps, title)
+    fig = figure(runs, title)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="png", bbox_inches="tight")

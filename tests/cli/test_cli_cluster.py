@@ -20,6 +20,7 @@ from skyrl_hyperpod.cli.common import AwsClients, CliState
 from skyrl_hyperpod.config import load_config, validate_config
 from skyrl_hyperpod.ops.cluster_workloads import Clock
 from skyrl_hyperpod.ops.kube import TOKEN_PREFIX, Cluster, ClusterEndpoint, KubeError, api_client_for, eks_token
+from skyrl_hyperpod.ops.metrics import PASS_AT_1, REWARD
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 pytestmark = pytest.mark.usefixtures("fake_aws_env", "isolated")
@@ -314,9 +315,9 @@ def test_train_start_refuses_a_rayjob_that_is_being_deleted(kube, dist):
     assert RAYJOB_PATH not in kube.applied()
 
 
-def submitter(kube: FakeKube, log: str) -> None:
-    name = f"{RAYJOB}-x7k2p"
-    kube.put(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", pod(name, NAMESPACE, {"job-name": RAYJOB}))
+def submitter(kube: FakeKube, log: str, rayjob: str = RAYJOB) -> None:
+    name = f"{rayjob}-x7k2p"
+    kube.put(f"/api/v1/namespaces/{NAMESPACE}/pods/{name}", pod(name, NAMESPACE, {"job-name": rayjob}))
     kube.logs[f"{NAMESPACE}/{name}"] = log
 
 
@@ -361,7 +362,7 @@ def test_the_metrics_plot_shows_the_reward_beside_eval_pass_at_1_with_the_refere
     from skyrl_hyperpod.ops import metrics as metrics_module
 
     steps = metrics_module.parse_log(LOG_FIXTURE.read_text().splitlines())
-    figure = metrics_module.figure(steps, "maze-grpo")
+    figure = metrics_module.figure({"maze-grpo": steps}, "maze-grpo")
     try:
         left, right = figure.axes
         assert (left.get_ylabel(), right.get_ylabel()) == ("eval/all/pass_at_1", "reward/avg_raw_reward")
@@ -802,14 +803,75 @@ def test_train_start_all_does_not_go_with_experiment(kube, sweep):
     assert result.stderr.strip() == "--all starts every experiment (lr-a, lr-b); it does not go with --experiment"
 
 
-@pytest.mark.parametrize("command", ["logs", "metrics"])
-def test_train_logs_and_metrics_on_a_sweep_ask_for_one_experiment_as_their_help_says(kube, sweep, command):
-    help_text = " ".join(run(None, "train", command, "--help").stdout.split())
+def test_train_logs_on_a_sweep_asks_for_one_experiment_as_its_help_says(kube, sweep):
+    help_text = " ".join(run(None, "train", "logs", "--help").stdout.split())
     assert "default: the only experiment (a configuration with several: name one)" in help_text
     assert "every experiment" not in help_text
-    result = run(kube, "train", command)
+    result = run(kube, "train", "logs")
     assert result.exit_code == 2
     assert result.stderr.strip() == (
         "--experiment: this configuration has 2 experiments (lr-a, lr-b); name one (--experiment lr-a)"
     )
     assert kube.requests == []
+
+
+def test_train_metrics_on_a_sweep_asks_for_experiments_or_all_as_its_help_says(kube, sweep):
+    help_text = " ".join(run(None, "train", "metrics", "--help").stdout.split())
+    assert (
+        "repeat it for several; default: the only experiment (a configuration with several: name them, or --all)"
+        in help_text
+    )
+    result = run(kube, "train", "metrics")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "--experiment: this configuration has 2 experiments (lr-a, lr-b); name one or several "
+        "(--experiment lr-a --experiment lr-b) or pass --all"
+    )
+    assert kube.requests == []
+
+
+def console_log(steps: dict[int, dict[str, float]]) -> str:
+    """A driver log as SkyRL's ConsoleLogger writes it inside the skyrl_entrypoint task (skyrl/train/utils/tracking.py:
+    `Step N: ` then pprint of the metrics, floats as '%.4f' strings)."""
+    prefix = "(skyrl_entrypoint pid=7) "
+    lines = []
+    for step, values in steps.items():
+        lines.append(f"{prefix}2026-12-01 14:23:09.998 | INFO     | skyrl.train.utils.tracking:log:189 - Step {step}: ")
+        lines.append(prefix + repr({key: f"{value:.4f}" for key, value in values.items()}))
+    return "\n".join(lines) + "\n"
+
+
+def test_train_metrics_all_of_a_sweep_side_by_side_from_each_driver_log(kube, sweep, tmp_path):
+    _, (first, second) = sweep
+    submitter(kube, LOG_FIXTURE.read_text(), first)
+    submitter(kube, console_log({0: {PASS_AT_1: 0.3125}, 1: {REWARD: 0.25}, 10: {PASS_AT_1: 0.5, REWARD: 0.5}}), second)
+    plot = tmp_path / "sweep.png"
+    result = run(kube, "train", "metrics", "--all", "--plot", str(plot))
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert rows[0] == ["step", "lr-a", "pass@1", "lr-a", "reward", "lr-b", "pass@1", "lr-b", "reward"]
+    by_step = {row[0]: row[1:] for row in rows[1:] if row[0].isdigit()}
+    assert by_step["0"] == ["43.75%", "-", "31.25%", "-"]
+    assert by_step["1"] == ["-", "0.4127", "-", "0.2500"]
+    assert by_step["2"][2:] == ["-", "-"]
+    assert by_step["10"][2:] == ["50.00%", "0.5000"]
+    assert len(by_step) == 161
+    assert rows[-3][:1] == ["lr-a:"] and " ".join(rows[-3]).endswith("at step 160)")
+    assert " ".join(rows[-2]).startswith("lr-b: eval pass@1 31.25% at step 0 -> 50.00% at step 10")
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Each experiment's own submitter pod's log.
+    logs = [r.path for r in kube.requests if r.path.endswith("/log")]
+    assert logs == [f"/api/v1/namespaces/{NAMESPACE}/pods/{first}-x7k2p/log",
+                    f"/api/v1/namespaces/{NAMESPACE}/pods/{second}-x7k2p/log"]  # fmt: skip
+
+
+def test_train_metrics_names_the_experiment_whose_log_has_no_metrics(kube, sweep, tmp_path):
+    _, (first, second) = sweep
+    submitter(kube, LOG_FIXTURE.read_text(), first)
+    submitter(kube, "(skyrl_entrypoint pid=7) INFO downloading the model\n", second)
+    result = run(
+        kube, "train", "metrics", "--experiment", "lr-a", "--experiment", "lr-b", "--plot", str(tmp_path / "p.png")
+    )
+    assert result.exit_code == 1
+    assert result.stderr.strip().startswith("metrics: lr-b: no SkyRL metrics in the log")
+    assert not (tmp_path / "p.png").exists()
