@@ -6,13 +6,16 @@ from __future__ import annotations
 import cdk8s
 
 from charts import ChartInputs, build_charts
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 STUB_SCRIPT = "print('train_job stub')\n"
 
 
 def synth(config, outputs: StackOutputs | None = None, job_script: str = STUB_SCRIPT) -> dict[str, list[dict]]:
-    inputs = ChartInputs(config=config, outputs=outputs or StackOutputs.placeholder(config), job_script=job_script)
+    inputs = ChartInputs(
+        config=config, outputs=outputs or StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: job_script}
+    )
     return {chart.node.id: chart.to_json() for chart in build_charts(cdk8s.App(), inputs)}
 
 

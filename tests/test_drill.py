@@ -23,7 +23,7 @@ from drill.layout import (
     Entrypoint,
     PathMap,
     image_env,
-    load_train_job,
+    load_job_package,
     pod_mounts,
     prepare_job_state,
 )
@@ -32,6 +32,7 @@ from drill.scenarios import SCENARIOS, old_runtime_env_placement
 from drill.training_cluster import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
 from drill.training_cluster import TRAIN_ON_CPU as RUN_TRAIN_ON_CPU
 from skyrl_hyperpod.plumbing.upstream import SKYRL_VISGYM_EXAMPLE_PATH
+from skyrl_hyperpod.values.job_files import JOB_PACKAGE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,7 +188,7 @@ def test_prepared_state_is_what_train_job_py_accepts(manifests, tmp_path):
         {"/shared": tmp_path / "shared", "/opt/skyrl-job": script.parent, "/home/ray/SkyRL": tmp_path / "s"}
     )
     entrypoint = Entrypoint.parse(paths.text(rayjob["spec"]["entrypoint"]))
-    train_job = load_train_job(Path(entrypoint.script))
+    train_job = load_job_package(Path(entrypoint.script).parent / JOB_PACKAGE)
     example = tmp_path / "example"
     (example / SKYRL_VISGYM_EXAMPLE_PATH).mkdir(parents=True)
     for name in ("entrypoint.py", "dataset.py", "env_sft.py"):
@@ -389,8 +390,8 @@ def test_with_overrides_changes_only_the_named_skyrl_overrides(manifests, tmp_pa
     assert new.args[: new.args.index("--")] == old.args[: old.args.index("--")]
     assert edited["metadata"]["name"] == "other" and rayjob["metadata"]["name"] != "other"
     # train_job.py reads the edited entrypoint as SkyRL's overrides.
-    train_job = load_train_job(REPO_ROOT / "docker" / "train_job.py")
-    assert dict(train_job.parse_args(new.args).overrides)["trainer.resume_mode"] == "none"
+    train_job = load_job_package(REPO_ROOT / "docker" / JOB_PACKAGE)
+    assert dict(train_job.options.parse_args(new.args).overrides)["trainer.resume_mode"] == "none"
 
 
 class FakeTraining:

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from fake_checkpoint import write_fake_vision_language
 
+from skyrl_hp_job.checkpoint_check import CheckpointReport, check_checkpoint, write_query_example
+from skyrl_hp_job.errors import PrepareError, UsageError
+from skyrl_hp_job.main import main
+from skyrl_hp_job.options import ENTRYPOINT, LOCK_FILE, parse_args
+from skyrl_hp_job.resume import RUN_MARKER
 from skyrl_hyperpod.config import load_config
 
 TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
-_spec = importlib.util.spec_from_file_location("train_job", TRAIN_JOB)
-assert _spec is not None and _spec.loader is not None
-train_job = importlib.util.module_from_spec(_spec)
-sys.modules["train_job"] = train_job  # dataclasses resolve annotations through sys.modules
-_spec.loader.exec_module(train_job)
 
 FAKE_DATASET = """
 import argparse, json, os
@@ -126,7 +126,7 @@ def argv_for(shared: Path, skyrl: Path, *extra: str, overrides: tuple[str, ...] 
 
 
 def run(argv, hub=None, execute=None, check=None) -> int:
-    return train_job.main(
+    return main(
         argv,
         download=hub or FakeHub(),
         execute=execute or FakeExec(),
@@ -139,7 +139,7 @@ def run(argv, hub=None, execute=None, check=None) -> int:
 
 
 def test_contract_command_line_parses(shared, skyrl):
-    options = train_job.parse_args(argv_for(shared, skyrl, overrides=("trainer.epochs=20", "generator.max_turns=15")))
+    options = parse_args(argv_for(shared, skyrl, overrides=("trainer.epochs=20", "generator.max_turns=15")))
     assert options.shared_dir == shared
     assert options.model_repo == "VisGym/visgym_model"
     assert options.model_subfolder == "mixed_qwen3vl"
@@ -210,7 +210,7 @@ def test_override_before_separator_gets_a_hint(shared, skyrl, capsys):
 
 
 def test_override_values_may_contain_equals_and_lists(shared, skyrl):
-    options = train_job.parse_args(argv_for(shared, skyrl, overrides=("trainer.run_name=a=b", "data.x=['/p']")))
+    options = parse_args(argv_for(shared, skyrl, overrides=("trainer.run_name=a=b", "data.x=['/p']")))
     assert dict(options.overrides) == {"trainer.run_name": "a=b", "data.x": "['/p']"}
 
 
@@ -218,7 +218,7 @@ def test_dry_run_prints_the_command_and_touches_nothing(shared, skyrl, capsys):
     hub = FakeHub()
     assert run(argv_for(shared, skyrl, "--dry-run", overrides=("trainer.epochs=20",)), hub=hub) == 0
     out = capsys.readouterr().out.strip()
-    assert out.split()[:4] == [sys.executable, train_job.ENTRYPOINT, "--env_variant", "sft"]
+    assert out.split()[:4] == [sys.executable, ENTRYPOINT, "--env_variant", "sft"]
     assert "trainer.epochs=20" in out
     assert f"trainer.policy.model.path={shared}/models/visgym-sft" in out
     assert hub.downloads == [] and calls(skyrl, "dataset") == []
@@ -245,7 +245,7 @@ def test_first_run_prepares_then_execs_skyrl_with_the_prepared_paths(shared, sky
 
     [(command, directory)] = execute.calls
     assert directory == skyrl
-    assert command[:4] == [sys.executable, train_job.ENTRYPOINT, "--env_variant", "sft"]
+    assert command[:4] == [sys.executable, ENTRYPOINT, "--env_variant", "sft"]
     assert command[4:] == [
         "trainer.epochs=20",
         f"trainer.policy.model.path={model_dir}",
@@ -273,8 +273,8 @@ def test_a_pinned_revision_is_downloaded_by_commit_and_a_new_pin_downloads_again
     assert hub.revisions == [None, pinned]  # the unpinned copy is not taken for the pinned commit
     assert run(argv_for(shared, skyrl, "--model-revision", pinned), hub=hub) == 0
     assert hub.revisions == [None, pinned]
-    with pytest.raises(train_job.UsageError, match="'main' is not a full 40-character commit id"):
-        train_job.parse_args(argv_for(shared, skyrl, "--model-revision", "main"))
+    with pytest.raises(UsageError, match="'main' is not a full 40-character commit id"):
+        parse_args(argv_for(shared, skyrl, "--model-revision", "main"))
 
 
 def test_changed_dataset_inputs_regenerate_only_the_datasets(shared, skyrl):
@@ -324,7 +324,7 @@ def test_missing_skyrl_checkout_is_reported(shared, tmp_path, capsys):
 
 
 def test_lock_held_elsewhere_times_out_with_a_clear_error(shared, skyrl, capsys):
-    lock = shared / train_job.LOCK_FILE
+    lock = shared / LOCK_FILE
     lock.parent.mkdir(parents=True)
     lock.write_text("other-pod pid 7 since earlier\n")
     with open(lock, "r+") as holder:
@@ -339,15 +339,13 @@ def test_lock_held_elsewhere_times_out_with_a_clear_error(shared, skyrl, capsys)
 # --- two pods at once ---------------------------------------------------------------------------------
 
 RUNNER = """
-import functools, importlib.util, os, sys, time
+import functools, os, sys, time
 from pathlib import Path
-spec = importlib.util.spec_from_file_location("train_job", {train_job!r})
-train_job = importlib.util.module_from_spec(spec)
-sys.modules["train_job"] = train_job
-spec.loader.exec_module(train_job)
+sys.path.insert(0, {job_dir!r})
+from skyrl_hp_job import main, prepare
 # The same flock, re-tried every 0.1 s instead of every LOCK_POLL_SECONDS (5 s): the waiting process
 # must still see the lock held, wait, and find the preparation done once it gets the lock.
-train_job.exclusive_lock = functools.partial(train_job.exclusive_lock, poll_seconds=0.1)
+prepare.exclusive_lock = functools.partial(prepare.exclusive_lock, poll_seconds=0.1)
 control = Path({control!r})
 
 def slow_download(repo_id, subfolder, destination):
@@ -361,7 +359,7 @@ def slow_download(repo_id, subfolder, destination):
     (destination / subfolder).mkdir(parents=True)
     (destination / subfolder / "config.json").write_text("{{}}")
 
-sys.exit(train_job.main(sys.argv[1:], download=slow_download, check=lambda options: None))
+sys.exit(main.main(sys.argv[1:], download=slow_download, check=lambda options: None))
 """
 
 
@@ -369,7 +367,7 @@ def test_two_processes_starting_together_prepare_once(shared, skyrl, tmp_path):
     control = tmp_path / "control"
     control.mkdir()
     runner = tmp_path / "runner.py"
-    runner.write_text(RUNNER.format(train_job=str(TRAIN_JOB), control=str(control)))
+    runner.write_text(RUNNER.format(job_dir=str(TRAIN_JOB.parent), control=str(control)))
     argv = [sys.executable, str(runner), *argv_for(shared, skyrl, "--lock-timeout", "120")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
@@ -401,16 +399,14 @@ def test_exit_code_of_skyrl_is_the_exit_code_of_the_job(shared, skyrl, tmp_path)
     runner.write_text(
         textwrap.dedent(
             f"""
-            import importlib.util, sys
+            import sys
             from pathlib import Path
-            spec = importlib.util.spec_from_file_location("train_job", {str(TRAIN_JOB)!r})
-            train_job = importlib.util.module_from_spec(spec)
-            sys.modules["train_job"] = train_job
-            spec.loader.exec_module(train_job)
+            sys.path.insert(0, {str(TRAIN_JOB.parent)!r})
+            from skyrl_hp_job.main import main
             def download(repo_id, subfolder, destination):
                 (destination / subfolder).mkdir(parents=True)
                 (destination / subfolder / "config.json").write_text("{{}}")
-            sys.exit(train_job.main(sys.argv[1:], download=download, check=lambda options: None))
+            sys.exit(main(sys.argv[1:], download=download, check=lambda options: None))
             """
         )
     )
@@ -429,7 +425,7 @@ def test_exit_code_of_skyrl_is_the_exit_code_of_the_job(shared, skyrl, tmp_path)
 def test_another_runs_checkpoints_stop_the_job_before_skyrl_starts(shared, skyrl, capsys):
     ckpt = shared / "runs" / "maze-grpo" / "ckpt"
     (ckpt / "global_step_40").mkdir(parents=True)
-    (ckpt / train_job.RUN_MARKER).write_text(json.dumps({"run_name": "other-run"}))
+    (ckpt / RUN_MARKER).write_text(json.dumps({"run_name": "other-run"}))
     execute = FakeExec()
     overrides = (f"trainer.ckpt_path={ckpt}", "trainer.run_name=maze-grpo")
     assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 1
@@ -443,7 +439,7 @@ def test_the_runs_own_directory_is_claimed_then_resumed(shared, skyrl, capsys):
     overrides = (f"trainer.ckpt_path={ckpt}", "trainer.run_name=maze-grpo")
     execute = FakeExec()
     assert run(argv_for(shared, skyrl, overrides=overrides), execute=execute) == 0
-    assert json.loads((ckpt / train_job.RUN_MARKER).read_text())["run_name"] == "maze-grpo"
+    assert json.loads((ckpt / RUN_MARKER).read_text())["run_name"] == "maze-grpo"
     (ckpt / "global_step_8").mkdir()
     with zipfile.ZipFile(ckpt / "global_step_8" / "trainer_state.pt", "w") as state:  # torch.save's format
         state.writestr("archive/data.pkl", b"")
@@ -472,7 +468,7 @@ def test_a_checkpoint_that_fails_its_check_stops_the_job_before_the_run_is_claim
 
     def broken(options):
         seen.append(options.model_dir)
-        raise train_job.PrepareError(f"checkpoint {options.model_dir} is not a vision-language checkpoint: it lacks x")
+        raise PrepareError(f"checkpoint {options.model_dir} is not a vision-language checkpoint: it lacks x")
 
     execute = FakeExec()
     ckpt = shared / "runs" / "maze-grpo" / "ckpt"
@@ -489,14 +485,14 @@ def test_a_checkpoint_that_fails_its_check_stops_the_job_before_the_run_is_claim
 
 def test_the_query_example_holds_the_observation_and_the_runs_generation_settings(shared, skyrl, tmp_path):
     example = tmp_path / "runs" / "maze-grpo" / "query-example.json"
-    options = train_job.parse_args(
+    options = parse_args(
         argv_for(
             shared, skyrl, "--query-example", str(example),
             overrides=("generator.sampling_params.max_generate_length=1024", "generator.sampling_params.temperature=0.7"),
         )
     )  # fmt: skip
     messages = [{"role": "user", "content": [{"type": "text", "text": "task"}]}]
-    train_job.write_query_example(example, options, train_job.CheckpointReport("P", 452, 64, messages))
+    write_query_example(example, options, CheckpointReport("P", 452, 64, messages))
     assert json.loads(example.read_text()) == {
         "env_id": "maze_2d/easy",
         "seed": 42,
@@ -531,8 +527,8 @@ def test_the_check_leaves_the_observation_in_the_openai_form_the_engines_take(sh
     for name in ("examples", "examples.train", "examples.train.visgym", "examples.train.visgym.env_sft"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     example = tmp_path / "query-example.json"
-    options = train_job.parse_args(argv_for(shared, skyrl, "--query-example", str(example)))
-    report = train_job.check_checkpoint(options)
+    options = parse_args(argv_for(shared, skyrl, "--query-example", str(example)))
+    report = check_checkpoint(options)
     assert report.image_tokens == 1 and report.prompt_tokens == 3
     [message] = json.loads(example.read_text())["messages"]
     assert [part["type"] for part in message["content"]] == ["text", "image_url"]
