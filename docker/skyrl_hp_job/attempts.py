@@ -1,4 +1,5 @@
-"""Attempt generations of a run's checkpoint directory (step 4 of the package docstring): the newest attempt owns the checkpoints."""
+"""Attempt generations of a run's checkpoint directory (step 4 of the package docstring): the newest attempt owns
+the checkpoints."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PrepareError, UsageError, log
-from .files import _write_synced
+from .files import write_synced
 from .options import CKPT_PATH_KEY, RUN_NAME_KEY, Options
 from .resume import accept_run_marker, resume_point
 
@@ -94,7 +95,7 @@ def take_generation(ckpt_dir: Path, identity: Mapping[str, Any]) -> Attempt:
     for _ in range(MAX_GENERATION_TRIES):
         generation = max(generations(directory), default=0) + 1
         record = {**identity, "generation": generation}
-        _write_synced(staging, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        write_synced(staging, json.dumps(record, indent=2, sort_keys=True) + "\n")
         try:
             os.link(staging, directory / f"{GENERATION_PREFIX}{generation}")
         except FileExistsError:

@@ -1,5 +1,6 @@
-"""The checkpoint as a vision-language model (step 2 of the package docstring): its processor must turn the first VisGym observation into
-a prompt with image tokens; that observation and the generation settings become the run's query example."""
+"""The checkpoint as a vision-language model (step 2 of the package docstring): its processor must turn the first
+VisGym observation into a prompt with image tokens; that observation and the generation settings become the run's
+query example."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PrepareError, log
-from .files import _write_atomically
+from .files import write_atomically
 from .options import MAX_GENERATE_KEY, TEMPERATURE_KEY, Options
 
 # SkyRL's VisGym environment of the SFT recipe, as its entry point registers it (examples/train/visgym/entrypoint.py).
@@ -116,11 +117,11 @@ def write_query_example(path: Path, options: Options, report: CheckpointReport) 
     if TEMPERATURE_KEY in overrides:
         example["temperature"] = float(overrides[TEMPERATURE_KEY])
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, json.dumps(example, sort_keys=True) + "\n")
+    write_atomically(path, json.dumps(example, sort_keys=True) + "\n")
 
 
 def check_checkpoint(options: Options) -> CheckpointReport:
-    """Step 2 of the package docstring: the checkpoint takes a VisGym observation into image tokens; the example written."""
+    """Step 2: the checkpoint takes a VisGym observation into image tokens; the example written."""
     report = inspect_checkpoint(options, first_observation(options))
     if options.query_example is not None:
         write_query_example(options.query_example, options, report)

@@ -7,18 +7,18 @@ import socket
 from pathlib import Path
 
 
-def _write_synced(path: Path, text: str) -> None:
+def write_synced(path: Path, text: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     staging = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    _write_synced(staging, text)
+    write_synced(staging, text)
     os.replace(staging, path)
 
 
-def _staging_path(target: Path, purpose: str) -> Path:
+def staging_path(target: Path, purpose: str) -> Path:
     return target.with_name(f".{target.name}.{purpose}-{socket.gethostname()}-{os.getpid()}")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import PrepareError, log
-from .files import _staging_path, _write_atomically
+from .files import staging_path, write_atomically
 from .options import ENTRYPOINT, TRAIN_FILE, Options
 
 DATASET_SCRIPT = "examples/train/visgym/dataset.py"
@@ -46,7 +46,7 @@ def _write_marker(directory: Path, inputs: dict[str, object]) -> None:
         "prepared_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "prepared_by": f"{socket.gethostname()} pid {os.getpid()}",
     }
-    _write_atomically(directory / MARKER, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    write_atomically(directory / MARKER, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def model_ready(options: Options) -> bool:
@@ -117,7 +117,7 @@ def download_from_hugging_face(repo_id: str, subfolder: str, destination: Path, 
 def prepare_model(options: Options, download: Downloader) -> None:
     target = options.model_dir
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = _staging_path(target, "download")
+    staging = staging_path(target, "download")
     shutil.rmtree(staging, ignore_errors=True)
     log(f"downloading {options.model_repo}/{options.model_subfolder} to {target}")
     try:
@@ -132,7 +132,7 @@ def prepare_model(options: Options, download: Downloader) -> None:
         shutil.rmtree(staging, ignore_errors=True)
         raise PrepareError(f"{options.model_repo} has no files under {options.model_subfolder}/")
     # Swap the complete folder in; whatever was there (a partial or older copy) goes away after.
-    previous = _staging_path(target, "previous")
+    previous = staging_path(target, "previous")
     if target.exists():
         os.replace(target, previous)
     os.replace(downloaded, target)
@@ -163,7 +163,7 @@ def seed_arguments(options: Options, python: str) -> list[str]:
 
 
 def _generate(options: Options, python: str, rows: int, extra: list[str], destination: Path) -> None:
-    staging = _staging_path(destination, "generate")
+    staging = staging_path(destination, "generate")
     shutil.rmtree(staging, ignore_errors=True)
     command = [
         python,

@@ -10,7 +10,7 @@ from typing import Any
 
 from .attempts import Attempt
 from .errors import log
-from .files import _write_atomically
+from .files import write_atomically
 
 
 def write_progress(attempt: Attempt, event: str, step: int) -> None:
@@ -21,7 +21,7 @@ def write_progress(attempt: Attempt, event: str, step: int) -> None:
         "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     try:
-        _write_atomically(attempt.progress_path, json.dumps(record, sort_keys=True) + "\n")
+        write_atomically(attempt.progress_path, json.dumps(record, sort_keys=True) + "\n")
     except OSError as exc:  # the watchdog ends the attempt if progress stays unrecorded
         log(f"note: cannot record the trainer's progress in {attempt.progress_path}: {exc}")
 

@@ -1,5 +1,5 @@
-"""The run's checkpoint directory (step 3 of the package docstring): the run marker, and the step file SkyRL resumes from pointed back at the
-newest complete checkpoint."""
+"""The run's checkpoint directory (step 3 of the package docstring): the run marker, and the step file SkyRL resumes
+from pointed back at the newest complete checkpoint."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 from .errors import PrepareError, log
-from .files import _write_atomically
+from .files import write_atomically
 
 RUN_MARKER = ".skyrl-hp-run.json"
 
@@ -68,7 +68,7 @@ def repair_latest_step_file(ckpt_dir: Path) -> int | None:
         path.unlink()
         log(f"{path} {what} and no checkpoint is complete: removed, training starts from step 1")
         return None
-    _write_atomically(path, str(complete[-1]))
+    write_atomically(path, str(complete[-1]))
     log(f"{path} {what}: set to {complete[-1]}, the newest complete checkpoint")
     return complete[-1]
 
@@ -93,7 +93,7 @@ def accept_run_marker(ckpt_dir: Path, run_name: str) -> None:
             )
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         record = {"run_name": run_name, "claimed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
-        _write_atomically(marker_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        write_atomically(marker_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
         log(f"checkpoint directory {ckpt_dir} claimed for run {run_name!r}")
         return
     owner = marker.get("run_name") if isinstance(marker, dict) else None

@@ -1,4 +1,5 @@
-"""The training command and SkyRL's entry point run in this process under the attempt's guard (step 6 of the package docstring)."""
+"""The training command, and SkyRL's entry point run in this process under the attempt's guard (step 6 of the package
+docstring)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from .attempts import Attempt, check_fence, superseded_by, superseded_message
 from .errors import PrepareError, log
-from .files import _staging_path, _write_synced
+from .files import staging_path, write_synced
 from .options import PROJECT_NAME_KEY, RUN_NAME_KEY, Options
 
 MLFLOW_RUN_ID_ENV = "MLFLOW_RUN_ID"
@@ -31,8 +31,8 @@ def read_mlflow_run_id(path: Path) -> str | None:
 
 def keep_mlflow_run_id(path: Path, run_id: str) -> str:
     """Record `run_id` unless another attempt recorded one first (os.link fails on an existing name): the id kept."""
-    staging = _staging_path(path, "mlflow-run")
-    _write_synced(staging, json.dumps({"run_id": run_id}, sort_keys=True) + "\n")
+    staging = staging_path(path, "mlflow-run")
+    write_synced(staging, json.dumps({"run_id": run_id}, sort_keys=True) + "\n")
     try:
         os.link(staging, path)
     except FileExistsError:

@@ -1,4 +1,5 @@
-"""The stall watchdog's decision (step 6 of the package docstring): has the trainer finished no step within its bound?"""
+"""The stall watchdog's decision (step 6 of the package docstring): has the trainer finished no step within its
+bound?"""
 
 from __future__ import annotations
 
