@@ -32,7 +32,7 @@ from drill.scenarios import SCENARIOS, old_runtime_env_placement
 from drill.training_cluster import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
 from drill.training_cluster import TRAIN_ON_CPU as RUN_TRAIN_ON_CPU
 from skyrl_hyperpod.plumbing.upstream import SKYRL_VISGYM_EXAMPLE_PATH
-from skyrl_hyperpod.values.job_files import JOB_PACKAGE
+from skyrl_hyperpod.values.job_files import JOB_PACKAGE, read_job_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +69,26 @@ def test_pod_volumes_become_directories_and_the_job_script_a_file(manifests, tmp
     assert set(mounts) == {"/shared", "/opt/skyrl-job"}  # /dev/shm stays the machine's
     assert mounts["/shared"] == tmp_path / "volumes" / "pvc" / "fsx-shared"
     assert (mounts["/opt/skyrl-job"] / "train_job.py").read_text() == "print(1)\n"
+
+
+def test_the_job_package_is_mounted_at_its_paths_and_the_entrypoint_runs_from_the_mount(default_config, tmp_path):
+    files = read_job_files()
+    real = Manifests(tuple(doc for docs in synth(default_config, job_files=files).values() for doc in docs))
+    rayjob = real.rayjobs()[0]
+    mounts = pod_mounts(real.cluster_of(rayjob)["headGroupSpec"]["template"], tmp_path, real)
+    job_dir = mounts["/opt/skyrl-job"]
+    assert {path.relative_to(job_dir).as_posix(): path.read_text() for path in job_dir.rglob("*.py")} == files
+    entrypoint = Entrypoint.parse(
+        PathMap({**mounts, "/home/ray/SkyRL": tmp_path / "s"}).text(rayjob["spec"]["entrypoint"])
+    )
+    # Only the mount on the path, as on the head: the script's directory (sys.path[0]) holds the package.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, entrypoint.script, *entrypoint.args[: entrypoint.args.index("--")], "--dry-run", "--"],
+        capture_output=True, text=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"dry run: would run from {tmp_path / 's'}" in result.stderr
 
 
 # --- the cluster ----------------------------------------------------------------------------------------------
