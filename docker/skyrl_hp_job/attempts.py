@@ -1,5 +1,17 @@
 """Attempt generations of a run's checkpoint directory (step 4 of the package docstring): the newest attempt owns
-the checkpoints."""
+the checkpoints.
+
+Each attempt takes generation <n> = the newest + 1 by creating .skyrl-hp-attempts/generation-<n>, and before
+every checkpoint write it checks that no generation newer than its own exists. The name is created with
+link(2): the record is written and synced under a private name first, and link() makes it appear under the
+generation's name complete, or fails with EEXIST when another attempt took that number first (it then takes
+the next one); POSIX makes both link() and rename() atomic, and a Lustre client "provides a full POSIX-compliant
+interface" across the nodes that mount it (mount.lustre(8), https://man7.org/linux/man-pages/man8/mount.lustre.8.html;
+link() to a lock file is open(2)'s portable exclusive create). No flock: the charts mount FSx with `flock`, which
+that page describes as coherent across all client nodes (`localflock`: this node only), but a lock held by a
+client that died stays held until the servers evict that client (https://wiki.lustre.org/Lustre_Recovery_Overview),
+and an attempt must never wait on a dead one. Nothing here waits or locks.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,13 @@
 """In the trainer's process: the progress callback and the checkpoint fence, installed on SkyRL's RayPPOTrainer by
-a Ray worker setup hook the driver routes to every worker of the job."""
+a Ray worker setup hook the driver routes to every worker of the job.
+
+SkyRL's entry point runs the training loop in a Ray task (`@ray.remote(num_cpus=1)` around BasePPOExp.run in
+examples/train/visgym/entrypoint.py and skyrl/train/entrypoints/main_base.py), a worker process on any node of
+the cluster, not in the driver. What runs there is SkyRL's own: its trainer's callbacks
+(skyrl/train/utils/callbacks.py; RayPPOTrainer.train fires on_train_start, on_step_end after each step and
+on_train_end) report progress, and RayPPOTrainer.save_checkpoints / save_models and the `io.open_file` that
+writes data.pt, trainer_state.pt and latest_ckpt_global_step.txt (skyrl/train/trainer.py) check the fence.
+"""
 
 from __future__ import annotations
 
