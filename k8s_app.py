@@ -19,8 +19,9 @@ from skyrl_hyperpod.config.loader import load_config_with_source, read_lock
 from skyrl_hyperpod.config.upstream_lock import lock_status
 from skyrl_hyperpod.config.workloads import OUTPUTS_FILE_ENV_VAR
 from skyrl_hyperpod.ops.summary import workloads_summary
-from skyrl_hyperpod.plumbing.errors import InputError, ProblemsError
+from skyrl_hyperpod.plumbing.errors import ProblemsError
 from skyrl_hyperpod.plumbing.runtime import exit_after_synth, fail, prefer_venv_node
+from skyrl_hyperpod.values.job_files import read_job_files
 from skyrl_hyperpod.values.stack_outputs import StackOutputs, load_stack_outputs
 from skyrl_hyperpod.values.synthesized_manifests import (
     STAMP_PREFIX,
@@ -32,7 +33,6 @@ from skyrl_hyperpod.values.synthesized_manifests import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parent
-JOB_SCRIPT = REPO_ROOT / "docker" / "train_job.py"
 
 
 def stack_outputs(config: ProjectConfig) -> StackOutputs:
@@ -45,12 +45,6 @@ def stack_outputs(config: ProjectConfig) -> StackOutputs:
         )
         return StackOutputs.placeholder(config)
     return load_stack_outputs(path, config)
-
-
-def read_job_script(path: Path = JOB_SCRIPT) -> str:
-    if not path.is_file():
-        raise InputError([f"charts error: training script {str(path)!r} is missing (the RayJob runs it)"])
-    return path.read_text(encoding="utf-8")
 
 
 def output_directory() -> Path:
@@ -77,7 +71,7 @@ def main() -> None:
             print(line, file=sys.stderr)
         if lock_warning := lock_status(config, read_lock()).synth_warning():
             print(lock_warning, file=sys.stderr)
-        outputs, job_script = stack_outputs(config), read_job_script()
+        outputs, job_files = stack_outputs(config), read_job_files()
     except ProblemsError as error:  # the configuration, the stack outputs file or the training script
         fail(error.problems)
     # Imported once the inputs are known to be good: a bad file fails before cdk8s's Node process starts.
@@ -87,7 +81,7 @@ def main() -> None:
     from charts import ChartInputs, build_charts, manifests
     from skyrl_hyperpod.validation import validation_report
 
-    inputs = ChartInputs(config=config, outputs=outputs, job_script=job_script)
+    inputs = ChartInputs(config=config, outputs=outputs, job_files=job_files)
     # No outdir: cdk8s.App takes $CDK8S_OUTDIR, which `cdk8s synth -o DIR` sets (default dist/).
     app = cdk8s.App(yaml_output_type=cdk8s.YamlOutputType.FILE_PER_CHART)
     charts = build_charts(app, inputs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -9,20 +10,20 @@ from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.config.training_runs import WorkerLayout, shared_path
 from skyrl_hyperpod.plumbing.errors import InputError
 from skyrl_hyperpod.plumbing.upstream import KARPENTER_DO_NOT_DISRUPT
+from skyrl_hyperpod.values.job_files import config_map_key
 from skyrl_hyperpod.values.publish_job import lora_loading_path
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 from .constructs.ray_pods import SCHEDULABLE_NODE, SharedVolume
-
-JOB_SCRIPT_NAME = "train_job.py"
 
 
 @dataclass(frozen=True)
 class ChartInputs:
     config: ProjectConfig
     outputs: StackOutputs
-    # docker/train_job.py, read at synth time and shipped in a ConfigMap.
-    job_script: str
+    # {path in the mount: text}: docker/train_job.py and its package (skyrl_hyperpod.values.job_files.read_job_files),
+    # read at synth time and shipped in a ConfigMap.
+    job_files: Mapping[str, str]
 
     @property
     def namespace(self) -> str:
@@ -56,6 +57,11 @@ class ChartInputs:
     @property
     def job_script_config_map(self) -> str:
         return f"{self.config.training.cluster.raycluster_name}-job-script"
+
+    @property
+    def job_script_items(self) -> tuple[tuple[str, str], ...]:
+        """(ConfigMap key, path in the mount) of each job file: the ConfigMap's data and the volume's items."""
+        return tuple((config_map_key(path), path) for path in self.job_files)
 
     @property
     def persistent_volume_name(self) -> str:

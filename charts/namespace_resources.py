@@ -13,7 +13,7 @@ from constructs import Construct
 
 from .constructs.node_autoscaling import HyperPodAutoscaling
 from .constructs.ray_network import NetworkPolicy
-from .inputs import JOB_SCRIPT_NAME, ChartInputs
+from .inputs import ChartInputs
 from .ray_access import namespace_network_policies
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -77,7 +77,7 @@ class NamespaceResourcesChart(cdk8s.Chart):
             self,
             "JobScript",
             metadata={"name": inputs.job_script_config_map, "namespace": namespace},
-            data={JOB_SCRIPT_NAME: inputs.job_script},
+            data={key: inputs.job_files[path] for key, path in inputs.job_script_items},
         )
         groups = config.hyperpod.autoscaled_groups
         if groups:

@@ -58,7 +58,11 @@ def training_cluster_spec(inputs: ChartInputs) -> RayClusterSpecProps:
         env=inputs.cache_env,
         secret_env=training.jobs.secret_env_refs,
         shared=inputs.shared_volume(),
-        script=ScriptVolume(config_map=inputs.job_script_config_map, mount_path=training.cluster.job_script_mount),
+        script=ScriptVolume(
+            config_map=inputs.job_script_config_map,
+            mount_path=training.cluster.job_script_mount,
+            items=inputs.job_script_items,
+        ),
         run_as=owner,
         init_containers=(prepare,),
         labels=ray_workload_labels(TRAINING_COMPONENT),

@@ -18,10 +18,11 @@ from constructs import Construct
 from skyrl_hyperpod.config.tracking import MLFLOW_TRACKING_URI_ENV
 from skyrl_hyperpod.config.training import TrainingJobsConfig
 from skyrl_hyperpod.config.training_runs import ResolvedRun, model_path
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.synthesized_manifests import config_fingerprint
 
 from .constructs.kuberay_resources import RayJob, RayJobProps
-from .inputs import JOB_SCRIPT_NAME, ChartInputs
+from .inputs import ChartInputs
 from .raycluster import training_cluster_spec
 
 

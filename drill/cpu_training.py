@@ -342,7 +342,7 @@ def train_summary(
         problems.append(f"SkyRL generated with {report.get('generator')}, not its vision-language {VLM_GENERATOR}")
     rewards = [step[REWARD] for step in steps]
     mean = sum(rewards) / len(rewards) if rewards else float("nan")
-    options = drill.training.train_job.parse_args(Entrypoint.parse(edited["spec"]["entrypoint"]).args)
+    options = drill.training.train_job.options.parse_args(Entrypoint.parse(edited["spec"]["entrypoint"]).args)
     family = model_family(drill.training.paths.path(str(options.model_dir)))
     changed = f"{difference:.3g}" if difference is not None else "n/a"
     head = (

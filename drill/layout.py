@@ -15,6 +15,8 @@ VisGym is installed in the drill's environment (the Makefile, from the verified 
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import importlib.util
 import re
 import shlex
@@ -81,7 +83,7 @@ def pod_mounts(template: dict[str, Any], run_dir: Path, manifests: Manifests) ->
         elif "configMap" in volume:
             name = volume["configMap"]["name"]
             local = run_dir / "volumes" / "configmap" / name
-            write_config_map(manifests.config_map(name), local)
+            write_config_map(manifests.config_map(name), local, volume["configMap"].get("items"))
         elif "emptyDir" in volume:
             local = run_dir / "volumes" / "emptydir" / mount["name"]
             local.mkdir(parents=True, exist_ok=True)
@@ -91,21 +93,36 @@ def pod_mounts(template: dict[str, Any], run_dir: Path, manifests: Manifests) ->
     return mounts
 
 
-def write_config_map(config_map: dict[str, Any], directory: Path) -> None:
+def write_config_map(config_map: dict[str, Any], directory: Path, items: list[dict[str, str]] | None = None) -> None:
+    """The ConfigMap's keys as files, or, when the volume lists items, each listed key at its path (as the kubelet
+    projects them: https://kubernetes.io/docs/concepts/storage/volumes/#configmap)."""
     directory.mkdir(parents=True, exist_ok=True)
-    for key, value in config_map.get("data", {}).items():
-        (directory / key).write_text(value, encoding="utf-8")
+    data = config_map.get("data", {})
+    paths = {key: key for key in data} if items is None else {item["key"]: item["path"] for item in items}
+    for key, path in paths.items():
+        target = directory / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(data[key], encoding="utf-8")
 
 
-def load_train_job(script: Path) -> ModuleType:
-    """The RayJob's entry script, as the ConfigMap holds it: its parser and its markers decide what is prepared."""
-    spec = importlib.util.spec_from_file_location("drill_train_job", script)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"{script} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class body runs
-    spec.loader.exec_module(module)
-    return module
+def load_job_package(package: Path) -> ModuleType:
+    """The RayJob's job package (the one beside train_job.py), as the ConfigMap holds it, with all its modules: its
+    parser and its markers decide what is prepared. Under a name of its own per directory, so the copy in a mount
+    and the one in docker/ load side by side (its modules import each other relatively)."""
+    name = f"drill_job_{hashlib.sha256(str(package.resolve()).encode()).hexdigest()[:12]}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, package / "__init__.py", submodule_search_locations=[str(package)]
+        )
+        if spec is None or spec.loader is None:
+            raise ValueError(f"{package} is not a Python package")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class body runs
+        spec.loader.exec_module(module)
+        for path in sorted(package.glob("*.py")):
+            if path.stem != "__init__":
+                importlib.import_module(f"{name}.{path.stem}")
+    return sys.modules[name]
 
 
 @dataclass(frozen=True)
@@ -136,16 +153,16 @@ def prepare_job_state(
     """The image's SkyRL checkout at --skyrl-dir with SkyRL's VisGym example (from `example_dir`, the verified copy)
     and the SFT checkpoint's stand-in, made once and marked prepared with train_job.py's own marker; train_job.py
     generates the datasets. Returns what was prepared."""
-    options = train_job.parse_args(entrypoint.args)
+    options = train_job.options.parse_args(entrypoint.args)
     if Path(options.skyrl_dir) != skyrl_dir:
         raise ValueError(f"--skyrl-dir {options.skyrl_dir} is not the drill's SkyRL checkout {skyrl_dir}")
     write_example_checkout(example_dir, skyrl_dir)
-    made = not train_job.model_ready(options)
+    made = not train_job.prepare.model_ready(options)
     if made:
         shutil.rmtree(options.model_dir, ignore_errors=True)
         make_model(Path(options.model_dir), options.env_id)
-        train_job._write_marker(options.model_dir, options.model_inputs)
-    if not train_job.model_ready(options):
+        train_job.prepare._write_marker(options.model_dir, options.model_inputs)
+    if not train_job.prepare.model_ready(options):
         raise RuntimeError("train_job.py does not see the drill's checkpoint stand-in as prepared")
     return {"model_dir": str(options.model_dir), "made": made, "env_id": options.env_id}
 

@@ -176,7 +176,7 @@ def kept_run_id(drill: Drill, rayjob: dict[str, Any]) -> str | None:
     """The MLflow run id train_job.py keeps beside the checkpoints for the attempt chain."""
     job = drill.training.train_job
     ckpt = drill.training.paths.path(overrides_of(rayjob)["trainer.ckpt_path"])
-    kept: str | None = job.read_mlflow_run_id(ckpt / job.ATTEMPTS_DIR / job.MLFLOW_RUN_FILE)
+    kept: str | None = job.tracking.read_mlflow_run_id(ckpt / job.attempts.ATTEMPTS_DIR / job.tracking.MLFLOW_RUN_FILE)
     return kept
 
 
@@ -215,7 +215,7 @@ def read_back(drill: Drill, runs: tuple[JobRun, ...], *, tracked: Tracked) -> li
     rewards = ", ".join(f"step {step} {logged[step]:.4f}" for step in sorted(logged))
     detail = (
         f"experiment {run.knobs.project_name!r}, run name {run.run_id!r}: the one run of the attempt chain, the id "
-        f"train_job.py keeps in {drill.training.train_job.MLFLOW_RUN_FILE}; rewards as in the driver log: {rewards}; "
+        f"train_job.py keeps in {drill.training.train_job.tracking.MLFLOW_RUN_FILE}; rewards as in the driver log: {rewards}; "
         f"MLflow server at {tracked.uri}"
     )
     return [Outcome(True, f"{head}, train metrics reads them back ({detail})")]

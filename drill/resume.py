@@ -31,23 +31,25 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+from skyrl_hyperpod.values.job_files import JOB_PACKAGE
+
 from . import kuberay
-from .layout import Entrypoint, load_train_job
-from .synth import JOB_SCRIPT
+from .layout import Entrypoint, load_job_package
 from .training_cluster import JOB_TIMEOUT_SECONDS, RESUME, STOP_MARKER, JobRun, Outcome, Submission, parse_stop
 
 if TYPE_CHECKING:
     from .session import Drill
 
-_JOB = load_train_job(JOB_SCRIPT)
+_JOB = load_job_package(DOCKER_DIR / JOB_PACKAGE)
 # SkyRL's names (skyrl/train/trainer.py, skyrl/train/utils/trainer_utils.py GLOBAL_STEP_PREFIX), as the RayJob's
 # entry script knows them, and the overrides it reads.
-LATEST_STEP_FILE: str = _JOB.LATEST_STEP_FILE
-STEP_PREFIX: str = _JOB.STEP_DIR_PREFIX
-TRAINER_STATE_FILE: str = _JOB.TRAINER_STATE_FILE
+LATEST_STEP_FILE: str = _JOB.resume.LATEST_STEP_FILE
+STEP_PREFIX: str = _JOB.resume.STEP_DIR_PREFIX
+TRAINER_STATE_FILE: str = _JOB.resume.TRAINER_STATE_FILE
 STATE_FILES = ("data.pt", TRAINER_STATE_FILE)
-CKPT_PATH_KEY: str = _JOB.CKPT_PATH_KEY
-RUN_NAME_KEY: str = _JOB.RUN_NAME_KEY
+CKPT_PATH_KEY: str = _JOB.options.CKPT_PATH_KEY
+RUN_NAME_KEY: str = _JOB.options.RUN_NAME_KEY
 RESUME_MODE_KEY = "trainer.resume_mode"
 # The stand-in FSDP workers' state file and the plan file the trainer reads (site/drill_site/resume_standins.py).
 STANDIN_STATE = "standin-model-state.txt"

@@ -125,7 +125,7 @@ def mutation_checkpoint_without_processor(drill: Drill) -> list[Outcome]:
     starts (on the cluster: before any GPU work; vLLM would otherwise meet it at the first rollout)."""
     rayjob = drill.rayjobs[0]
     name = rayjob["metadata"]["name"]
-    options = drill.training.train_job.parse_args(Entrypoint.parse(rayjob["spec"]["entrypoint"]).args)
+    options = drill.training.train_job.options.parse_args(Entrypoint.parse(rayjob["spec"]["entrypoint"]).args)
     broken_dir = f"{options.model_dir}-without-processor"
     edited = cpu_training.with_job_args(rayjob, {"--model-dir": broken_dir})
     mapped = drill.training.paths.path(broken_dir)

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from skyrl_hyperpod.config import ProjectConfig, validate_config
-from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
+from skyrl_hyperpod.values.job_files import read_job_files
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
-
-JOB_SCRIPT = DOCKER_DIR / "train_job.py"
 
 
 def with_overlay(config: ProjectConfig, overlay: dict[str, Any]) -> ProjectConfig:
@@ -24,6 +22,6 @@ def rayjobs(config: ProjectConfig) -> list[dict[str, Any]]:
 
     from charts import ChartInputs, build_charts
 
-    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=JOB_SCRIPT.read_text())
+    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_files=read_job_files())
     documents = [doc for chart in build_charts(cdk8s.App(), inputs) for doc in chart.to_json()]
     return [doc for doc in documents if doc["kind"] == "RayJob"]

@@ -18,6 +18,7 @@ import yaml
 from skyrl_hyperpod.config import ProjectConfig
 from skyrl_hyperpod.plumbing.locations import DOCKER_DIR
 from skyrl_hyperpod.plumbing.upstream import VISGYM_COMMIT
+from skyrl_hyperpod.values.job_files import JOB_PACKAGE, JOB_SCRIPT_NAME
 
 from . import kuberay
 from .cluster import RayNode, RunningCluster, plan_cluster, start_cluster
@@ -26,7 +27,7 @@ from .layout import (
     ModelMaker,
     PathMap,
     image_env,
-    load_train_job,
+    load_job_package,
     pod_mounts,
     prepare_job_state,
     write_example_checkout,
@@ -271,8 +272,8 @@ class TrainingCluster:
         write_example_checkout(self.example_dir, self.skyrl_dir)
         mounts[image.skyrl_dir] = self.skyrl_dir
         self.paths = PathMap(mounts)
-        job_script = next(path for path in mounts.values() if (path / "train_job.py").is_file()) / "train_job.py"
-        self.train_job = load_train_job(job_script)
+        job_dir = next(path for path in mounts.values() if (path / JOB_SCRIPT_NAME).is_file())
+        self.train_job = load_job_package(job_dir / JOB_PACKAGE)
         self.run_init_containers()
         self.token = kuberay.random_token()
         base_env = {

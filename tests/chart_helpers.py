@@ -3,16 +3,25 @@ readers of their objects; shared by the chart, drill, configuration and node-hea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import cdk8s
 
 from charts import ChartInputs, build_charts
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 STUB_SCRIPT = "print('train_job stub')\n"
 
 
-def synth(config, outputs: StackOutputs | None = None, job_script: str = STUB_SCRIPT) -> dict[str, list[dict]]:
-    inputs = ChartInputs(config=config, outputs=outputs or StackOutputs.placeholder(config), job_script=job_script)
+def synth(
+    config,
+    outputs: StackOutputs | None = None,
+    job_script: str = STUB_SCRIPT,
+    job_files: Mapping[str, str] | None = None,
+) -> dict[str, list[dict]]:
+    files = {JOB_SCRIPT_NAME: job_script} if job_files is None else job_files
+    inputs = ChartInputs(config=config, outputs=outputs or StackOutputs.placeholder(config), job_files=files)
     return {chart.node.id: chart.to_json() for chart in build_charts(cdk8s.App(), inputs)}
 
 

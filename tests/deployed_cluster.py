@@ -9,6 +9,7 @@ import cdk8s
 import yaml
 
 from charts import ChartInputs, build_charts
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 from skyrl_hyperpod.values.synthesized_manifests import SynthStamp, config_fingerprint, stamp_files
 
@@ -37,7 +38,9 @@ def write_dist(directory: Path, config, outputs: StackOutputs | None = None, *, 
                config_file: str | None = None) -> Path:  # fmt: skip
     """The charts of `config` as `make synth-k8s` writes them: one file per chart, each starting with the stamp
     naming the configuration (`config_file`, else the defaults) unless `stamp` is false."""
-    inputs = ChartInputs(config=config, outputs=outputs or deployed_outputs(config), job_script="print('stub')\n")
+    inputs = ChartInputs(
+        config=config, outputs=outputs or deployed_outputs(config), job_files={JOB_SCRIPT_NAME: "print('stub')\n"}
+    )
     directory.mkdir(parents=True, exist_ok=True)
     files = []
     for chart in build_charts(cdk8s.App(), inputs):

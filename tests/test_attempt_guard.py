@@ -11,7 +11,6 @@ trainers that hang for much longer, and the decisions themselves run on a fake c
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,6 +24,24 @@ import pytest
 from fake_checkpoint import write_fake_vision_language
 from pydantic import ValidationError
 
+import skyrl_hp_job.attempts
+from skyrl_hp_job.attempts import (
+    ATTEMPTS_DIR,
+    AttemptSuperseded,
+    attempt_identity,
+    claim_run_checkpoints,
+    generations,
+    superseded_by,
+    take_generation,
+)
+from skyrl_hp_job.errors import PrepareError, UsageError
+from skyrl_hp_job.monitor import STALL_EXIT_CODE, AttemptMonitor, Guard
+from skyrl_hp_job.options import CKPT_PATH_KEY, RUN_NAME_KEY, parse_args
+from skyrl_hp_job.prepare import _write_marker
+from skyrl_hp_job.progress import write_progress
+from skyrl_hp_job.resume import claim_checkpoint_dir
+from skyrl_hp_job.trainer_guard import guard_trainer, route_guard_to_workers, worker_setup_hook
+from skyrl_hp_job.watchdog import StallWatchdog
 from skyrl_hyperpod.config import load_config
 from skyrl_hyperpod.config.training import (
     STALL_FIRST_STEP_TIMES,
@@ -34,11 +51,6 @@ from skyrl_hyperpod.config.training import (
 )
 
 TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
-_spec = importlib.util.spec_from_file_location("train_job", TRAIN_JOB)
-assert _spec is not None and _spec.loader is not None
-train_job = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("train_job", train_job)
-_spec.loader.exec_module(train_job)
 
 RUN = "maze-grpo"
 
@@ -175,13 +187,13 @@ def job(tmp_path):
         "--eval-seed", "42",
         "--skyrl-dir", str(checkout),
     ]  # fmt: skip
-    options = train_job.parse_args(argv)
+    options = parse_args(argv)
     options.model_dir.mkdir(parents=True)
-    train_job._write_marker(options.model_dir, options.model_inputs)
+    _write_marker(options.model_dir, options.model_inputs)
     options.data_dir.mkdir(parents=True)
     options.train_data.write_text("rows")
     options.eval_data.write_text("rows")
-    train_job._write_marker(options.data_dir, options.dataset_inputs)
+    _write_marker(options.data_dir, options.dataset_inputs)
 
     def run(plan: dict, *bounds: str, submission: str = "maze-grpo-abcde", import_first: bool = False):
         env = {
@@ -220,7 +232,7 @@ def test_a_trainer_that_stops_stepping_ends_the_attempt_in_one_line(job, import_
     plan = {"steps": 6, "hang_at": 3, "hang_s": 60}
     # 2 s: long enough that the driver sees step 2 (written right after step 1) before the bound passes.
     result = job(plan, "--stall-timeout-first-step", "30", "--stall-timeout-step", "2", import_first=import_first)
-    assert result.returncode == train_job.STALL_EXIT_CODE, result.stderr
+    assert result.returncode == STALL_EXIT_CODE, result.stderr
     assert last_line(result) == (
         "train_job: error: stalled: no training step finished within 2 s after step 2 "
         "(training.jobs.stall_timeout_step_s); ending attempt generation 1: a self-contained RayJob retries it on a "
@@ -233,7 +245,7 @@ def test_a_trainer_that_stops_stepping_ends_the_attempt_in_one_line(job, import_
 def test_a_trainer_that_never_finishes_its_first_step_ends_the_attempt(job):
     # 3 s: long enough for the stand-in trainer to report its start on a loaded machine.
     result = job({"steps": 20, "resume": 16, "hang_at": 17, "hang_s": 60}, "--stall-timeout-first-step", "3")
-    assert result.returncode == train_job.STALL_EXIT_CODE, result.stderr
+    assert result.returncode == STALL_EXIT_CODE, result.stderr
     assert last_line(result).startswith(
         "train_job: error: stalled: no training step finished within 3 s of SkyRL's start "
         "(the trainer started after global_step_16; training.jobs.stall_timeout_first_step_s)"
@@ -337,21 +349,21 @@ def fake_trainer_module() -> types.ModuleType:
 def attempt_in(ckpt: Path, submission: str) -> object:
     ckpt.mkdir(parents=True, exist_ok=True)
     environ = {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"metadata": {"job_submission_id": submission}})}
-    return train_job.take_generation(ckpt, train_job.attempt_identity(environ))
+    return take_generation(ckpt, attempt_identity(environ))
 
 
 def test_fencing_refuses_a_stale_generation_before_a_checkpoint_write(tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     older = attempt_in(ckpt, "maze-grpo-old")
     module = fake_trainer_module()
-    train_job.guard_trainer(module, older)
+    guard_trainer(module, older)
     trainer = module.RayPPOTrainer(str(ckpt))
     trainer.global_step = 8
     trainer.save_checkpoints()  # the newest attempt writes
     newer = attempt_in(ckpt, "maze-grpo-new")
     assert newer.generation == older.generation + 1
     trainer.global_step = 16
-    with pytest.raises(train_job.AttemptSuperseded) as refused:
+    with pytest.raises(AttemptSuperseded) as refused:
         trainer.save_checkpoints()
     message = str(refused.value)
     assert "\n" not in message
@@ -360,7 +372,7 @@ def test_fencing_refuses_a_stale_generation_before_a_checkpoint_write(tmp_path, 
     assert "stopped before writing checkpoint global_step_16" in message
     assert not (ckpt / "global_step_16").exists()
     assert (ckpt / "latest_ckpt_global_step.txt").read_text() == "8"
-    with pytest.raises(train_job.AttemptSuperseded):
+    with pytest.raises(AttemptSuperseded):
         trainer.save_models()
     assert f"train_job: error: {message}" in capsys.readouterr().err
 
@@ -369,9 +381,9 @@ def test_the_step_file_write_itself_is_fenced(tmp_path):
     ckpt = tmp_path / "ckpt"
     older = attempt_in(ckpt, "maze-grpo-old")
     module = fake_trainer_module()
-    train_job.guard_trainer(module, older)
+    guard_trainer(module, older)
     attempt_in(ckpt, "maze-grpo-new")
-    with pytest.raises(train_job.AttemptSuperseded, match="before writing .*latest_ckpt_global_step.txt"):
+    with pytest.raises(AttemptSuperseded, match="before writing .*latest_ckpt_global_step.txt"):
         module.io.open_file(str(ckpt / "latest_ckpt_global_step.txt"), "w")
     with module.io.open_file(str(tmp_path / "elsewhere.txt"), "w") as handle:  # outside the run: not fenced
         handle.write("x")
@@ -385,7 +397,7 @@ def test_the_newest_attempt_keeps_writing(tmp_path):
     attempt_in(ckpt, "maze-grpo-old")
     newest = attempt_in(ckpt, "maze-grpo-new")
     module = fake_trainer_module()
-    train_job.guard_trainer(module, newest)
+    guard_trainer(module, newest)
     trainer = module.RayPPOTrainer(str(ckpt))
     trainer.global_step = 24
     trainer.save_checkpoints()
@@ -434,8 +446,8 @@ def test_a_newer_attempt_never_waits_on_an_older_one(tmp_path):
         worker.join(120)  # a liveness guard, not a measurement: a take that waited would never finish
         assert taken, "taking a generation waited on the older attempt"
         assert taken[0].generation == 2
-        assert train_job.superseded_by(older) is not None
-        assert train_job.superseded_by(taken[0]) is None
+        assert superseded_by(older) is not None
+        assert superseded_by(taken[0]) is None
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
@@ -445,7 +457,7 @@ def test_a_newer_attempt_never_waits_on_an_older_one(tmp_path):
 def test_two_attempts_racing_for_a_generation_get_different_ones(tmp_path, monkeypatch):
     ckpt = tmp_path / "ckpt"
     first = attempt_in(ckpt, "maze-grpo-a")
-    real = train_job.generations
+    real = generations
     listed = []
 
     def listing(directory):
@@ -453,7 +465,7 @@ def test_two_attempts_racing_for_a_generation_get_different_ones(tmp_path, monke
         listed.append(directory)
         return [] if len(listed) == 1 else real(directory)
 
-    monkeypatch.setattr(train_job, "generations", listing)
+    monkeypatch.setattr(skyrl_hp_job.attempts, "generations", listing)
     second = attempt_in(ckpt, "maze-grpo-b")
     assert (first.generation, second.generation) == (1, 2)
     assert sorted(p.name for p in (ckpt / ".skyrl-hp-attempts").iterdir()) == ["generation-1", "generation-2"]
@@ -462,34 +474,34 @@ def test_two_attempts_racing_for_a_generation_get_different_ones(tmp_path, monke
 def test_the_job_takes_its_generation_before_it_repairs_the_step_file(tmp_path, monkeypatch):
     ckpt = tmp_path / "ckpt"
     order: list[str] = []
-    monkeypatch.setattr(train_job, "take_generation", lambda *a: order.append("generation") or "attempt")
-    monkeypatch.setattr(train_job, "resume_point", lambda *a: order.append("repair"))
-    options = types.SimpleNamespace(overrides=((train_job.CKPT_PATH_KEY, str(ckpt)), (train_job.RUN_NAME_KEY, RUN)))
-    assert train_job.claim_run_checkpoints(options) == "attempt"
+    monkeypatch.setattr(skyrl_hp_job.attempts, "take_generation", lambda *a: order.append("generation") or "attempt")
+    monkeypatch.setattr(skyrl_hp_job.attempts, "resume_point", lambda *a: order.append("repair"))
+    options = types.SimpleNamespace(overrides=((CKPT_PATH_KEY, str(ckpt)), (RUN_NAME_KEY, RUN)))
+    assert claim_run_checkpoints(options) == "attempt"
     assert order == ["generation", "repair"]
 
 
 def test_another_runs_directory_gets_no_generation(tmp_path):
     ckpt = tmp_path / "ckpt"
-    train_job.claim_checkpoint_dir(ckpt, "other-run")
-    options = types.SimpleNamespace(overrides=((train_job.CKPT_PATH_KEY, str(ckpt)), (train_job.RUN_NAME_KEY, RUN)))
-    with pytest.raises(train_job.PrepareError, match="belongs to run 'other-run'"):
-        train_job.claim_run_checkpoints(options)
-    assert not (ckpt / train_job.ATTEMPTS_DIR).exists()  # the directory is untouched
+    claim_checkpoint_dir(ckpt, "other-run")
+    options = types.SimpleNamespace(overrides=((CKPT_PATH_KEY, str(ckpt)), (RUN_NAME_KEY, RUN)))
+    with pytest.raises(PrepareError, match="belongs to run 'other-run'"):
+        claim_run_checkpoints(options)
+    assert not (ckpt / ATTEMPTS_DIR).exists()  # the directory is untouched
 
 
 def test_the_submission_id_comes_from_the_ray_job_config():
     environ = {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"runtime_env": {}, "metadata": {"job_submission_id": "j-1"}})}
-    assert train_job.attempt_identity(environ)["submission_id"] == "j-1"
-    assert train_job.attempt_identity({})["submission_id"] is None
-    assert train_job.attempt_identity({"RAY_JOB_CONFIG_JSON_ENV_VAR": "not json"})["submission_id"] is None
+    assert attempt_identity(environ)["submission_id"] == "j-1"
+    assert attempt_identity({})["submission_id"] is None
+    assert attempt_identity({"RAY_JOB_CONFIG_JSON_ENV_VAR": "not json"})["submission_id"] is None
 
 
 # --- the watchdog's decisions, on a fake clock -------------------------------------------------------------------
 
 
 def watchdog(first: float = 100, step: float = 10) -> object:
-    return train_job.StallWatchdog(first_step_s=first, step_s=step, started=1000.0)
+    return StallWatchdog(first_step_s=first, step_s=step, started=1000.0)
 
 
 def test_the_first_step_has_its_own_bound():
@@ -530,14 +542,14 @@ def test_the_monitor_ends_the_driver_on_a_stall_or_a_newer_generation(tmp_path):
     ckpt = tmp_path / "ckpt"
     attempt = attempt_in(ckpt, "maze-grpo-a")
     now = [0.0]
-    monitor = train_job.AttemptMonitor(train_job.Guard(attempt, 100, 10), clock=lambda: now[0], end=None)
-    train_job.write_progress(attempt, "step_end", 5)
+    monitor = AttemptMonitor(Guard(attempt, 100, 10), clock=lambda: now[0], end=None)
+    write_progress(attempt, "step_end", 5)
     monitor.refresh()
     now[0] = 50
     assert monitor.decide(50) is None
     assert monitor.decide(60) is None
     line, code = monitor.decide(60.5)
-    assert code == train_job.STALL_EXIT_CODE and "after step 5" in line and "\n" not in line
+    assert code == STALL_EXIT_CODE and "after step 5" in line and "\n" not in line
     attempt_in(ckpt, "maze-grpo-b")
     monitor.refresh()
     line, code = monitor.decide(61)
@@ -547,13 +559,13 @@ def test_the_monitor_ends_the_driver_on_a_stall_or_a_newer_generation(tmp_path):
 # --- the worker hook travels by value ------------------------------------------------------------------------------
 
 
-def test_the_worker_hook_guards_the_trainer_in_a_process_that_cannot_import_train_job(tmp_path):
+def test_the_worker_hook_guards_the_trainer_in_a_process_that_cannot_import_the_job_package(tmp_path):
     ray = pytest.importorskip("ray")
     ckpt = tmp_path / "ckpt"
     attempt = attempt_in(ckpt, "maze-grpo-a")
     captured: dict = {}
     fake_ray = types.SimpleNamespace(cloudpickle=ray.cloudpickle, init=lambda **kwargs: captured.update(kwargs))
-    train_job.route_guard_to_workers(fake_ray, train_job.worker_setup_hook(attempt))
+    route_guard_to_workers(fake_ray, worker_setup_hook(attempt))
     fake_ray.init(runtime_env={"env_vars": {"A": "1"}}, log_to_driver=True)
     assert captured["runtime_env"]["env_vars"] == {"A": "1"} and captured["log_to_driver"] is True
     payload = tmp_path / "hook.pkl"
@@ -564,7 +576,8 @@ def test_the_worker_hook_guards_the_trainer_in_a_process_that_cannot_import_trai
     worker = textwrap.dedent(
         f"""
         import pickle, sys
-        assert "train_job" not in sys.modules
+        import importlib.util
+        assert importlib.util.find_spec("skyrl_hp_job") is None  # as on a worker pod, which does not mount it
         hook = pickle.loads(open({str(payload)!r}, "rb").read())
         hook()
         import skyrl.train.trainer as trainer
@@ -634,7 +647,7 @@ def test_the_command_line_takes_the_bounds(tmp_path):
         "--eval-seed", "42", "--skyrl-dir", "/skyrl", "--stall-timeout-first-step", "9360",
         "--stall-timeout-step", "1620",
     ]  # fmt: skip
-    options = train_job.parse_args(argv)
+    options = parse_args(argv)
     assert (options.stall_timeout_first_step, options.stall_timeout_step) == (9360, 1620)
-    with pytest.raises(train_job.UsageError, match="--stall-timeout-step: -1 must be a finite number"):
-        train_job.parse_args([*argv[:-1], "-1"])
+    with pytest.raises(UsageError, match="--stall-timeout-step: -1 must be a finite number"):
+        parse_args([*argv[:-1], "-1"])

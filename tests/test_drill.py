@@ -24,7 +24,7 @@ from drill.layout import (
     Entrypoint,
     PathMap,
     image_env,
-    load_train_job,
+    load_job_package,
     pod_mounts,
     prepare_job_state,
 )
@@ -33,6 +33,7 @@ from drill.scenarios import SCENARIOS, old_runtime_env_placement
 from drill.training_cluster import DOCKERFILE, GPU_BOUNDARY, RESUME, JobRun, boundary_summary, job_env, parse_stop
 from drill.training_cluster import TRAIN_ON_CPU as RUN_TRAIN_ON_CPU
 from skyrl_hyperpod.plumbing.upstream import SKYRL_VISGYM_EXAMPLE_PATH
+from skyrl_hyperpod.values.job_files import JOB_PACKAGE, read_job_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +70,26 @@ def test_pod_volumes_become_directories_and_the_job_script_a_file(manifests, tmp
     assert set(mounts) == {"/shared", "/opt/skyrl-job"}  # /dev/shm stays the machine's
     assert mounts["/shared"] == tmp_path / "volumes" / "pvc" / "fsx-shared"
     assert (mounts["/opt/skyrl-job"] / "train_job.py").read_text() == "print(1)\n"
+
+
+def test_the_job_package_is_mounted_at_its_paths_and_the_entrypoint_runs_from_the_mount(default_config, tmp_path):
+    files = read_job_files()
+    real = Manifests(tuple(doc for docs in synth(default_config, job_files=files).values() for doc in docs))
+    rayjob = real.rayjobs()[0]
+    mounts = pod_mounts(real.cluster_of(rayjob)["headGroupSpec"]["template"], tmp_path, real)
+    job_dir = mounts["/opt/skyrl-job"]
+    assert {path.relative_to(job_dir).as_posix(): path.read_text() for path in job_dir.rglob("*.py")} == files
+    entrypoint = Entrypoint.parse(
+        PathMap({**mounts, "/home/ray/SkyRL": tmp_path / "s"}).text(rayjob["spec"]["entrypoint"])
+    )
+    # Only the mount on the path, as on the head: the script's directory (sys.path[0]) holds the package.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, entrypoint.script, *entrypoint.args[: entrypoint.args.index("--")], "--dry-run", "--"],
+        capture_output=True, text=True, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"dry run: would run from {tmp_path / 's'}" in result.stderr
 
 
 # --- the cluster ----------------------------------------------------------------------------------------------
@@ -188,7 +209,7 @@ def test_prepared_state_is_what_train_job_py_accepts(manifests, tmp_path):
         {"/shared": tmp_path / "shared", "/opt/skyrl-job": script.parent, "/home/ray/SkyRL": tmp_path / "s"}
     )
     entrypoint = Entrypoint.parse(paths.text(rayjob["spec"]["entrypoint"]))
-    train_job = load_train_job(Path(entrypoint.script))
+    train_job = load_job_package(Path(entrypoint.script).parent / JOB_PACKAGE)
     example = tmp_path / "example"
     (example / SKYRL_VISGYM_EXAMPLE_PATH).mkdir(parents=True)
     for name in ("entrypoint.py", "dataset.py", "env_sft.py"):
@@ -391,8 +412,8 @@ def test_with_overrides_changes_only_the_named_skyrl_overrides(manifests, tmp_pa
     assert new.args[: new.args.index("--")] == old.args[: old.args.index("--")]
     assert edited["metadata"]["name"] == "other" and rayjob["metadata"]["name"] != "other"
     # train_job.py reads the edited entrypoint as SkyRL's overrides.
-    train_job = load_train_job(REPO_ROOT / "docker" / "train_job.py")
-    assert dict(train_job.parse_args(new.args).overrides)["trainer.resume_mode"] == "none"
+    train_job = load_job_package(REPO_ROOT / "docker" / JOB_PACKAGE)
+    assert dict(train_job.options.parse_args(new.args).overrides)["trainer.resume_mode"] == "none"
 
 
 class FakeTraining:

@@ -16,9 +16,10 @@ import pytest
 
 from drill import mlflow_tracking, scenarios, synth
 from drill.cpu_training import STEP_MARKER
-from drill.layout import PathMap, load_train_job
+from drill.layout import PathMap, load_job_package
 from drill.resume import overrides_of
 from drill.training_cluster import JobRun
+from skyrl_hyperpod.values.job_files import JOB_PACKAGE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 URI = "http://127.0.0.1:5123"
@@ -88,9 +89,13 @@ def attempt(*steps: tuple[int, float]) -> JobRun:
 
 def drill_for(default_config, tracked, tmp_path: Path, kept: str | None) -> Any:
     paths = PathMap({default_config.workloads.shared_mount_path: tmp_path})
-    job = load_train_job(REPO_ROOT / "docker" / "train_job.py")
+    job = load_job_package(REPO_ROOT / "docker" / JOB_PACKAGE)
     if kept is not None:
-        record = paths.path(overrides_of(tracked.rayjob)["trainer.ckpt_path"]) / job.ATTEMPTS_DIR / job.MLFLOW_RUN_FILE
+        record = (
+            paths.path(overrides_of(tracked.rayjob)["trainer.ckpt_path"])
+            / job.attempts.ATTEMPTS_DIR
+            / job.tracking.MLFLOW_RUN_FILE
+        )
         record.parent.mkdir(parents=True)
         record.write_text(json.dumps({"run_id": kept}), encoding="utf-8")
     return types.SimpleNamespace(training=types.SimpleNamespace(train_job=job, paths=paths))

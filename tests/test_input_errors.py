@@ -14,21 +14,25 @@ from skyrl_hyperpod.config import ConfigError
 from skyrl_hyperpod.config import images as images_module
 from skyrl_hyperpod.plumbing.errors import InputError
 from skyrl_hyperpod.plumbing.locations import CHECKOUT_ROOT
+from skyrl_hyperpod.values.job_files import read_job_files
 
 REPO_ROOT = CHECKOUT_ROOT
 
 
 def test_a_missing_training_script_is_an_input_error_not_a_config_error(tmp_path: Path) -> None:
-    sys.path.insert(0, str(REPO_ROOT))
-    try:
-        import k8s_app
-    finally:
-        sys.path.remove(str(REPO_ROOT))
     with pytest.raises(InputError) as raised:
-        k8s_app.read_job_script(tmp_path / "train_job.py")
+        read_job_files(tmp_path)
     assert not isinstance(raised.value, ConfigError)
     [line] = raised.value.problems
     assert "train_job.py" in line and "missing" in line
+
+
+def test_a_missing_training_package_is_an_input_error(tmp_path: Path) -> None:
+    (tmp_path / "train_job.py").write_text("print('stub')\n")
+    with pytest.raises(InputError) as raised:
+        read_job_files(tmp_path)
+    [line] = raised.value.problems
+    assert "skyrl_hp_job/__init__.py" in line and "missing" in line
 
 
 def test_an_input_error_no_command_catches_is_one_line_from_the_cli(

@@ -4,7 +4,6 @@ class on a file store in a temporary directory (no server: the drill runs `mlflo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 import textwrap
@@ -15,15 +14,12 @@ import mlflow
 import pytest
 from skyrl_tracking import tracking
 
+from skyrl_hp_job.attempts import AttemptSuperseded, attempt_identity, take_generation
+from skyrl_hp_job.errors import PrepareError
+from skyrl_hp_job.options import parse_args
+from skyrl_hp_job.tracking import start_mlflow_run
+from skyrl_hp_job.trainer_guard import GuardOnImport, arm_trainer_guard, guard_trainer
 from skyrl_hyperpod.ops import metrics
-
-TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
-_spec = importlib.util.spec_from_file_location("train_job", TRAIN_JOB)
-assert _spec is not None and _spec.loader is not None
-train_job = sys.modules.get("train_job") or importlib.util.module_from_spec(_spec)
-if "train_job" not in sys.modules:
-    sys.modules["train_job"] = train_job
-    _spec.loader.exec_module(train_job)
 
 FIXTURE_LOG = Path(__file__).parent / "fixtures" / "skyrl_visgym_console.log"
 PROJECT, RUN = "visgym-maze", "maze-grpo"
@@ -44,7 +40,7 @@ def store(tmp_path, monkeypatch):
 
 
 def options(ckpt: Path, *tags: tuple[str, str]):
-    return train_job.parse_args(
+    return parse_args(
         [
             *(
                 [
@@ -87,7 +83,7 @@ def options(ckpt: Path, *tags: tuple[str, str]):
 def attempt_in(ckpt: Path, submission: str):
     ckpt.mkdir(parents=True, exist_ok=True)
     environ = {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"metadata": {"job_submission_id": submission}})}
-    return train_job.take_generation(ckpt, train_job.attempt_identity(environ))
+    return take_generation(ckpt, attempt_identity(environ))
 
 
 def trainer_module() -> types.ModuleType:
@@ -135,10 +131,10 @@ def history(client, run_id: str, key: str = metrics.REWARD) -> list[tuple[int, f
 def test_a_retry_resumes_the_run_kept_beside_the_checkpoints(tmp_path, store):
     ckpt = tmp_path / "ckpt"
     tags = (("skyrl_hp.rayjob", "skyrl-visgym-maze-grpo"), ("skyrl_hp.image_tag", "v1"))
-    first = train_job.start_mlflow_run(options(ckpt, *tags), attempt_in(ckpt, "job-a"), store)
+    first = start_mlflow_run(options(ckpt, *tags), attempt_in(ckpt, "job-a"), store)
     kept = json.loads((ckpt / ".skyrl-hp-attempts" / "mlflow-run.json").read_text())
     assert kept == {"run_id": first}
-    retry = train_job.start_mlflow_run(options(ckpt, *tags), attempt_in(ckpt, "job-b"), store)
+    retry = start_mlflow_run(options(ckpt, *tags), attempt_in(ckpt, "job-b"), store)
     assert retry == first
     run = store.get_run(first)
     assert run.info.run_name == RUN
@@ -150,10 +146,10 @@ def test_a_retry_resumes_the_run_kept_beside_the_checkpoints(tmp_path, store):
 
 def test_a_deleted_kept_run_is_refused_in_one_line(tmp_path, store):
     ckpt = tmp_path / "ckpt"
-    run_id = train_job.start_mlflow_run(options(ckpt), attempt_in(ckpt, "job-a"), store)
+    run_id = start_mlflow_run(options(ckpt), attempt_in(ckpt, "job-a"), store)
     store.delete_run(run_id)
-    with pytest.raises(train_job.PrepareError) as refused:
-        train_job.start_mlflow_run(options(ckpt), attempt_in(ckpt, "job-b"), store)
+    with pytest.raises(PrepareError) as refused:
+        start_mlflow_run(options(ckpt), attempt_in(ckpt, "job-b"), store)
     assert "\n" not in str(refused.value)
     assert f"MLflow run {run_id}" in str(refused.value) and "is deleted" in str(refused.value)
 
@@ -163,11 +159,9 @@ def test_skyrls_logger_resumes_the_run_the_hook_names(tmp_path, store):
     into the kept run instead of starting a new one."""
     ckpt = tmp_path / "ckpt"
     attempt = attempt_in(ckpt, "job-a")
-    run_id = train_job.start_mlflow_run(options(ckpt), attempt, store)
-    train_job.arm_trainer_guard(
-        {"ckpt_dir": attempt.ckpt_dir, "generation": attempt.generation, "label": attempt.label}, run_id
-    )
-    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, train_job.GuardOnImport)]
+    run_id = start_mlflow_run(options(ckpt), attempt, store)
+    arm_trainer_guard({"ckpt_dir": attempt.ckpt_dir, "generation": attempt.generation, "label": attempt.label}, run_id)
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, GuardOnImport)]
     tracker = tracking.Tracking(PROJECT, RUN, backend="mlflow")
     tracker.log({metrics.REWARD: 0.5}, step=3)
     tracker.finish()
@@ -180,9 +174,9 @@ def test_a_superseded_attempt_logs_nothing_to_the_shared_run(tmp_path, store, ca
     Tracking.__del__ ends the run. Fenced, neither reaches the run the newer attempt is logging to."""
     ckpt = tmp_path / "ckpt"
     older = attempt_in(ckpt, "job-old")
-    run_id = train_job.start_mlflow_run(options(ckpt), older, store)
+    run_id = start_mlflow_run(options(ckpt), older, store)
     module = trainer_module()
-    train_job.guard_trainer(module, older)
+    guard_trainer(module, older)
     monkeypatch.setenv("MLFLOW_RUN_ID", run_id)  # what the worker hook sets in the trainer's process
     stale = module.RayPPOTrainer(tracking.Tracking(PROJECT, RUN, backend="mlflow"))
     assert mlflow.active_run().info.run_id == run_id
@@ -190,12 +184,12 @@ def test_a_superseded_attempt_logs_nothing_to_the_shared_run(tmp_path, store, ca
     stale.tracker.log({metrics.REWARD: 0.25}, step=1)
 
     newer = attempt_in(ckpt, "job-new")
-    assert train_job.start_mlflow_run(options(ckpt), newer, store) == run_id
+    assert start_mlflow_run(options(ckpt), newer, store) == run_id
     store.log_metric(run_id, metrics.REWARD, 0.5, step=2)  # the newer attempt's step 2, from its own process
 
     stale.global_step, stale.all_metrics = 2, {metrics.REWARD: 0.99}
     stale.flush_pending_metrics()
-    with pytest.raises(train_job.AttemptSuperseded):
+    with pytest.raises(AttemptSuperseded):
         stale.tracker.log({metrics.REWARD: 0.98}, step=3)
     stale.tracker.finish()
     assert history(store, run_id) == [(1, 0.25), (2, 0.5)]

@@ -16,11 +16,9 @@ Each case also runs docker/train_job.py's check first, as the RayJob's entrypoin
 from __future__ import annotations
 
 import ast
-import importlib.util
 import io
 import os
 import pickle
-import sys
 import types
 import zipfile
 from importlib import util
@@ -28,12 +26,10 @@ from pathlib import Path
 
 import pytest
 
-TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
-_spec = importlib.util.spec_from_file_location("train_job", TRAIN_JOB)
-assert _spec is not None and _spec.loader is not None
-train_job = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("train_job", train_job)
-_spec.loader.exec_module(train_job)
+from skyrl_hp_job.attempts import ATTEMPTS_DIR, AttemptSuperseded, take_generation
+from skyrl_hp_job.errors import PrepareError
+from skyrl_hp_job.resume import RUN_MARKER, claim_checkpoint_dir
+from skyrl_hp_job.trainer_guard import FencedIO
 
 RUN = "maze-grpo"
 INTERVAL = 20
@@ -169,30 +165,30 @@ def save(ckpt: Path, step: int, *, complete: bool = True) -> None:
 
 def test_a_first_attempt_starts_at_step_one(skyrl, tmp_path):
     ckpt = tmp_path / "runs" / RUN / "ckpt"
-    assert train_job.claim_checkpoint_dir(ckpt, RUN) is None
-    assert (ckpt / train_job.RUN_MARKER).is_file()
+    assert claim_checkpoint_dir(ckpt, RUN) is None
+    assert (ckpt / RUN_MARKER).is_file()
     assert resume_step(skyrl, ckpt) == 1
 
 
 def test_a_retry_resumes_after_the_newest_complete_checkpoint_not_a_half_written_one(skyrl, tmp_path):
     ckpt = tmp_path / "ckpt"
-    train_job.claim_checkpoint_dir(ckpt, RUN)
+    claim_checkpoint_dir(ckpt, RUN)
     save(ckpt, 16)
     save(ckpt, 20)
     save(ckpt, 24, complete=False)  # the driver died while writing step 24
-    assert train_job.claim_checkpoint_dir(ckpt, RUN) == 20
+    assert claim_checkpoint_dir(ckpt, RUN) == 20
     assert resume_step(skyrl, ckpt) == 21
 
 
 def test_a_step_file_truncated_by_a_crash_is_repaired_to_the_newest_complete_checkpoint(skyrl, tmp_path):
     ckpt = tmp_path / "ckpt"
-    train_job.claim_checkpoint_dir(ckpt, RUN)
+    claim_checkpoint_dir(ckpt, RUN)
     save(ckpt, 16)
     save(ckpt, 20)
     (ckpt / "latest_ckpt_global_step.txt").write_text("")  # SkyRL's open("w") truncated it, then the node died
     with pytest.raises(ValueError):  # what SkyRL alone does on every retry
         resume_step(skyrl, ckpt)
-    assert train_job.claim_checkpoint_dir(ckpt, RUN) == 20
+    assert claim_checkpoint_dir(ckpt, RUN) == 20
     assert resume_step(skyrl, ckpt) == 21
 
 
@@ -203,7 +199,7 @@ def test_a_step_file_naming_an_incomplete_checkpoint_is_pointed_back_at_the_newe
     # SkyRL writes the step file after trainer_state.pt, but a node lost before its page cache reached the shared
     # file system can leave the step file without the state it names.
     ckpt = tmp_path / "ckpt"
-    train_job.claim_checkpoint_dir(ckpt, RUN)
+    claim_checkpoint_dir(ckpt, RUN)
     save(ckpt, 16)
     save(ckpt, 20)
     state = ckpt / "global_step_20" / "trainer_state.pt"
@@ -213,27 +209,27 @@ def test_a_step_file_naming_an_incomplete_checkpoint_is_pointed_back_at_the_newe
         state.write_bytes(state.read_bytes()[:-30])
     with pytest.raises((FileNotFoundError, zipfile.BadZipFile)):  # what SkyRL alone does on every retry
         resume_step(skyrl, ckpt)
-    assert train_job.claim_checkpoint_dir(ckpt, RUN) == 16
+    assert claim_checkpoint_dir(ckpt, RUN) == 16
     assert (ckpt / "latest_ckpt_global_step.txt").read_text() == "16"
     assert resume_step(skyrl, ckpt) == 17
 
 
 def test_a_step_file_with_no_complete_checkpoint_left_is_removed(skyrl, tmp_path):
     ckpt = tmp_path / "ckpt"
-    train_job.claim_checkpoint_dir(ckpt, RUN)
+    claim_checkpoint_dir(ckpt, RUN)
     save(ckpt, 20)
     (ckpt / "global_step_20" / "trainer_state.pt").unlink()
-    assert train_job.claim_checkpoint_dir(ckpt, RUN) is None
+    assert claim_checkpoint_dir(ckpt, RUN) is None
     assert not (ckpt / "latest_ckpt_global_step.txt").exists()
     assert resume_step(skyrl, ckpt) == 1
 
 
 def test_another_runs_checkpoint_directory_is_refused_in_one_line(tmp_path):
     ckpt = tmp_path / "ckpt"
-    train_job.claim_checkpoint_dir(ckpt, "other-run")
+    claim_checkpoint_dir(ckpt, "other-run")
     save(ckpt, 40)
-    with pytest.raises(train_job.PrepareError) as refused:
-        train_job.claim_checkpoint_dir(ckpt, RUN)
+    with pytest.raises(PrepareError) as refused:
+        claim_checkpoint_dir(ckpt, RUN)
     message = str(refused.value)
     assert "\n" not in message
     assert "belongs to run 'other-run'" in message and f"not {RUN!r}" in message
@@ -242,8 +238,8 @@ def test_another_runs_checkpoint_directory_is_refused_in_one_line(tmp_path):
 def test_checkpoints_without_a_marker_are_refused(tmp_path):
     ckpt = tmp_path / "ckpt"
     save(ckpt, 40)
-    with pytest.raises(train_job.PrepareError, match="holds checkpoints .global_step_40. of a run it does not name"):
-        train_job.claim_checkpoint_dir(ckpt, RUN)
+    with pytest.raises(PrepareError, match="holds checkpoints .global_step_40. of a run it does not name"):
+        claim_checkpoint_dir(ckpt, RUN)
 
 
 def test_skyrl_itself_would_resume_from_another_runs_checkpoint(skyrl, tmp_path):
@@ -259,13 +255,13 @@ def test_a_superseded_attempt_cannot_move_the_step_file_and_its_attempt_records_
     # on and saves global_step_20. Attempt 1's late write of the step file is refused by the fence, and SkyRL's own
     # discovery resumes after attempt 2's checkpoint with the attempt records beside the checkpoints.
     ckpt = tmp_path / "ckpt"
-    train_job.claim_checkpoint_dir(ckpt, RUN)
-    older = train_job.take_generation(ckpt, {"submission_id": "maze-grpo-aaaaa"})
+    claim_checkpoint_dir(ckpt, RUN)
+    older = take_generation(ckpt, {"submission_id": "maze-grpo-aaaaa"})
     save(ckpt, 16)
-    train_job.take_generation(ckpt, {"submission_id": "maze-grpo-bbbbb"})
+    take_generation(ckpt, {"submission_id": "maze-grpo-bbbbb"})
     save(ckpt, 20)
-    late = train_job.FencedIO(LocalIO, older)
-    with pytest.raises(train_job.AttemptSuperseded, match="superseded by generation 2 .submission maze-grpo-bbbbb"):
+    late = FencedIO(LocalIO, older)
+    with pytest.raises(AttemptSuperseded, match="superseded by generation 2 .submission maze-grpo-bbbbb"):
         late.open_file(str(ckpt / "latest_ckpt_global_step.txt"), "w")
-    assert (ckpt / train_job.ATTEMPTS_DIR / "generation-2").is_file()
+    assert (ckpt / ATTEMPTS_DIR / "generation-2").is_file()
     assert resume_step(skyrl, ckpt) == 21

@@ -25,6 +25,7 @@ from charts.constructs.ray_pods import RayPodProps, ray_pod_template
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import CliState
 from skyrl_hyperpod.config import ConfigError, validate_config
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,9 @@ WITH_SECRETS = {"training": {"jobs": {"secret_env": SECRET_ENV}}}
 
 def synth(overrides: dict) -> dict[str, list[dict]]:
     config = validate_config(overrides)
-    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script="print('stub')\n")
+    inputs = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: "print('stub')\n"}
+    )
     return {chart.node.id: chart.to_json() for chart in build_charts(cdk8s.App(), inputs)}
 
 

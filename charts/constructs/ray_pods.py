@@ -50,10 +50,12 @@ class SharedVolume:
 
 @dataclass(frozen=True)
 class ScriptVolume:
-    """A ConfigMap mounted as a directory (no subPath, so an update reaches running pods)."""
+    """A ConfigMap mounted as a directory (no subPath, so an update reaches running pods), each key at its path
+    (items: a key cannot hold the '/' of a file in a subdirectory)."""
 
     config_map: str
     mount_path: str
+    items: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,14 @@ def ray_pod_template(props: RayPodProps) -> dict:
     if props.script:
         mounts.append({"name": JOB_SCRIPT_VOLUME, "mountPath": props.script.mount_path, "readOnly": True})
         volumes.append(
-            {"name": JOB_SCRIPT_VOLUME, "configMap": {"name": props.script.config_map, "defaultMode": 0o444}}
+            {
+                "name": JOB_SCRIPT_VOLUME,
+                "configMap": {
+                    "name": props.script.config_map,
+                    "defaultMode": 0o444,
+                    "items": [{"key": key, "path": path} for key, path in props.script.items],
+                },
+            }
         )
     security: dict = {"allowPrivilegeEscalation": False}
     if props.run_as:

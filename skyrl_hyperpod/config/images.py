@@ -258,7 +258,7 @@ class TrainingImageConfig(StrictModel):
 
 def image_input_files(context_dir: Path = DOCKER_DIR) -> list[Path]:
     """The files whose bytes end up shaping the image: the Dockerfile, the .dockerignore and every
-    file the .dockerignore re-includes with `!name`. Everything else in docker/ (train_job.py,
+    file the .dockerignore re-includes with `!name`. Everything else in docker/ (train_job.py and its package,
     README.md) stays out of the build context, so editing it never changes the tag."""
     dockerfile = context_dir / "Dockerfile"
     dockerignore = context_dir / ".dockerignore"

@@ -68,7 +68,7 @@ MAX_STEP_SECONDS = 86_400
 # The OpenAI API's range (https://platform.openai.com/docs/api-reference/chat/create), which vLLM's server follows:
 # above 2 sampling is close to uniform over the vocabulary. The training knob and `serve query --temperature`.
 MAX_SAMPLING_TEMPERATURE = 2.0
-# The stall watchdog in docker/train_job.py ends an attempt whose trainer finishes no step within a bound.
+# The stall watchdog (docker/skyrl_hp_job/watchdog.py) ends an attempt whose trainer finishes no step within a bound.
 # Between two step ends a later step can also run an evaluation (every eval_interval steps), a checkpoint and
 # an adapter export, and a multi-turn rollout's length varies: three step times. The first step also waits for
 # SkyRL's placement group (SKYRL_RAY_PG_TIMEOUT_IN_S, which must fail first, with SkyRL's own message), then
@@ -453,7 +453,7 @@ class TrainingJobsConfig(StrictModel):
     stall_timeout_first_step_s: int | None = Field(
         default=None,
         ge=0,
-        description="The job's stall watchdog (docker/train_job.py) ends an attempt whose trainer has not finished "
+        description="The job's stall watchdog (docker/skyrl_hp_job/watchdog.py) ends an attempt whose trainer has not finished "
         "its first step this long after SkyRL starts; KubeRay retries it on a fresh cluster and it resumes from "
         "the newest checkpoint. Default: placement_group_timeout_seconds (SkyRL's own GPU wait fails first) plus "
         f"{STALL_FIRST_STEP_TIMES} x estimated_step_seconds (model load from FSx, vLLM start, evaluation before "

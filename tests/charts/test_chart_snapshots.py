@@ -14,6 +14,7 @@ import pytest
 
 from charts import ChartInputs, build_charts
 from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 STUB_SCRIPT = "print('train_job stub')\n"
@@ -23,7 +24,9 @@ CHART_IDS = ("01-platform", "03-rayjobs", "04-publish-adapter", "05-rayservice")
 def synth(config) -> dict[str, list[dict]]:
     """Manifests with the training image tag masked: it is a digest of docker/, asserted
     in tests/charts/test_charts.py, and editing the Dockerfile must not churn these snapshots."""
-    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
+    inputs = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: STUB_SCRIPT}
+    )
     charts = {chart.node.id: chart.to_json() for chart in build_charts(cdk8s.App(), inputs)}
     tag = config.training_image.tag
     return json.loads(json.dumps(charts).replace(f":{tag}", ":<training-image-tag>"))

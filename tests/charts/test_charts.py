@@ -18,9 +18,11 @@ from chart_helpers import STUB_SCRIPT, objects, one, synth
 
 from charts import ChartInputs, serve_config
 from charts.rayjob import entrypoint
+from drill.layout import write_config_map
 from skyrl_hyperpod.config import INSTANCE_CATALOG, ConfigError, validate_config
 from skyrl_hyperpod.config.serving import training_head_size
 from skyrl_hyperpod.config.training_runs import resolve_runs
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME, read_job_files
 from skyrl_hyperpod.values.stack_outputs import OutputKey, StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -252,14 +254,16 @@ def test_the_serving_engine_profiles_for_the_training_conversations(default_char
 def test_entrypoint_is_accepted_by_the_training_script(default_config):
     script = REPO_ROOT / "docker" / "train_job.py"
     (run,) = resolve_runs(default_config.training, default_config.hyperpod, default_config.workloads)
-    inputs = ChartInputs(config=default_config, outputs=StackOutputs.placeholder(default_config), job_script="")
+    inputs = ChartInputs(
+        config=default_config, outputs=StackOutputs.placeholder(default_config), job_files={JOB_SCRIPT_NAME: ""}
+    )
     words = shlex.split(entrypoint(inputs, run))
     words = words[words.index("python") :]
     sys.path.insert(0, str(script.parent))
     try:
-        import train_job
+        from skyrl_hp_job.options import parse_args
 
-        options = train_job.parse_args(words[2:])
+        options = parse_args(words[2:])
     finally:
         sys.path.remove(str(script.parent))
     assert str(options.model_dir) == "/shared/models/visgym-sft"
@@ -543,7 +547,21 @@ def test_k8s_app_writes_one_file_per_chart_and_reports_placeholders(tmp_path):
     ]
     platform = list(yaml.safe_load_all((tmp_path / "out" / "01-platform.k8s.yaml").read_text()))
     config_map = next(doc for doc in platform if doc["kind"] == "ConfigMap")
-    assert config_map["data"]["train_job.py"] == (REPO_ROOT / "docker" / "train_job.py").read_text()
+    # The head's volume projects the ConfigMap's keys at their paths: train_job.py and its package, as in docker/.
+    rayjobs = yaml.safe_load_all((tmp_path / "out" / "03-rayjobs.k8s.yaml").read_text())
+    volumes = [
+        volume["configMap"]
+        for job in rayjobs
+        for volume in job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["volumes"]
+        if volume.get("configMap", {}).get("name") == config_map["metadata"]["name"]
+    ]
+    assert volumes
+    mount = tmp_path / "mount"
+    write_config_map(config_map, mount, volumes[0]["items"])
+    projected = {path.relative_to(mount).as_posix(): path.read_text() for path in mount.rglob("*.py")}
+    assert projected == read_job_files() and "skyrl_hp_job/main.py" in projected
+    usage = subprocess.run([sys.executable, str(mount / JOB_SCRIPT_NAME)], capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stderr.startswith("train_job: error: the following arguments are required")
 
 
 def test_k8s_app_rejects_a_bad_config_in_one_line(tmp_path):
@@ -634,7 +652,7 @@ def test_a_pod_requests_efa_only_with_the_environment_and_image_that_make_nccl_u
     config = validate_config(overrides)
     spec = config.hyperpod.worker_group.spec
     training_image = ChartInputs(
-        config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT
+        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: STUB_SCRIPT}
     ).training_image
     requesting = 0
     for template in ray_pod_templates(synth(config)):

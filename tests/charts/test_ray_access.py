@@ -22,6 +22,7 @@ from charts.constructs.kuberay_resources import INTERNAL_LOAD_BALANCER_ANNOTATIO
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.config.names import KUBERAY_NAMESPACE
 from skyrl_hyperpod.validation import validate_manifests
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 GCS, DASHBOARD, CLIENT, SERVE, METRICS = 6379, 8265, 10001, 8000, 8080
@@ -255,7 +256,9 @@ def test_load_balancer_head_is_internal_with_source_ranges(ranges, expected):
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_manifests_pass_the_validation_step(name):
     config = validate_config(VARIANTS[name])
-    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
+    inputs = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: STUB_SCRIPT}
+    )
     assert validate_manifests(manifests(build_charts(cdk8s.App(), inputs)), config=config) == []
 
 

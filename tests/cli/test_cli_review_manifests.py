@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,9 @@ WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 
 def write_dist(directory: Path, overrides: dict) -> Path:
     config = validate_config(overrides)
-    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script="print('stub')\n")
+    inputs = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: "print('stub')\n"}
+    )
     (directory / "dist").mkdir(parents=True)
     for chart in build_charts(cdk8s.App(), inputs):
         (directory / "dist" / f"{chart.node.id}.k8s.yaml").write_text(yaml.safe_dump_all(chart.to_json()))

@@ -263,7 +263,7 @@ def test_serve_up_with_serving_off_is_bad_input(kube, tmp_path, dist):
 
 ANSWER = {"choices": [{"message": {"role": "assistant", "content": "('move', 3)"}}]}
 FRAME = "data:image/png;base64," + base64.b64encode(PNG).decode()
-# A run's query example as docker/train_job.py writes it (tests/test_train_job.py checks the writer).
+# A run's query example as docker/train_job.py writes it (tests/test_train_job_checkpoint_check.py checks the writer).
 EXAMPLE = {
     "env_id": "maze_2d/easy",
     "seed": 42,

@@ -8,6 +8,7 @@ from skyrl_hyperpod.config import ConfigError, validate_config
 from skyrl_hyperpod.config.serving import VLLM_LORA_RANKS, effective_max_lora_rank, publications, training_head_size
 from skyrl_hyperpod.config.training import DERIVED_KEYS, OVERRIDABLE_KEYS
 from skyrl_hyperpod.config.training_runs import resolve_runs
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 
 
 def problems_for(data: dict) -> list[str]:
@@ -498,7 +499,9 @@ def test_a_smaller_gpu_node_gets_shared_memory_that_fits_it(instance_type):
 
     from charts import ChartInputs, build_charts
 
-    inputs = ChartInputs(config=config, outputs=deployed_outputs(config), job_script="print('stub')\n")
+    inputs = ChartInputs(
+        config=config, outputs=deployed_outputs(config), job_files={JOB_SCRIPT_NAME: "print('stub')\n"}
+    )
     limits = {
         chart.node.id: [
             volume["emptyDir"]["sizeLimit"]

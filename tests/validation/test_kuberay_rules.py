@@ -25,6 +25,7 @@ from charts.raycluster import training_cluster_spec
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.validation import CheckSkipped, cel_rules, kuberay_operator, validate_manifests, validation_report
 from skyrl_hyperpod.validation import crds as crd_module
+from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 STUB_SCRIPT = "print('train_job stub')\n"
@@ -41,7 +42,9 @@ def isolated_environment(monkeypatch):
 
 def chart_manifests(overrides: dict) -> tuple[object, list[dict]]:
     config = validate_config(overrides)
-    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
+    inputs = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: STUB_SCRIPT}
+    )
     return config, manifests(build_charts(cdk8s.App(), inputs))
 
 
@@ -501,7 +504,9 @@ def test_a_service_name_kuberay_refuses(charts):
 )
 def test_ray_job_construct_with_a_submission_mode_kuberay_refuses(mode, cluster, backoff, path, message):
     config = validate_config(SELF_CONTAINED)
-    inputs = ChartInputs(config=config, outputs=StackOutputs.placeholder(config), job_script=STUB_SCRIPT)
+    inputs = ChartInputs(
+        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: STUB_SCRIPT}
+    )
     chart = cdk8s.Chart(cdk8s.App(), "jobs")
     props = RayJobProps(
         entrypoint="python -c pass",
