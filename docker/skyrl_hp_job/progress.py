@@ -38,18 +38,29 @@ def _ignore_event(*args: Any) -> None:
     return None
 
 
+# The attempt's first finished step, said once in the driver log: `skyrl-hp train timeline` reads its time there
+# (skyrl_hyperpod/ops/start_timeline.py), as SkyRL prints its own `Step N:` line only with trainer.logger=console.
+FIRST_STEP_DONE = "first step of this attempt done: global step "
+
+
 class ProgressCallback:
     """A SkyRL TrainingCallback by shape (SkyRL's CallbackHandler calls every on_* event on each callback): records
-    the trainer's start, each finished step and its end in the attempt's progress file, for the driver's watchdog."""
+    the trainer's start, each finished step and its end in the attempt's progress file, for the driver's watchdog,
+    and says when the attempt's first step finished."""
 
     def __init__(self, attempt: Attempt) -> None:
         self.attempt = attempt
+        self.stepped = False
 
     def on_train_start(self, trainer: Any, callback_input: Any, control: Any) -> None:
         write_progress(self.attempt, "train_start", int(callback_input.global_step))
 
     def on_step_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
-        write_progress(self.attempt, "step_end", int(callback_input.global_step))
+        step = int(callback_input.global_step)
+        write_progress(self.attempt, "step_end", step)
+        if not self.stepped:
+            self.stepped = True
+            log(f"{FIRST_STEP_DONE}{step}")
 
     def on_train_end(self, trainer: Any, callback_input: Any, control: Any) -> None:
         write_progress(self.attempt, "train_end", int(callback_input.global_step))

@@ -6,7 +6,7 @@ Each milestone is read where it is recorded:
   `<cluster>-head-<suffix>` and `<cluster>-<group>-worker-<suffix>` (ray-operator/controllers/ray/utils/util.go,
   `PodGenerateName`). The API server keeps events for an hour by default (kube-apiserver `--event-ttl`), so an
   older start shows those milestones as not recorded.
-- the preparation, from `docker/train_job.py`'s own lines (`train_job: ...`) in the driver log, and the attempt's
+- the preparation, from the job script's own lines (docker/skyrl_hp_job) (`train_job: ...`) in the driver log, and the attempt's
   first step, which train_job's progress callback reports from the trainer's process whatever `trainer.logger` is
   (SkyRL prints its `Step N:` line only with the console logger).
 - SkyRL's, from the lines it logs at the release the image pins: `HTTP Inference: proxy_url=...` once every vLLM
@@ -56,7 +56,8 @@ MILESTONES = (
 # Kubernetes' `timestamps=true` prefix: RFC 3339 with up to nanoseconds, then one space.
 _STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}:\d{2}) ")
 _TRAIN_JOB = "train_job: "
-# docker/train_job.py's ProgressCallback, on the attempt's first finished step.
+# docker/skyrl_hp_job/progress.py's FIRST_STEP_DONE, said once per attempt (tests/cli/test_cli_train_timeline.py reads
+# the callback's own line).
 _FIRST_STEP_DONE = "first step of this attempt done: global step "
 _STEP = re.compile(r"(?:^|\s-\s)Step (\d+): ?$")
 _ENGINES = ("HTTP Inference: proxy_url=", "slept inference engines after startup")
@@ -150,6 +151,28 @@ def event_marks(events: Iterable[dict[str, Any]], ray_cluster: str | None) -> di
     return marks
 
 
+_FOUND = "already on the shared file system"
+
+
+def _train_job_marks(said: str) -> list[tuple[str, str]]:
+    """The milestones (name, detail) one of train_job's own lines marks."""
+    if said.startswith("checkpoint ") and "already prepared" in said:
+        datasets = [(DATASETS_PREPARED, _FOUND)] if " and datasets " in said else []
+        return [(MODEL_DOWNLOADED, _FOUND), *datasets]
+    if said.startswith("datasets ") and "already prepared" in said:
+        return [(DATASETS_PREPARED, _FOUND)]
+    if said.startswith(_FIRST_STEP_DONE):
+        return [
+            (FIRST_STEP, f"train_job: the attempt's first step (global step {said[len(_FIRST_STEP_DONE) :]}) ended")
+        ]
+    if said.startswith("starting SkyRL from "):
+        return [
+            (DATASETS_PREPARED, "generated (train_job starts SkyRL after them)"),
+            (SKYRL_STARTED, "train_job started SkyRL"),
+        ]
+    return []
+
+
 def log_marks(lines: Iterable[str]) -> dict[str, Mark]:
     """The preparation's and SkyRL's milestones in a driver log whose lines carry Kubernetes' timestamps."""
     marks: dict[str, Mark] = {}
@@ -174,21 +197,8 @@ def log_marks(lines: Iterable[str]) -> dict[str, Mark]:
             if downloading:
                 mark(MODEL_DOWNLOADED, at, "the download ended (train_job's next step began)")
                 downloading = False
-            if said.startswith("checkpoint ") and "already prepared" in said:
-                mark(MODEL_DOWNLOADED, at, "already on the shared file system")
-                if " and datasets " in said:
-                    mark(DATASETS_PREPARED, at, "already on the shared file system")
-            elif said.startswith("datasets ") and "already prepared" in said:
-                mark(DATASETS_PREPARED, at, "already on the shared file system")
-            elif said.startswith(_FIRST_STEP_DONE):
-                mark(
-                    FIRST_STEP,
-                    at,
-                    f"train_job: the attempt's first step (global step {said[len(_FIRST_STEP_DONE) :]}) ended",
-                )
-            elif said.startswith("starting SkyRL from "):
-                mark(DATASETS_PREPARED, at, "generated (train_job starts SkyRL after them)")
-                mark(SKYRL_STARTED, at, "train_job started SkyRL")
+            for name, detail in _train_job_marks(said):
+                mark(name, at, detail)
         elif any(said in line for said in _ENGINES):
             mark(ENGINES_READY, at, "SkyRL: the inference engines are up (colocated: then slept)")
         elif _MODELS in line:

@@ -6,6 +6,7 @@ API server of tests/fake_kube.py) or from saved files. The fixtures hold events 
 from __future__ import annotations
 
 import json
+import types
 from datetime import UTC, datetime
 
 import pytest
@@ -15,6 +16,8 @@ from conftest import REPO_ROOT
 from deployed_cluster import NAMESPACE
 from fake_kube import FakeKube, pod
 
+from skyrl_hp_job.attempts import attempt_identity, take_generation
+from skyrl_hp_job.progress import ProgressCallback
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.cli.common import CliState
 from skyrl_hyperpod.ops import start_timeline as tl
@@ -104,6 +107,22 @@ def test_engines_are_ready_when_the_router_is_up_colocated_or_not():
     )
     assert colocated[tl.ENGINES_READY].at == at("2026-12-04T11:02:00")  # up, then slept: up is the milestone
     assert tl.log_marks([f"2026-12-04T11:02:03Z {SLEPT}"])[tl.ENGINES_READY].at == at("2026-12-04T11:02:03")
+
+
+def test_the_attempts_first_step_is_read_from_train_jobs_own_line(tmp_path, capsys):
+    """With trainer.logger=mlflow SkyRL prints no `Step N:` line: the first step is the line train_job's progress
+    callback says once, from the trainer's process (Ray's prefix before it)."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    environ = {"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"metadata": {"job_submission_id": "maze-grpo-bcdfg"}})}
+    callback = ProgressCallback(take_generation(ckpt, attempt_identity(environ)))
+    for step in (3, 4):  # a resumed attempt: its first step is the run's step 3
+        callback.on_step_end(None, types.SimpleNamespace(global_step=step), None)
+    said = [line for line in capsys.readouterr().err.splitlines() if "first step" in line]
+    assert len(said) == 1  # once per attempt, not per step
+    lines = [f"2026-12-04T11:05:00Z (skyrl_entrypoint pid=2871) {said[0]}"]
+    mark = tl.log_marks(lines)[tl.FIRST_STEP]
+    assert mark.at == at("2026-12-04T11:05:00") and "global step 3" in mark.detail
 
 
 def test_a_log_without_timestamps_is_refused():
