@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from fake_checkpoint import write_fake_vision_language
 from pydantic import ValidationError
+from train_job_stand_ins import argv_for
 
 import skyrl_hp_job.attempts
 from skyrl_hp_job.attempts import (
@@ -175,18 +176,7 @@ def job(tmp_path):
     shared = tmp_path / "shared"
     checkout, packages = write_fake_skyrl(tmp_path)
     ckpt = shared / "runs" / RUN / "ckpt"
-    argv = [
-        "--shared-dir", str(shared),
-        "--model-repo", "VisGym/visgym_model",
-        "--model-subfolder", "mixed_qwen3vl",
-        "--model-dir", str(shared / "models" / "visgym-sft"),
-        "--data-dir", str(shared / "datasets" / "visgym-maze"),
-        "--env-id", "maze_2d/easy",
-        "--train-rows", "8",
-        "--eval-rows", "4",
-        "--eval-seed", "42",
-        "--skyrl-dir", str(checkout),
-    ]  # fmt: skip
+    argv = argv_for(shared, checkout)
     options = parse_args(argv)
     options.model_dir.mkdir(parents=True)
     _write_marker(options.model_dir, options.model_inputs)
