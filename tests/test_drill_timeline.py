@@ -10,6 +10,7 @@ import sys
 import types
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,9 +50,13 @@ def attempt(lines: list[tuple[float, str]]) -> JobRun:
                   stamped(lines), LAUNCHED)  # fmt: skip
 
 
+def drill_in(run_dir: Path) -> Any:
+    """What the check reads of the drill: its run directory."""
+    return types.SimpleNamespace(run_dir=run_dir)
+
+
 def check(tmp_path: Path, lines: list[tuple[float, str]]):
-    drill = types.SimpleNamespace(run_dir=tmp_path)
-    return first_step_timeline.check(drill, (attempt(lines), attempt([])))
+    return first_step_timeline.check(drill_in(tmp_path), (attempt(lines), attempt([])))
 
 
 def test_the_stamp_is_the_prefix_kubectl_logs_timestamps_prints_and_the_timeline_reads():
@@ -105,9 +110,8 @@ def test_milestones_out_of_order_fail():
 
 
 def test_a_log_without_timestamps_fails_with_the_commands_own_line(tmp_path):
-    drill = types.SimpleNamespace(run_dir=tmp_path)
     unstamped = JobRun("rj", "rj-bcdfg", "FAILED", "", "x\n", {}, None, "train_job: no stamp\n", LAUNCHED)
-    [outcome] = first_step_timeline.check(drill, (unstamped,))
+    [outcome] = first_step_timeline.check(drill_in(tmp_path), (unstamped,))
     assert not outcome.ok
     assert "skyrl-hp train timeline failed" in outcome.line and "no Kubernetes timestamps" in outcome.line
 
