@@ -80,6 +80,9 @@ class PriceBook(StrictModel):
     fsx_lustre_gib_month: dict[str, dict[int, Price]]
     fsx_compression_note: str | None = None
     nat_gateway_hour: Price
+    # The managed MLflow App's rate (tracking.backend: mlflow without a tracking_uri). Unset in the shipped files (no
+    # primary source was read): the App is then listed unpriced; a --prices file with the rate prices it.
+    mlflow_app_hour: Price | None = None
     nominal: dict[Literal["nat_data", "ecr_storage", "s3_artifacts", "prometheus", "cloudwatch_logs"], NominalItem]
 
 
@@ -235,14 +238,16 @@ class Estimate:
 
 
 MLFLOW_APP_COMPONENT = "SageMaker MLflow App (tracking.backend: mlflow)"
-# No primary source for the managed MLflow App's price was read when this was written (December 2026): the line is
-# shown unpriced and unconfirmed rather than with a guessed figure, so the totals leave it out and say so.
-MLFLOW_APP_PRICE = Price(
+# No primary source for the managed MLflow App's price was read when this was written (December 2026): without
+# mlflow_app_hour in the price file the line is shown unpriced and unconfirmed rather than with a guessed figure, so
+# the totals leave it out and say so.
+MLFLOW_APP_UNPRICED = Price(
     usd=0,
     source="https://aws.amazon.com/sagemaker/ai/pricing/",
     confirmed=False,
     note="not priced: no primary source for the MLflow App's price was read (December 2026); the totals leave it "
-    "out; see https://aws.amazon.com/sagemaker/ai/pricing/ (managed MLflow)",
+    "out; add its rate as mlflow_app_hour to a --prices file (see https://aws.amazon.com/sagemaker/ai/pricing/, "
+    "managed MLflow)",
 )
 
 
@@ -371,7 +376,8 @@ def estimate(config: ProjectConfig, book: PriceBook, *, price_file: str, run_hou
     nats = config.network.nat_gateways
     items.append(_hourly_item("NAT gateway(s)", nats, f"{nats} gateway(s)", book.nat_gateway_hour, book, "hour"))
     if config.tracking.managed_app:
-        items.append(_hourly_item(MLFLOW_APP_COMPONENT, 1, "1 app", MLFLOW_APP_PRICE, book, "hour"))
+        app_price = book.mlflow_app_hour or MLFLOW_APP_UNPRICED
+        items.append(_hourly_item(MLFLOW_APP_COMPONENT, 1, "1 app", app_price, book, "hour"))
 
     for key, nominal in book.nominal.items():
         if key == "prometheus" and not config.observability.enabled:

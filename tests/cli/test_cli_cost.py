@@ -346,6 +346,22 @@ def test_a_managed_mlflow_app_is_listed_unpriced_and_unconfirmed(tmp_path):
     assert not [i for i in own["items"] if i["component"] == MLFLOW_APP_COMPONENT]
 
 
+def test_a_price_file_with_the_apps_rate_prices_the_managed_mlflow_app(tmp_path, book):
+    from skyrl_hyperpod.ops.cost import MLFLOW_APP_COMPONENT
+
+    managed = write_config(tmp_path, {"tracking": {"backend": "mlflow"}})
+    unpriced = cost_json("--config", managed)
+    data = book.model_dump(mode="json")
+    data["mlflow_app_hour"] = {"usd": 0.5, "source": "my account's bill", "confirmed": True}
+    file = tmp_path / "prices.yaml"
+    file.write_text(yaml.safe_dump(data))
+    priced = cost_json("--config", managed, "--prices", str(file))
+    app = item(priced, MLFLOW_APP_COMPONENT)
+    assert app["hourly_usd"] == pytest.approx(0.5) and app["confirmed"] is True
+    assert MLFLOW_APP_COMPONENT not in priced["unconfirmed"]
+    assert priced["totals"]["hourly"] == pytest.approx(unpriced["totals"]["hourly"] + 0.5)
+
+
 def test_an_on_demand_group_is_left_out_of_the_idle_day_and_the_month_as_in_the_scaling_comparison(tmp_path):
     from conftest import VARIANT_ON_DEMAND
 
