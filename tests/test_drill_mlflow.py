@@ -13,6 +13,7 @@ from typing import Any
 
 import mlflow
 import pytest
+from requirement_pins import pins
 
 from drill import mlflow_tracking, scenarios, synth
 from drill.cpu_training import STEP_MARKER
@@ -152,21 +153,12 @@ def test_a_run_train_metrics_cannot_find_fails_with_its_line(monkeypatch, defaul
     assert "train metrics could not read the run from MLflow: metrics: no MLflow experiment" in outcome.line
 
 
-def _pins(name: str) -> dict[str, str]:
-    pins = {}
-    for line in (REPO_ROOT / name).read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            requirement, _, version = line.partition("==")
-            pins[re.sub(r"[-_.]+", "-", requirement.split("[")[0]).lower()] = version
-    return pins
-
-
 def test_the_server_and_the_training_client_are_the_images_mlflow_release(default_config):
     release = default_config.training_image.mlflow_version
-    server, server_constraints = _pins("requirements-drill-mlflow.txt"), _pins("constraints-drill-mlflow.txt")
+    server, server_constraints = pins("requirements-drill-mlflow.txt"), pins("constraints-drill-mlflow.txt")
     assert server == {"mlflow": release}
     assert server_constraints["mlflow"] == server_constraints["mlflow-skinny"] == release
-    drill, drill_constraints = _pins("requirements-drill.txt"), _pins("constraints-drill.txt")
+    drill, drill_constraints = pins("requirements-drill.txt"), pins("constraints-drill.txt")
     assert drill["mlflow-skinny"] == drill_constraints["mlflow-skinny"] == release
     # mlflow-skinny's caps (its wheel's Requires-Dist: cachetools<8, importlib_metadata<10); pip refuses the env else.
     assert int(drill_constraints["cachetools"].split(".")[0]) < 8

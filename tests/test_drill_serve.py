@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from chart_helpers import synth
+from requirement_pins import pins
 
 from drill import kuberay
 from drill.manifests import Manifests
@@ -111,17 +112,8 @@ def test_every_cpu_change_is_documented_with_what_it_leaves_unproven():
         assert any(name in change.what for change in CPU_CHANGES)
 
 
-def _pins(name: str) -> dict[str, str]:
-    pins = {}
-    for line in (REPO_ROOT / name).read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            requirement, _, version = line.partition("==")
-            pins[re.sub(r"[-_.]+", "-", requirement.split("[")[0]).lower()] = version
-    return pins
-
-
-def test_the_serving_environment_pins_the_serving_images_ray_and_the_vllm_it_pins(default_config):
-    requirements, constraints = _pins("requirements-drill-serve.txt"), _pins("constraints-drill-serve.txt")
+def test_the_serving_environment_pins_the_serving_images_ray_and_the_vllm_itpins(default_config):
+    requirements, constraints = pins("requirements-drill-serve.txt"), pins("constraints-drill-serve.txt")
     assert requirements["ray"] == default_config.serving_image.ray_version
     for name, version in requirements.items():
         assert constraints.get(name) == version, name
