@@ -25,6 +25,19 @@ def serve_in_background(server: ThreadingHTTPServer) -> threading.Thread:
     return thread
 
 
+def serve_locally(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """`handler` on a free port of 127.0.0.1, served in the background."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    serve_in_background(server)
+    return server
+
+
+def stop_serving(server: ThreadingHTTPServer | None) -> None:
+    if server is not None:
+        server.shutdown()
+        server.server_close()
+
+
 @dataclass
 class Recorded:
     method: str
@@ -73,11 +86,8 @@ class FakeHttp:
 
             do_GET = do_POST = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        serve_in_background(self.server)
+        self.server = serve_locally(Handler)
         return self
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+        stop_serving(self.server)

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from fake_http import serve_in_background
+from fake_http import serve_locally, stop_serving
 
 
 @dataclass
@@ -121,14 +121,11 @@ class FakeKube:
 
             do_GET = do_PATCH = do_DELETE = do_POST = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        serve_in_background(self.server)
+        self.server = serve_locally(Handler)
         return self
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+        stop_serving(self.server)
 
 
 COLLECTIONS = ("pods", "events", "nodes", "rayjobs", "rayclusters", "rayservices", "jobs", "secrets", "services", "daemonsets",

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from fake_http import serve_in_background
+from fake_http import serve_locally, stop_serving
 from mlflow.entities import ViewType
 from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.protos.service_pb2 import GetExperimentByName, GetMetricHistory, SearchRuns
@@ -104,11 +104,8 @@ class MlflowRest:
             def do_POST(self) -> None:
                 self._handle("POST")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        serve_in_background(self.server)
+        self.server = serve_locally(Handler)
         return self
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+        stop_serving(self.server)
