@@ -12,7 +12,10 @@ and the Ray, pydantic and checker versions), so repeated synths skip the Ray imp
 from __future__ import annotations
 
 import hashlib
+import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args, get_origin
@@ -56,12 +59,33 @@ def unavailable_reason(ray_version: str) -> str | None:
     return None
 
 
+# Ray LLM imports these when they are installed (`try_import` in ray/llm/_internal/common/utils/download_utils.py
+# and serve/core/configs/llm_config.py), for downloads and model configs; the schema classes use neither. With
+# the dev requirements' torch installed, importing them costs seconds: most of a cold `cdk8s synth`.
+_UNUSED_BY_THE_SCHEMAS = ("torch", "transformers")
+
+
+@contextmanager
+def _hidden_unless_loaded(names: tuple[str, ...]) -> Iterator[None]:
+    """Imports of these modules fail inside the block (a None entry in sys.modules), unless the process has
+    already imported them. Modules imported inside keep what they got: Ray's `try_import` keeps None."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # the import system's own "not importable" mark
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, "") is None:
+                del sys.modules[name]
+
+
 def _ray_models() -> RayModels:
     import logging
 
     # Ray LLM logs "Could not import torch/transformers" at import; the schema classes need neither.
     logging.getLogger("ray.llm._internal.common.utils.import_utils").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _hidden_unless_loaded(_UNUSED_BY_THE_SCHEMAS):
         warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own pydantic-v1-style Field usage
         from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
         from ray.serve._private.config import DeploymentConfig

@@ -7,6 +7,9 @@ import copy
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 import warnings
 from importlib import metadata
 from typing import Any
@@ -397,6 +400,34 @@ def test_serve_config_rules_from_ray(serve, path, default_config):
 def test_serve_config_check_runs_here_with_the_pinned_ray(default_config):
     # Ray at the serving image's version is pinned in requirements-dev.txt: the check must not be skipped.
     assert serve_config.unavailable_reason(default_config.serving_image.ray_version) is None
+
+
+def test_serve_config_check_does_not_import_torch_or_transformers(default_config):
+    # Both are installed (requirements-dev.txt) and Ray LLM imports them when it can: seconds of a cold
+    # `cdk8s synth` for classes the schemas never use. A fresh process, so that no other test imported them.
+    code = (
+        "import sys\n"
+        "from skyrl_hyperpod.validation import serve_config\n"
+        f"problems, skipped = serve_config.serve_config_problems({yaml.safe_dump(serve_app())!r}, {default_config.serving_image.ray_version!r})\n"
+        "assert (problems, skipped) == ([], None), (problems, skipped)\n"
+        "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n"
+        "import torch, transformers  # hidden only while Ray's classes imported\n"
+        "print(loaded, torch.__name__, transformers.__name__)\n"
+    )
+    env = {**os.environ, "SKYRL_HP_VALIDATION_CACHE": "off"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["[]", "torch", "transformers"]
+
+
+def test_modules_already_imported_are_not_hidden():
+    with serve_config._hidden_unless_loaded(("json", "a_module_that_is_not_loaded")):
+        import json
+
+        assert json.dumps(1) == "1"
+        with pytest.raises(ImportError):
+            import a_module_that_is_not_loaded  # noqa: F401
+    assert "a_module_that_is_not_loaded" not in sys.modules
 
 
 def test_serve_config_that_is_not_yaml_is_rejected(default_config):
