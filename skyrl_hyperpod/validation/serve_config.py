@@ -66,7 +66,7 @@ _UNUSED_BY_THE_SCHEMAS = ("torch", "transformers")
 
 
 @contextmanager
-def _hidden_unless_loaded(names: tuple[str, ...]) -> Iterator[None]:
+def hidden_unless_loaded(names: tuple[str, ...]) -> Iterator[None]:
     """Imports of these modules fail inside the block (a None entry in sys.modules), unless the process has
     already imported them. Modules imported inside keep what they got: Ray's `try_import` keeps None."""
     hidden = [name for name in names if name not in sys.modules]
@@ -85,7 +85,7 @@ def _ray_models() -> RayModels:
 
     # Ray LLM logs "Could not import torch/transformers" at import; the schema classes need neither.
     logging.getLogger("ray.llm._internal.common.utils.import_utils").setLevel(logging.ERROR)
-    with warnings.catch_warnings(), _hidden_unless_loaded(_UNUSED_BY_THE_SCHEMAS):
+    with warnings.catch_warnings(), hidden_unless_loaded(_UNUSED_BY_THE_SCHEMAS):
         warnings.simplefilter("ignore", DeprecationWarning)  # Ray's own pydantic-v1-style Field usage
         from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
         from ray.serve._private.config import DeploymentConfig

@@ -411,8 +411,8 @@ def test_serve_config_check_does_not_import_torch_or_transformers(default_config
         f"problems, skipped = serve_config.serve_config_problems({yaml.safe_dump(serve_app())!r}, {default_config.serving_image.ray_version!r})\n"
         "assert (problems, skipped) == ([], None), (problems, skipped)\n"
         "loaded = sorted({'torch', 'transformers'} & set(sys.modules))\n"
-        "import torch, transformers  # hidden only while Ray's classes imported\n"
-        "print(loaded, torch.__name__, transformers.__name__)\n"
+        "from importlib.util import find_spec  # None while hidden\n"
+        "print(loaded, find_spec('torch').name, find_spec('transformers').name)\n"
     )
     env = {**os.environ, "SKYRL_HP_VALIDATION_CACHE": "off"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
@@ -421,7 +421,7 @@ def test_serve_config_check_does_not_import_torch_or_transformers(default_config
 
 
 def test_modules_already_imported_are_not_hidden():
-    with serve_config._hidden_unless_loaded(("json", "a_module_that_is_not_loaded")):
+    with serve_config.hidden_unless_loaded(("json", "a_module_that_is_not_loaded")):
         import json
 
         assert json.dumps(1) == "1"
