@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -426,7 +427,7 @@ def test_modules_already_imported_are_not_hidden():
 
         assert json.dumps(1) == "1"
         with pytest.raises(ImportError):
-            import a_module_that_is_not_loaded  # noqa: F401
+            importlib.import_module("a_module_that_is_not_loaded")
     assert "a_module_that_is_not_loaded" not in sys.modules
 
 
