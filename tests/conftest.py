@@ -355,6 +355,22 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.fixture
+def shared(tmp_path: Path) -> Path:
+    """The training job's shared directory (FSx on the cluster), empty: for the tests of docker/skyrl_hp_job."""
+    from train_job_stand_ins import shared_dir
+
+    return shared_dir(tmp_path)
+
+
+@pytest.fixture
+def skyrl(tmp_path: Path) -> Path:
+    """A SkyRL checkout whose VisGym example scripts record how the training job calls them."""
+    from train_job_stand_ins import make_skyrl
+
+    return make_skyrl(tmp_path / "SkyRL")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The order pytest-xdist hands out whole modules (`--dist loadfile --no-loadscope-reorder`): modules with a
     long_running test (or marked long_running as a whole) first, then the others by number of tests, most first.

@@ -11,22 +11,11 @@ import textwrap
 import zipfile
 from pathlib import Path
 
-import pytest
-from train_job_stand_ins import FakeExec, argv_for, calls, make_skyrl, run, shared_dir
+from train_job_stand_ins import FakeExec, argv_for, calls, run
 
 from skyrl_hp_job.resume import RUN_MARKER
 
 TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
-
-
-@pytest.fixture
-def shared(tmp_path) -> Path:
-    return shared_dir(tmp_path)
-
-
-@pytest.fixture
-def skyrl(tmp_path) -> Path:
-    return make_skyrl(tmp_path / "SkyRL")
 
 
 # --- the job end to end ---------------------------------------------------------------------------------------

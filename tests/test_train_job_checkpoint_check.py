@@ -5,26 +5,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from pathlib import Path
 
-import pytest
 from fake_checkpoint import write_fake_vision_language
-from train_job_stand_ins import FakeExec, argv_for, make_skyrl, run, shared_dir
+from train_job_stand_ins import FakeExec, argv_for, run
 
 from skyrl_hp_job.checkpoint_check import CheckpointReport, check_checkpoint, write_query_example
 from skyrl_hp_job.errors import PrepareError
 from skyrl_hp_job.options import parse_args
-
-
-@pytest.fixture
-def shared(tmp_path) -> Path:
-    return shared_dir(tmp_path)
-
-
-@pytest.fixture
-def skyrl(tmp_path) -> Path:
-    return make_skyrl(tmp_path / "SkyRL")
-
 
 # --- the checkpoint check ------------------------------------------------------------------------------------------
 

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
-from train_job_stand_ins import FakeHub, argv_for, calls, make_skyrl, run, shared_dir
+from train_job_stand_ins import FakeHub, argv_for, calls, run
 
 from skyrl_hp_job.options import ENTRYPOINT, parse_args
 from skyrl_hyperpod.config import load_config
-
-
-@pytest.fixture
-def shared(tmp_path) -> Path:
-    return shared_dir(tmp_path)
-
-
-@pytest.fixture
-def skyrl(tmp_path) -> Path:
-    return make_skyrl(tmp_path / "SkyRL")
-
 
 # --- the command-line contract ------------------------------------------------------------------
 

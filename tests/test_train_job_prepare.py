@@ -14,22 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from train_job_stand_ins import VALUE_SEED, FakeExec, FakeHub, argv_for, calls, make_skyrl, run, shared_dir
+from train_job_stand_ins import VALUE_SEED, FakeExec, FakeHub, argv_for, calls, make_skyrl, run
 
 from skyrl_hp_job.errors import UsageError
 from skyrl_hp_job.options import ENTRYPOINT, LOCK_FILE, parse_args
 
 TRAIN_JOB = Path(__file__).resolve().parent.parent / "docker" / "train_job.py"
-
-
-@pytest.fixture
-def shared(tmp_path) -> Path:
-    return shared_dir(tmp_path)
-
-
-@pytest.fixture
-def skyrl(tmp_path) -> Path:
-    return make_skyrl(tmp_path / "SkyRL")
 
 
 # --- first run and reruns --------------------------------------------------------------------------
