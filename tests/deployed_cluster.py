@@ -9,6 +9,7 @@ import cdk8s
 import yaml
 
 from charts import ChartInputs, build_charts
+from skyrl_hyperpod.config.loader import SAFE_DUMPER
 from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 from skyrl_hyperpod.values.synthesized_manifests import SynthStamp, config_fingerprint, stamp_files
@@ -45,7 +46,7 @@ def write_dist(directory: Path, config, outputs: StackOutputs | None = None, *, 
     files = []
     for chart in build_charts(cdk8s.App(), inputs):
         files.append(directory / f"{chart.node.id}.k8s.yaml")
-        files[-1].write_text(yaml.safe_dump_all(chart.to_json()))
+        files[-1].write_text(yaml.dump_all(chart.to_json(), Dumper=SAFE_DUMPER))  # libyaml's emitter: several x faster
     if stamp:
         stamp_files(files, SynthStamp(config_fingerprint(config), config_file, inputs.outputs.config_fingerprint))
     return directory

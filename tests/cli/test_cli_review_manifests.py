@@ -19,6 +19,8 @@ from click.testing import CliRunner
 from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
+from skyrl_hyperpod.config.loader import SAFE_DUMPER
+from skyrl_hyperpod.plumbing.yaml_loading import SAFE_LOADER
 from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
@@ -33,7 +35,9 @@ def write_dist(directory: Path, overrides: dict) -> Path:
     )
     (directory / "dist").mkdir(parents=True)
     for chart in build_charts(cdk8s.App(), inputs):
-        (directory / "dist" / f"{chart.node.id}.k8s.yaml").write_text(yaml.safe_dump_all(chart.to_json()))
+        (directory / "dist" / f"{chart.node.id}.k8s.yaml").write_text(
+            yaml.dump_all(chart.to_json(), Dumper=SAFE_DUMPER)
+        )
     return directory
 
 
@@ -152,11 +156,11 @@ SECRETS = {
 def edit_dist(directory: Path, edit) -> None:
     """Load every document of `directory`/dist, let `edit(kind, document)` change it, write it back."""
     for file in (directory / "dist").glob("*.yaml"):
-        documents = list(yaml.safe_load_all(file.read_text()))
+        documents = list(yaml.load_all(file.read_text(), Loader=SAFE_LOADER))
         for document in documents:
             if document:
                 edit(document["kind"], document)
-        file.write_text(yaml.safe_dump_all(documents))
+        file.write_text(yaml.dump_all(documents, Dumper=SAFE_DUMPER))
 
 
 def plant_secrets(kind: str, document: dict) -> None:
