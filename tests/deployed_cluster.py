@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cdk8s
 import yaml
-from chart_helpers import chart_documents
 
-from charts import ChartInputs
+from charts import ChartInputs, build_charts
 from skyrl_hyperpod.config.loader import SAFE_DUMPER
 from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
@@ -44,9 +44,9 @@ def write_dist(directory: Path, config, outputs: StackOutputs | None = None, *, 
     )
     directory.mkdir(parents=True, exist_ok=True)
     files = []
-    for chart_id, documents in chart_documents(inputs).items():
-        files.append(directory / f"{chart_id}.k8s.yaml")
-        files[-1].write_text(yaml.dump_all(documents, Dumper=SAFE_DUMPER))  # libyaml's emitter: several x faster
+    for chart in build_charts(cdk8s.App(), inputs):
+        files.append(directory / f"{chart.node.id}.k8s.yaml")
+        files[-1].write_text(yaml.dump_all(chart.to_json(), Dumper=SAFE_DUMPER))  # libyaml's emitter: several x faster
     if stamp:
         stamp_files(files, SynthStamp(config_fingerprint(config), config_file, inputs.outputs.config_fingerprint))
     return directory

@@ -11,12 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cdk8s
 import pytest
 import yaml
-from chart_helpers import chart_documents
 from click.testing import CliRunner
 
-from charts import ChartInputs
+from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.config.loader import SAFE_DUMPER
@@ -34,8 +34,10 @@ def write_dist(directory: Path, overrides: dict) -> Path:
         config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: "print('stub')\n"}
     )
     (directory / "dist").mkdir(parents=True)
-    for chart_id, documents in chart_documents(inputs).items():
-        (directory / "dist" / f"{chart_id}.k8s.yaml").write_text(yaml.dump_all(documents, Dumper=SAFE_DUMPER))
+    for chart in build_charts(cdk8s.App(), inputs):
+        (directory / "dist" / f"{chart.node.id}.k8s.yaml").write_text(
+            yaml.dump_all(chart.to_json(), Dumper=SAFE_DUMPER)
+        )
     return directory
 
 
