@@ -46,7 +46,7 @@ def write_dist(directory: Path, config, outputs: StackOutputs | None = None, *, 
     files = []
     for chart in build_charts(cdk8s.App(), inputs):
         files.append(directory / f"{chart.node.id}.k8s.yaml")
-        files[-1].write_text(yaml.dump_all(chart.to_json(), Dumper=SAFE_DUMPER))  # libyaml's emitter: several x faster
+        files[-1].write_text(yaml.dump_all(chart.to_json(), Dumper=SAFE_DUMPER))
     if stamp:
         stamp_files(files, SynthStamp(config_fingerprint(config), config_file, inputs.outputs.config_fingerprint))
     return directory
