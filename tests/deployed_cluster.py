@@ -9,7 +9,7 @@ import cdk8s
 import yaml
 
 from charts import ChartInputs, build_charts
-from skyrl_hyperpod.config.loader import SAFE_DUMPER
+from skyrl_hyperpod.plumbing.yaml_loading import SAFE_DUMPER
 from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 from skyrl_hyperpod.values.synthesized_manifests import SynthStamp, config_fingerprint, stamp_files

@@ -24,7 +24,7 @@ from yaml.reader import ReaderError
 
 from ..plumbing.errors import ConfigError
 from ..plumbing.upstream import DNS1035_LABEL_PATTERN, DNS1123_LABEL_PATTERN
-from ..plumbing.yaml_loading import MAX_FILE_BYTES, YAMLLimitError, load_bounded
+from ..plumbing.yaml_loading import MAX_FILE_BYTES, SAFE_DUMPER, YAMLLimitError, load_bounded
 from .base import GITHUB_REPOSITORY_PATTERN
 from .project import ProjectConfig
 from .upstream_lock import LOCK_COMMAND, LOCK_FILE, UpstreamLock, apply_lock
@@ -63,11 +63,6 @@ def resolve_config_source(
     if os.path.lexists(local):
         return ConfigSource(local, f"./{DEFAULT_CONFIG_FILE}")
     return ConfigSource(None, "defaults")
-
-
-# Error messages show what to write as one line of YAML; libyaml's emitter when PyYAML has it (fast for a file of
-# thousands of such keys).
-SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 # Patterns the models use, each as the sentence a user reads instead of the regular expression.

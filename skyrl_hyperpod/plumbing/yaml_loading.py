@@ -29,6 +29,8 @@ from yaml.scanner import Scanner
 from .errors import ProjectError
 
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's emitter when PyYAML has it: the same YAML as SafeDumper's, written in C.
+SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def safe_load(text: str | bytes) -> Any:

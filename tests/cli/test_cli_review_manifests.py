@@ -19,8 +19,7 @@ from click.testing import CliRunner
 from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.config.loader import SAFE_DUMPER
-from skyrl_hyperpod.plumbing.yaml_loading import SAFE_LOADER
+from skyrl_hyperpod.plumbing.yaml_loading import SAFE_DUMPER, SAFE_LOADER
 from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
