@@ -11,16 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cdk8s
+import deployed_cluster
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from charts import ChartInputs, build_charts
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
 from skyrl_hyperpod.plumbing.yaml_loading import SAFE_DUMPER, SAFE_LOADER
-from skyrl_hyperpod.values.job_files import JOB_SCRIPT_NAME
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -28,15 +26,9 @@ WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 
 
 def write_dist(directory: Path, overrides: dict) -> Path:
+    """`directory`/dist as `make synth-k8s` writes it before any deploy (placeholder outputs), without the stamp."""
     config = validate_config(overrides)
-    inputs = ChartInputs(
-        config=config, outputs=StackOutputs.placeholder(config), job_files={JOB_SCRIPT_NAME: "print('stub')\n"}
-    )
-    (directory / "dist").mkdir(parents=True)
-    for chart in build_charts(cdk8s.App(), inputs):
-        (directory / "dist" / f"{chart.node.id}.k8s.yaml").write_text(
-            yaml.dump_all(chart.to_json(), Dumper=SAFE_DUMPER)
-        )
+    deployed_cluster.write_dist(directory / "dist", config, StackOutputs.placeholder(config), stamp=False)
     return directory
 
 
