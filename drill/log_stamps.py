@@ -31,11 +31,16 @@ class StampedLog:
     stamped: Path
 
     def __post_init__(self) -> None:
-        self._thread = threading.Thread(target=self._copy, name=f"stamp {self.plain.name}", daemon=True)
+        # Opened here, not in the thread: a scenario reads `plain` as soon as the submission is launched, before the
+        # thread may have run at all on a loaded machine.
+        plain, stamped = self.plain.open("wb"), self.stamped.open("wb")
+        self._thread = threading.Thread(
+            target=self._copy, args=(plain, stamped), name=f"stamp {self.plain.name}", daemon=True
+        )
         self._thread.start()
 
-    def _copy(self) -> None:
-        with self.plain.open("wb") as plain, self.stamped.open("wb") as stamped:
+    def _copy(self, plain: IO[bytes], stamped: IO[bytes]) -> None:
+        with plain, stamped:
             for line in iter(self.source.readline, b""):
                 at = datetime.now(UTC)
                 plain.write(line)

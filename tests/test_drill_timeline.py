@@ -5,6 +5,7 @@ lines), as in tests/fixtures/start_timeline/driver.log."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
@@ -125,3 +126,14 @@ def test_each_log_milestone_is_required(missing):
         ]
     }
     assert f"{missing}: not found in the log" in first_step_timeline.problems_of(timeline)
+
+
+def test_both_logs_exist_once_the_copy_is_set_up_even_before_its_thread_runs(tmp_path, monkeypatch):
+    """A scenario reads the plain log right after launching the submitter; the copying thread may not have run yet."""
+    monkeypatch.setattr("drill.log_stamps.threading.Thread.start", lambda thread: None)
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as source:
+        StampedLog(source, tmp_path / "job.log", tmp_path / "job.timestamps.log")
+        os.close(write_end)
+        assert (tmp_path / "job.log").read_text() == ""
+        assert (tmp_path / "job.timestamps.log").read_text() == ""
