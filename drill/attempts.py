@@ -65,7 +65,6 @@ STOP_SETTLE_SECONDS = 10
 NODE_TIMEOUT_SECONDS = 300
 WATCHDOG_LINE = "train_job: error: stalled:"
 STALL_EXIT = "exit code 124"
-ATTEMPTS_DIR = ".skyrl-hp-attempts"
 # SkyRL's vLLM server actor (skyrl/backends/skyrl_train/inference_servers/vllm_server_actor.py), as Ray names it
 ENGINE_ACTOR = "VLLMServerActor"
 _GENERATION = re.compile(r"attempt generation (\d+) \(")
@@ -142,11 +141,12 @@ def hang_verdict(name: str, hang: Hang, bound: float, frozen: dict[str, Any] | N
     return Outcome(not problems, line + ("; but " + "; ".join(problems) if problems else detail))
 
 
-def fingerprint(run_dir: Path) -> dict[str, str]:
-    """Every file of the run (checkpoints, step file, exports, LoRA syncs) by content, but the attempts' records."""
+def fingerprint(run_dir: Path, attempts_dir: str) -> dict[str, str]:
+    """Every file of the run (checkpoints, step file, exports, LoRA syncs) by content, but the attempts' records (in
+    the job package's `attempts_dir`)."""
     prints = {}
     for path in sorted(run_dir.rglob("*")):
-        if path.is_file() and ATTEMPTS_DIR not in path.parts:
+        if path.is_file() and attempts_dir not in path.parts:
             prints[str(path.relative_to(run_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return prints
 
@@ -254,12 +254,13 @@ def train_hang_and_overlap(
               f"{'/'.join(states.values())}); {released}; {node} added for the newer attempt", flush=True)  # fmt: skip
         newer = launch_training(drill, job).wait(TRAIN_TIMEOUT_SECONDS)
         run_dir = drill.training.paths.path(overrides_of(job)["trainer.export_path"])
-        before = fingerprint(run_dir)
+        attempts_dir = drill.training.train_job.attempts.ATTEMPTS_DIR
+        before = fingerprint(run_dir, attempts_dir)
     finally:
         for pid in (trainer, driver):
             os.kill(pid, signal.SIGCONT)
     stale = retry.wait(STALE_END_SECONDS)
-    after = fingerprint(run_dir)
+    after = fingerprint(run_dir, attempts_dir)
     ckpt = drill.training.paths.path(overrides_of(job)["trainer.ckpt_path"])
     verdict = overlap_verdict(name, stale, newer, before, after, ckpt)
     if set(states.values()) != {"T"}:

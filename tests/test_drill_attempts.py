@@ -24,6 +24,7 @@ from drill_site_modules import site_module
 from drill import attempts, cpu_training
 from drill.attempts import HANG_STEP, Hang, fingerprint, hang_verdict, overlap_verdict
 from drill.training_cluster import SITE_DIR, JobRun
+from skyrl_hp_job.attempts import ATTEMPTS_DIR
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BOUND = 240.0
@@ -117,31 +118,31 @@ def a_run_dir(tmp_path: Path) -> tuple[Path, Path]:
     (ckpt / f"global_step_{HANG_STEP}").mkdir(parents=True)
     (ckpt / f"global_step_{HANG_STEP}" / "trainer_state.pt").write_bytes(b"attempt 3")
     (ckpt / "latest_ckpt_global_step.txt").write_text(str(HANG_STEP))
-    (ckpt / attempts.ATTEMPTS_DIR).mkdir()
-    (ckpt / attempts.ATTEMPTS_DIR / "progress-2.json").write_text("{}")
+    (ckpt / ATTEMPTS_DIR).mkdir()
+    (ckpt / ATTEMPTS_DIR / "progress-2.json").write_text("{}")
     return run_dir, ckpt
 
 
 def test_a_stale_attempt_fenced_with_the_run_intact_passes(tmp_path):
     run_dir, ckpt = a_run_dir(tmp_path)
-    before = fingerprint(run_dir)
+    before = fingerprint(run_dir, ATTEMPTS_DIR)
     # The attempts' own records may change (the stale one's progress file): they are not the run's.
-    (ckpt / attempts.ATTEMPTS_DIR / "progress-2.json").write_text('{"event": "step_end"}')
+    (ckpt / ATTEMPTS_DIR / "progress-2.json").write_text('{"event": "step_end"}')
     stale = run("FAILED", f"train_job: attempt generation 2 (submission maze-2) holds /ckpt\n{FENCE}\n")
     newer = run("SUCCEEDED", "train_job: attempt generation 3 (submission maze-3) holds /ckpt\n")
-    outcome = overlap_verdict("maze", stale, newer, before, fingerprint(run_dir), ckpt)
+    outcome = overlap_verdict("maze", stale, newer, before, fingerprint(run_dir, ATTEMPTS_DIR), ckpt)
     assert outcome.ok, outcome.line
     assert outcome.line.startswith("drill: maze: stale attempt fenced, checkpoint of attempt 3 intact")
 
 
 def test_mutation_fencing_off_the_stale_attempt_writes_and_the_check_fails(tmp_path):
     run_dir, ckpt = a_run_dir(tmp_path)
-    before = fingerprint(run_dir)
+    before = fingerprint(run_dir, ATTEMPTS_DIR)
     # Unfenced, the resumed attempt saves its own checkpoint of the step over the newer attempt's.
     (ckpt / f"global_step_{HANG_STEP}" / "trainer_state.pt").write_bytes(b"attempt 2")
     stale = run("SUCCEEDED", "train_job: attempt generation 2 (submission maze-2) holds /ckpt\n")
     newer = run("SUCCEEDED", "train_job: attempt generation 3 (submission maze-3) holds /ckpt\n")
-    outcome = overlap_verdict("maze", stale, newer, before, fingerprint(run_dir), ckpt)
+    outcome = overlap_verdict("maze", stale, newer, before, fingerprint(run_dir, ATTEMPTS_DIR), ckpt)
     assert not outcome.ok
     assert "without the fencing line" in outcome.line
     assert f"ckpt/global_step_{HANG_STEP}/trainer_state.pt" in outcome.line
