@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from skyrl_hyperpod.cli import cli
 from skyrl_hyperpod.config import validate_config
-from skyrl_hyperpod.plumbing.yaml_loading import SAFE_DUMPER, SAFE_LOADER
+from skyrl_hyperpod.plumbing.yaml_loading import SAFE_DUMPER, safe_load_all
 from skyrl_hyperpod.values.stack_outputs import StackOutputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ SECRETS = {
 def edit_dist(directory: Path, edit) -> None:
     """Load every document of `directory`/dist, let `edit(kind, document)` change it, write it back."""
     for file in (directory / "dist").glob("*.yaml"):
-        documents = list(yaml.load_all(file.read_text(), Loader=SAFE_LOADER))
+        documents = safe_load_all(file.read_text())
         for document in documents:
             if document:
                 edit(document["kind"], document)
